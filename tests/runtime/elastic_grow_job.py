@@ -1,0 +1,54 @@
+"""An elastic horovod.torch job that trains until the world has grown, then a few steps more.
+
+Every step each rank appends one JSON line to $GROW_LOG: rank, world size, the committed step
+counter and the sum of a parameter. The job ends on every rank at the same step: once the
+world size has reached $GROW_TARGET_SIZE for $GROW_STEPS_AFTER steps. State (model, optimizer,
+step counter, the step at which the world grew) lives in a TorchState, so a rank that joins
+later receives it from rank 0 at the reset.
+"""
+import json
+import os
+import time
+
+import horovod.torch as hvd
+import torch
+
+target_size = int(os.environ.get("GROW_TARGET_SIZE", "2"))
+steps_after = int(os.environ.get("GROW_STEPS_AFTER", "5"))
+max_steps = int(os.environ.get("GROW_MAX_STEPS", "400"))
+
+hvd.init()
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 1)
+optimizer = hvd.DistributedOptimizer(
+    torch.optim.SGD(model.parameters(), lr=0.01), named_parameters=model.named_parameters()
+)
+state = hvd.elastic.TorchState(model=model, optimizer=optimizer, step=0, grown_at=-1)
+log = open(os.environ["GROW_LOG"], "a", buffering=1)
+
+
+@hvd.elastic.run
+def train(state):
+    while state.step < max_steps:
+        if hvd.size() >= target_size and state.grown_at < 0:
+            state.grown_at = state.step
+        if state.grown_at >= 0 and state.step >= state.grown_at + steps_after:
+            return
+        x = torch.ones(8, 4) * (hvd.rank() + 1)
+        loss = model(x).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        state.step += 1
+        log.write(json.dumps({
+            "rank": hvd.rank(),
+            "size": hvd.size(),
+            "step": state.step,
+            "weight_sum": float(sum(p.sum() for p in model.parameters())),
+        }) + "\n")
+        state.commit()
+        if hvd.size() < target_size:
+            time.sleep(0.2)  # give the test time to add a slot
+
+
+train(state)
