@@ -1,0 +1,87 @@
+"""Prepare one host before the discovery daemon serves it (the daemon's ``--prepare-cmd``).
+
+    python -m elastic.run_prepare --identity FILE --ssh-dir DIR [--ssh-port P]
+                                  [--dataset SRC:DEST] HOST
+
+1. ``ssh-bootstrap hosts --identity FILE --out DIR/hosts/HOST --port P --hosts HOST``: checks
+   that HOST answers with the job's key and pins its host key (one directory per host, so the
+   daemon may prepare several hosts at once without two writers on one known_hosts);
+2. with ``--dataset``, ``dataset-sync SRC DEST --host HOST --ssh-config DIR/hosts/HOST/ssh_config``.
+
+Exit 0 when HOST is ready; otherwise non-zero with one line on stderr (the daemon retries and
+reports the line). ``elastic-run`` writes this command for the daemons it starts; the launcher
+pod in deploy/ writes it out by hand.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+
+from .errors import ConfigError, ElasticError, SSHError, SyncError
+from .run_tools import tool
+
+_HOST = re.compile(r"^[A-Za-z0-9_.:-]+$")
+
+
+def parse_dataset(value: str) -> tuple[str, str]:
+    """``SRC:DEST`` -> (SRC, DEST); ConfigError when either side is empty."""
+    src, sep, dest = value.rpartition(":")
+    if not sep or not src or not dest:
+        raise ConfigError(f"--dataset wants SRC:DEST, got {value!r}")
+    return src, dest
+
+
+def prepare_argv(identity: str, ssh_dir: str, ssh_port: int | None, dataset: str | None) -> list[str]:
+    """The daemon's ``--prepare-cmd`` (without the host the daemon appends), as argv."""
+    argv = [sys.executable, "-m", "elastic.run_prepare", "--identity", identity, "--ssh-dir", ssh_dir]
+    if ssh_port is not None:
+        argv += ["--ssh-port", str(ssh_port)]
+    if dataset:
+        argv += ["--dataset", dataset]
+    return argv
+
+
+def _run(argv: list[str], what: str, error: type[ElasticError]) -> None:
+    proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        lines = [l for l in (proc.stderr + proc.stdout).splitlines() if l.strip()]
+        raise error(f"{what} failed ({proc.returncode}): {lines[-1].strip() if lines else 'no output'}")
+
+
+def prepare(host: str, identity: str, ssh_dir: str, ssh_port: int | None, dataset: str | None) -> None:
+    """Pin ``host``'s key and sync the dataset to it; raises SSHError/SyncError/ConfigError."""
+    if not _HOST.match(host):
+        raise ConfigError(f"bad host {host!r}")
+    out = f"{ssh_dir}/hosts/{host}"
+    argv = [tool("ssh-bootstrap"), "hosts", "--identity", identity, "--out", out, "--hosts", host]
+    if ssh_port is not None:
+        argv += ["--port", str(ssh_port)]
+    _run(argv, f"ssh-bootstrap hosts for {host}", SSHError)
+    if dataset:
+        src, dest = parse_dataset(dataset)
+        _run([tool("dataset-sync"), src, dest, "--host", host, "--ssh-config", f"{out}/ssh_config"],
+             f"dataset-sync to {host}", SyncError)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m elastic.run_prepare", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--identity", required=True, help="the job's private SSH key")
+    parser.add_argument("--ssh-dir", required=True, help="where pinned host keys and ssh configs go")
+    parser.add_argument("--ssh-port", type=int, default=None, help="the hosts' sshd port")
+    parser.add_argument("--dataset", default=None, metavar="SRC:DEST", help="sync SRC to DEST on the host")
+    parser.add_argument("host")
+    args = parser.parse_args(argv)
+    try:
+        prepare(args.host, args.identity, args.ssh_dir, args.ssh_port, args.dataset)
+    except ElasticError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"prepared {args.host}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

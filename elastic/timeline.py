@@ -1,0 +1,163 @@
+"""The job's timeline (pure): what ``elastic-run`` prints when the training has ended.
+
+Inputs are plain values, so a test builds them by hand:
+
+- host snapshots ``[(unix_time, ("host:slots", ...)), ...]`` as polled from the daemon;
+- training metrics records (dicts, JSON lines written by rank 0: ``event``, ``time``,
+  ``epoch``, ``world_size``, ``resets``, ``accuracy``, ``val_accuracy``);
+- the launch's start and end times and the exit code.
+
+``build_timeline`` turns them into ``Event``s sorted by time: the host set changing
+(``hosts``: who came, who went), the world size or reset count changing in the metrics
+(``world``), epochs ending (``epoch``) and the end of the job (``exit``). ``summarize``
+gives the counts the demo and the tests read; ``render`` formats the text table.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+
+@dataclass(frozen=True)
+class Event:
+    """One line of the timeline: seconds since the start, a kind, and its text."""
+
+    t: float
+    kind: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What the timeline adds up to."""
+
+    wall_seconds: float
+    host_changes: int
+    world_sizes: tuple[int, ...]  # in order of appearance, repeats collapsed
+    resets: int
+    epochs: int
+    final_accuracy: float | None
+    exit_code: int
+
+
+def _slots(hosts: Iterable[str]) -> int:
+    total = 0
+    for line in hosts:
+        _, _, slots = line.rpartition(":")
+        total += int(slots) if slots.isdigit() else 1
+    return total
+
+
+def _names(hosts: Iterable[str]) -> set[str]:
+    return {line.rpartition(":")[0] or line for line in hosts}
+
+
+def host_events(start: float, snapshots: Sequence[tuple[float, Sequence[str]]]) -> list[Event]:
+    """One event per change of the served host set (the first snapshot included)."""
+    events, previous = [], None
+    for when, hosts in snapshots:
+        current = tuple(sorted(hosts))
+        if current == previous:
+            continue
+        if previous is None:
+            text = f"hosts: {len(current)} ({_slots(current)} slots) {' '.join(current) or '-'}"
+        else:
+            came = sorted(_names(current) - _names(previous))
+            went = sorted(_names(previous) - _names(current))
+            parts = [f"+{h}" for h in came] + [f"-{h}" for h in went] or ["slots changed"]
+            text = f"hosts: {len(current)} ({_slots(current)} slots) {' '.join(parts)}"
+        events.append(Event(round(when - start, 3), "hosts", text))
+        previous = current
+    return events
+
+
+def training_events(start: float, records: Sequence[dict]) -> list[Event]:
+    """World-size/reset changes and epoch ends from rank 0's metrics records."""
+    events, last = [], None
+    for rec in records:
+        if "time" not in rec or "world_size" not in rec:
+            continue
+        key = (rec["world_size"], rec.get("resets", 0))
+        t = round(rec["time"] - start, 3)
+        if key != last:
+            text = f"world size {rec['world_size']}"
+            if last is not None and key[1] != last[1]:
+                text += f" after reset {key[1]}"
+            events.append(Event(t, "world", text + f" (epoch {rec.get('epoch')})"))
+            last = key
+        if rec.get("event") == "epoch":
+            acc = rec.get("val_accuracy")
+            acc = rec.get("accuracy") if acc is None else acc
+            acc_text = "-" if acc is None else f"{acc:.4f}"
+            events.append(Event(t, "epoch", f"epoch {rec.get('epoch')} done, world size "
+                                            f"{rec['world_size']}, accuracy {acc_text}"))
+    return events
+
+
+def build_timeline(start: float, end: float, snapshots: Sequence[tuple[float, Sequence[str]]],
+                   records: Sequence[dict], exit_code: int) -> list[Event]:
+    """All events, sorted by time (stable: hosts before training at the same instant)."""
+    events = host_events(start, snapshots) + training_events(start, records)
+    events.append(Event(round(end - start, 3), "exit", f"training exited with {exit_code}"))
+    return sorted(events, key=lambda e: e.t)
+
+
+def summarize(start: float, end: float, snapshots: Sequence[tuple[float, Sequence[str]]],
+              records: Sequence[dict], exit_code: int) -> Summary:
+    """Counts over the timeline's inputs."""
+    sizes: list[int] = []
+    resets, epochs, final = 0, 0, None
+    for rec in records:
+        if "world_size" in rec and (not sizes or sizes[-1] != rec["world_size"]):
+            sizes.append(rec["world_size"])
+        resets = max(resets, int(rec.get("resets") or 0))
+        if rec.get("event") == "epoch":
+            epochs += 1
+            acc = rec.get("val_accuracy")
+            final = rec.get("accuracy") if acc is None else acc
+    return Summary(
+        wall_seconds=round(end - start, 3),
+        host_changes=max(0, len(host_events(start, snapshots)) - 1),
+        world_sizes=tuple(sizes),
+        resets=resets,
+        epochs=epochs,
+        final_accuracy=final,
+        exit_code=exit_code,
+    )
+
+
+def render(events: Sequence[Event], summary: Summary) -> str:
+    """The timeline as text: one line per event, then a summary line."""
+    lines = ["timeline:", f"  {'t (s)':>8}  {'what':<6}  detail"]
+    for e in events:
+        lines.append(f"  {e.t:8.1f}  {e.kind:<6}  {e.text}")
+    sizes = " -> ".join(str(s) for s in summary.world_sizes) or "-"
+    acc = "-" if summary.final_accuracy is None else f"{summary.final_accuracy:.4f}"
+    lines.append(f"summary: wall {summary.wall_seconds:.1f}s, host set changes {summary.host_changes}, "
+                 f"world sizes {sizes}, resets {summary.resets}, epochs {summary.epochs}, "
+                 f"final accuracy {acc}, exit code {summary.exit_code}")
+    return "\n".join(lines)
+
+
+def read_metrics(path: str | Path | None) -> list[dict]:
+    """The JSON records of a metrics file; missing file or unreadable lines are skipped."""
+    if not path:
+        return []
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return []
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict):
+            out.append(rec)
+    return out
