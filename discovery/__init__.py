@@ -1,1 +1,18 @@
-"""discovery package."""
+"""discovery: which pods are Horovod hosts, served fast and safely.
+
+Layers (commands -> services -> adapters -> pure model):
+
+- ``discovery.cli``             the ``discovery-daemon`` command
+- ``discovery.discover_hosts``  the ``discover-hosts`` command (standard library only)
+- ``discovery.service``         wires the watch, admission, snapshot publishing, hostfile
+- ``discovery.server``          aiohttp endpoints over the current ``HostTable``
+- ``discovery.watch``           list + watch through the official ``kubernetes`` client
+- ``discovery.admission``       ``--prepare-cmd`` once per pod uid before a host is served
+- ``discovery.hostfile``        atomic ``host slots=N`` file
+- ``discovery.cache``           pod cache: events, relist diff, snapshots
+- ``discovery.table``           the immutable ``HostTable`` snapshot
+- ``discovery.hosts``           the pure pods -> hosts rule (standard library only)
+- ``discovery.errors``          the package's error tree
+
+This module imports nothing: ``discover-hosts`` runs once a second and must start fast.
+"""

@@ -1,0 +1,143 @@
+"""Admission: run ``--prepare-cmd CMD HOST`` once per pod incarnation (uid) before serving it.
+
+The command is split like a shell would (``shlex``) and run without a shell, with the
+host appended as the last argument. At most ``concurrency`` run at once; a non-zero exit
+or a timeout is retried up to ``retries`` more times with a growing delay; after that the
+pod is reported as skipped with the last failure as the reason until its uid changes.
+
+Owned by the asyncio side: every method must be called from the event loop's thread.
+``request`` never blocks; ``aclose`` cancels running commands (their processes are killed).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import shlex
+from dataclasses import dataclass
+from typing import Callable
+
+from discovery.errors import ConfigError
+from discovery.hosts import Host
+from discovery.table import ADMITTED, PREPARING
+
+log = logging.getLogger("discovery.admission")
+
+
+@dataclass(frozen=True)
+class PrepareSettings:
+    command: tuple[str, ...]
+    concurrency: int = 4
+    retries: int = 2
+    retry_delay: float = 1.0
+    timeout: float = 600.0
+
+    @classmethod
+    def parse(cls, command: str, **kw: float) -> "PrepareSettings":
+        """Split ``command``; ``ConfigError`` naming the bad value if it is empty or unbalanced."""
+        try:
+            argv = tuple(shlex.split(command))
+        except ValueError as e:
+            raise ConfigError(f"bad --prepare-cmd {command!r}: {e}") from e
+        if not argv:
+            raise ConfigError("--prepare-cmd is empty")
+        s = cls(argv, **kw)  # type: ignore[arg-type]
+        if s.concurrency < 1:
+            raise ConfigError(f"--prepare-concurrency must be >= 1, got {s.concurrency}")
+        if s.retries < 0:
+            raise ConfigError(f"--prepare-retries must be >= 0, got {s.retries}")
+        return s
+
+
+class Admission:
+    """Per-uid preparation state and the tasks that run the command."""
+
+    def __init__(self, settings: PrepareSettings, on_change: Callable[[], None]) -> None:
+        self.settings = settings
+        self._on_change = on_change
+        self._state: dict[str, str] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._sem: asyncio.Semaphore | None = None
+        self.runs = 0          # command executions started
+        self.failures = 0      # executions that did not exit 0
+
+    def state(self, host: Host) -> str:
+        """``ADMITTED`` | ``PREPARING`` | ``"prepare failed: ..."``; starts preparation if new."""
+        st = self._state.get(host.uid)
+        if st is None:
+            self._state[host.uid] = st = PREPARING
+            if self._sem is None:
+                self._sem = asyncio.Semaphore(self.settings.concurrency)
+            self._tasks[host.uid] = asyncio.get_running_loop().create_task(
+                self._prepare(host), name=f"prepare {host.pod}")
+        return st
+
+    def forget(self, live_uids: set[str]) -> None:
+        """Drop state (and cancel work) for uids that are no longer candidate hosts' pods."""
+        for uid in [u for u in self._state if u not in live_uids]:
+            del self._state[uid]
+            task = self._tasks.pop(uid, None)
+            if task is not None:
+                task.cancel()
+
+    async def aclose(self) -> None:
+        tasks = list(self._tasks.values())
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks.clear()
+
+    async def _prepare(self, host: Host) -> None:
+        s = self.settings
+        reason = ""
+        try:
+            for attempt in range(s.retries + 1):
+                if attempt:
+                    await asyncio.sleep(s.retry_delay * attempt)
+                assert self._sem is not None
+                async with self._sem:
+                    ok, reason = await self._run_once(host)
+                if ok:
+                    log.info("prepared", extra={"fields": {"pod": host.pod, "host": host.host,
+                                                           "uid": host.uid, "attempt": attempt + 1}})
+                    self._finish(host.uid, ADMITTED)
+                    return
+                log.warning("prepare failed", extra={"fields": {
+                    "pod": host.pod, "host": host.host, "attempt": attempt + 1, "reason": reason}})
+            self._finish(host.uid, f"prepare failed after {s.retries + 1} attempts: {reason}")
+        finally:
+            if self._tasks.get(host.uid) is asyncio.current_task():
+                del self._tasks[host.uid]
+
+    def _finish(self, uid: str, state: str) -> None:
+        if uid in self._state:
+            self._state[uid] = state
+            self._on_change()
+
+    async def _run_once(self, host: Host) -> tuple[bool, str]:
+        self.runs += 1
+        argv = [*self.settings.command, host.host]
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE, start_new_session=True)
+        except OSError as e:
+            self.failures += 1
+            return False, f"cannot run {argv[0]!r}: {e.strerror or e}"
+        try:
+            _, err = await asyncio.wait_for(proc.communicate(), self.settings.timeout)
+        except (asyncio.TimeoutError, asyncio.CancelledError) as e:
+            try:
+                proc.kill()
+            except ProcessLookupError:
+                pass
+            await proc.wait()
+            if isinstance(e, asyncio.CancelledError):
+                raise
+            self.failures += 1
+            return False, f"timed out after {self.settings.timeout:g}s"
+        if proc.returncode == 0:
+            return True, ""
+        self.failures += 1
+        tail = err.decode(errors="replace").strip().splitlines()
+        last = tail[-1][:200] if tail else ""
+        return False, f"exit {proc.returncode}" + (f": {last}" if last else "")

@@ -1,0 +1,214 @@
+"""``discovery-daemon``: watch pods, serve hosts. ``main(argv) -> int``.
+
+Every flag also reads an environment variable (shown in ``--help``); flags win.
+Exit codes: 0 after a graceful stop (SIGTERM/SIGINT), 1 when the watch gave up (e.g. a bad
+selector) or the server cannot bind, 2 for bad settings. Errors are one ``error: ...`` line
+on stderr; logs are JSON lines on stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ipaddress
+import logging
+import os
+import signal
+import sys
+from typing import Sequence
+
+from discovery.errors import ConfigError, DiscoveryError
+
+log = logging.getLogger("discovery.daemon")
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    v = os.environ.get(name)
+    return v if v not in (None, "") else default
+
+
+def _int(name: str, value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"{name} must be an integer, got {value!r}") from None
+
+
+def _float(name: str, value: str | None) -> float:
+    try:
+        v = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name} must be a number, got {value!r}") from None
+    if v <= 0:
+        raise ConfigError(f"{name} must be > 0, got {value!r}")
+    return v
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="discovery-daemon",
+        description="Watch the pods of a Horovod job and serve them as host:slots lines "
+                    "(GET /hosts, /hosts.json, /healthz, /readyz, /metrics).")
+    a = p.add_argument
+    a("--namespace", default=_env("DISCOVERY_NAMESPACE", "default"),
+      help="namespace to watch; '' for all (env DISCOVERY_NAMESPACE, default 'default')")
+    a("--selector", default=_env("DISCOVERY_SELECTOR"),
+      help="label selector of the job's pods, required (env DISCOVERY_SELECTOR)")
+    a("--field-selector", default=_env("DISCOVERY_FIELD_SELECTOR", ""),
+      help="optional field selector (env DISCOVERY_FIELD_SELECTOR)")
+    a("--kubeconfig", default=_env("KUBECONFIG"),
+      help="kubeconfig file (env KUBECONFIG; default ~/.kube/config, else in-cluster)")
+    a("--host", default=_env("DISCOVERY_HOST", "127.0.0.1"),
+      help="address to listen on (env DISCOVERY_HOST, default 127.0.0.1); "
+           "anything but loopback requires --token")
+    a("--port", default=_env("DISCOVERY_PORT", "8642"),
+      help="TCP port, 0 for any free one (env DISCOVERY_PORT, default 8642)")
+    a("--socket", default=_env("DISCOVERY_SOCKET"),
+      help="listen on this unix socket instead of TCP (env DISCOVERY_SOCKET)")
+    a("--token", default=_env("DISCOVERY_TOKEN"),
+      help="bearer token clients must send (env DISCOVERY_TOKEN)")
+    a("--default-slots", default=_env("DISCOVERY_DEFAULT_SLOTS", "1"),
+      help="slots when a pod has neither the elastic-horovod/slots annotation nor a "
+           "nvidia.com/gpu limit (env DISCOVERY_DEFAULT_SLOTS, default 1)")
+    a("--address", default=_env("DISCOVERY_ADDRESS", "ip"), choices=("ip", "dns", "name"),
+      help="serve pods by IP, by DNS name (headless service) or by name (env DISCOVERY_ADDRESS)")
+    a("--cluster-domain", default=_env("DISCOVERY_CLUSTER_DOMAIN", "cluster.local"),
+      help="cluster DNS domain for --address dns (env DISCOVERY_CLUSTER_DOMAIN)")
+    a("--group-by", default=_env("DISCOVERY_GROUP_BY"),
+      help="serve each value of this pod label separately: /hosts?group=VALUE (env DISCOVERY_GROUP_BY)")
+    a("--hostfile", default=_env("DISCOVERY_HOSTFILE"),
+      help="also write 'host slots=N' lines here, atomically, on every change (env DISCOVERY_HOSTFILE)")
+    a("--prepare-cmd", default=_env("DISCOVERY_PREPARE_CMD"),
+      help="run 'CMD HOST' once per pod uid; serve the host only after it exits 0 "
+           "(env DISCOVERY_PREPARE_CMD)")
+    a("--prepare-concurrency", default=_env("DISCOVERY_PREPARE_CONCURRENCY", "4"),
+      help="prepare commands at once (env DISCOVERY_PREPARE_CONCURRENCY, default 4)")
+    a("--prepare-retries", default=_env("DISCOVERY_PREPARE_RETRIES", "2"),
+      help="retries after a failed prepare command (env DISCOVERY_PREPARE_RETRIES, default 2)")
+    a("--prepare-timeout", default=_env("DISCOVERY_PREPARE_TIMEOUT", "600"),
+      help="seconds before a prepare command is killed (env DISCOVERY_PREPARE_TIMEOUT, default 600)")
+    a("--stale-after", default=_env("DISCOVERY_STALE_AFTER", "10"),
+      help="seconds without the API before the list is reported stale "
+           "(env DISCOVERY_STALE_AFTER, default 10)")
+    a("--watch-timeout", default=_env("DISCOVERY_WATCH_TIMEOUT", "300"),
+      help="server-side timeout of one watch call, seconds (env DISCOVERY_WATCH_TIMEOUT)")
+    a("--log-level", default=_env("DISCOVERY_LOG_LEVEL", "info"),
+      choices=("debug", "info", "warning", "error"), help="(env DISCOVERY_LOG_LEVEL)")
+    return p
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+async def _serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
+    from aiohttp import web
+
+    from discovery.admission import PrepareSettings
+    from discovery.hosts import Rules
+    from discovery.kube import PodAPI, PodQuery, load_api_client
+    from discovery.server import make_app
+    from discovery.service import DiscoveryService
+
+    if not args.selector:
+        raise ConfigError("--selector (or DISCOVERY_SELECTOR) is required, e.g. app=elastic-horovod")
+    try:
+        rules = Rules(default_slots=_int("--default-slots", args.default_slots) or 0,
+                      address=args.address, group_by=args.group_by or None,
+                      cluster_domain=args.cluster_domain)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    port = _int("--port", args.port)
+    if port is None or not 0 <= port <= 65535:
+        raise ConfigError(f"--port must be 0..65535, got {args.port!r}")
+    if not args.socket and not is_loopback(args.host) and not args.token:
+        raise ConfigError(f"listening on non-loopback address {args.host!r} requires --token "
+                          "(or DISCOVERY_TOKEN)")
+    prepare = None
+    if args.prepare_cmd:
+        prepare = PrepareSettings.parse(
+            args.prepare_cmd,
+            concurrency=_int("--prepare-concurrency", args.prepare_concurrency),
+            retries=_int("--prepare-retries", args.prepare_retries),
+            timeout=_float("--prepare-timeout", args.prepare_timeout))
+    stale_after = _float("--stale-after", args.stale_after)
+    watch_timeout = _int("--watch-timeout", args.watch_timeout) or 0
+    if watch_timeout < 1:
+        raise ConfigError(f"--watch-timeout must be >= 1, got {args.watch_timeout!r}")
+    if args.hostfile and not os.path.isdir(os.path.dirname(os.path.abspath(args.hostfile))):
+        raise ConfigError(f"--hostfile directory does not exist: {args.hostfile}")
+
+    api = PodAPI(load_api_client(args.kubeconfig),
+                 PodQuery(args.namespace, args.selector, args.field_selector))
+    svc = DiscoveryService(api, rules, stale_after=stale_after, hostfile=args.hostfile,
+                           prepare=prepare, watch_timeout=watch_timeout)
+    runner = web.AppRunner(make_app(svc, args.token), access_log=None, handle_signals=False)
+    await runner.setup()
+    try:
+        try:
+            if args.socket:
+                site: web.BaseSite = web.UnixSite(runner, args.socket)
+            else:
+                site = web.TCPSite(runner, args.host, port, reuse_address=True)
+            await site.start()
+        except OSError as e:
+            where = args.socket or f"{args.host}:{port}"
+            raise DiscoveryError(f"cannot listen on {where}: {e.strerror or e}") from e
+        if args.socket:
+            os.chmod(args.socket, 0o660)
+            url = f"unix:{args.socket}"
+        else:
+            sock = site._server.sockets[0]  # type: ignore[union-attr]
+            bound = sock.getsockname()
+            url = f"http://{args.host if ':' not in args.host else '[' + args.host + ']'}:{bound[1]}"
+        async with svc:
+            log.info("listening", extra={"fields": {
+                "url": url, "namespace": args.namespace, "selector": args.selector,
+                "group_by": rules.group_by, "address": rules.address,
+                "prepare_cmd": args.prepare_cmd, "hostfile": args.hostfile}})
+            assert svc.failed is not None
+            fatal = asyncio.get_running_loop().create_task(svc.failed.wait())
+            stopper = asyncio.get_running_loop().create_task(stop.wait())
+            await asyncio.wait([fatal, stopper], return_when=asyncio.FIRST_COMPLETED)
+            for t in (fatal, stopper):
+                t.cancel()
+            if svc.status.fatal:
+                raise DiscoveryError(f"watch stopped: {svc.status.fatal}")
+            log.info("stopping")
+    finally:
+        await runner.cleanup()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from discovery import logs
+    logs.setup(args.log_level)
+
+    async def run() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        return await _serve(args, stop)
+
+    try:
+        return asyncio.run(run())
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except DiscoveryError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

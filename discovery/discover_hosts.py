@@ -1,0 +1,308 @@
+"""``discover-hosts``: the script horovodrun runs every second. Standard library only.
+
+Asks the discovery daemon (``DISCOVERY_URL``, default ``http://127.0.0.1:$DISCOVERY_PORT``,
+or ``unix:/path/to.sock``) for ``/hosts`` and prints its ``host:slots`` lines, and nothing
+else, on stdout. The answer is trusted only when it is complete (Content-Length matches,
+every line is ``host:slots``) and the daemon's ``X-Discovery-Age`` is within ``--max-age``.
+
+Otherwise ``--fallback`` decides:
+
+- ``none``  (default) print one line on stderr and exit 1; horovodrun keeps its last host
+  set and asks again.
+- ``cache`` print the last trusted answer from ``--cache-file`` if it is younger than
+  ``--max-cache-age`` (every trusted answer refreshes the cache, atomically).
+- ``api``   one LIST against the Kubernetes API (kubeconfig token or client certificate, or
+  the in-cluster service account) through the same pure rule the daemon uses.
+
+Exit codes: 0 an answer was printed; 1 no trustworthy answer; 2 bad settings.
+Never a partial list: output is validated first and written with one call.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import sys
+
+EXIT_OK, EXIT_NO_ANSWER, EXIT_USAGE = 0, 1, 2
+FALLBACKS = ("none", "cache", "api")
+
+
+class Failure(Exception):
+    """No trustworthy answer from one source; the message names the cause."""
+
+
+class UsageError(Exception):
+    """Bad flags or environment."""
+
+
+HELP = """usage: discover-hosts [--url URL] [--group G] [--token T] [--timeout S] [--max-age S]
+                      [--fallback none|cache|api] [--cache-file F] [--max-cache-age S]
+                      [--namespace NS] [--selector SEL] [--kubeconfig F] [--default-slots N]
+                      [--address ip|dns|name] [--group-by LABEL]
+
+Print the job's hosts as host:slots lines, from the discovery daemon.
+
+options (each also an environment variable):
+  --url URL            daemon URL, http://HOST:PORT or unix:/path (DISCOVERY_URL;
+                       default http://127.0.0.1:$DISCOVERY_PORT, port 8642)
+  --group G            the job's group with a daemon run with --group-by (DISCOVERY_GROUP)
+  --token T            bearer token (DISCOVERY_TOKEN)
+  --timeout S          seconds to wait for the daemon (DISCOVERY_TIMEOUT, default 2)
+  --max-age S          refuse a list the daemon says is older than this
+                       (DISCOVERY_MAX_AGE, default 30)
+  --fallback MODE      none | cache | api when the daemon gives no trustworthy answer
+                       (DISCOVERY_FALLBACK, default none)
+  --cache-file F       last good answer (DISCOVERY_CACHE_FILE; default
+                       $XDG_CACHE_HOME/elastic-horovod/discover-hosts-<url>[-<group>])
+  --max-cache-age S    oldest cached answer to print (DISCOVERY_MAX_CACHE_AGE, default 300)
+  api fallback: --namespace (DISCOVERY_NAMESPACE, default 'default'), --selector
+    (DISCOVERY_SELECTOR), --kubeconfig (KUBECONFIG; else ~/.kube/config, else in-cluster),
+    --default-slots (DISCOVERY_DEFAULT_SLOTS, 1), --address (DISCOVERY_ADDRESS, ip),
+    --group-by (DISCOVERY_GROUP_BY), --cluster-domain (DISCOVERY_CLUSTER_DOMAIN)
+
+exit codes: 0 hosts printed, 1 no trustworthy answer (one line on stderr), 2 bad settings
+"""
+
+OPTIONS = {  # flag -> (environment variable, default)
+    "--url": ("DISCOVERY_URL", None), "--group": ("DISCOVERY_GROUP", None),
+    "--token": ("DISCOVERY_TOKEN", None), "--timeout": ("DISCOVERY_TIMEOUT", "2"),
+    "--max-age": ("DISCOVERY_MAX_AGE", "30"), "--fallback": ("DISCOVERY_FALLBACK", "none"),
+    "--cache-file": ("DISCOVERY_CACHE_FILE", None),
+    "--max-cache-age": ("DISCOVERY_MAX_CACHE_AGE", "300"),
+    "--namespace": ("DISCOVERY_NAMESPACE", "default"), "--selector": ("DISCOVERY_SELECTOR", None),
+    "--kubeconfig": ("KUBECONFIG", None), "--default-slots": ("DISCOVERY_DEFAULT_SLOTS", "1"),
+    "--address": ("DISCOVERY_ADDRESS", "ip"), "--group-by": ("DISCOVERY_GROUP_BY", None),
+    "--cluster-domain": ("DISCOVERY_CLUSTER_DOMAIN", "cluster.local"),
+}
+
+
+def parse_args(argv: list[str]) -> dict:
+    """argv -> settings (flags over environment over defaults). ``UsageError`` on bad input."""
+    opts: dict = {}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        flag, eq, value = arg.partition("=")
+        if flag not in OPTIONS:
+            raise UsageError(f"unknown argument {arg!r} (see --help)")
+        if not eq:
+            i += 1
+            if i >= len(argv):
+                raise UsageError(f"{flag} needs a value")
+            value = argv[i]
+        opts[flag] = value
+        i += 1
+    s = {}
+    for flag, (env, default) in OPTIONS.items():
+        v = opts.get(flag)
+        if v is None:
+            v = os.environ.get(env) or default
+        s[flag[2:].replace("-", "_")] = v
+    if s["url"] is None:
+        port = os.environ.get("DISCOVERY_PORT") or "8642"
+        s["url"] = f"http://127.0.0.1:{port}"
+    for key in ("timeout", "max_age", "max_cache_age"):
+        try:
+            s[key] = float(s[key])
+        except ValueError:
+            raise UsageError(f"--{key.replace('_', '-')} must be a number, got {s[key]!r}") from None
+        if s[key] <= 0:
+            raise UsageError(f"--{key.replace('_', '-')} must be > 0, got {s[key]:g}")
+    if s["fallback"] not in FALLBACKS:
+        raise UsageError(f"--fallback must be one of {', '.join(FALLBACKS)}, got {s['fallback']!r}")
+    return s
+
+
+# -- the daemon ------------------------------------------------------------------------------
+def split_url(url: str) -> tuple[str, object, str]:
+    """``URL`` -> ``(family, address, path prefix)``; ``UsageError`` if it is not one we speak."""
+    if url.startswith("unix:"):
+        path = url[5:]
+        if path.startswith("//"):
+            path = path[2:]
+        if not path:
+            raise UsageError(f"bad DISCOVERY_URL {url!r}: no socket path")
+        return "unix", path, ""
+    if not url.startswith("http://"):
+        raise UsageError(f"bad DISCOVERY_URL {url!r}: want http://HOST:PORT or unix:/path")
+    rest = url[7:]
+    hostport, slash, prefix = rest.partition("/")
+    prefix = ("/" + prefix).rstrip("/") if slash else ""
+    if hostport.startswith("["):
+        host, _, port = hostport[1:].partition("]")
+        port = port[1:] if port.startswith(":") else ""
+    else:
+        host, _, port = hostport.partition(":")
+    try:
+        port_n = int(port or 80)
+    except ValueError:
+        raise UsageError(f"bad DISCOVERY_URL {url!r}: port {port!r}") from None
+    if not host:
+        raise UsageError(f"bad DISCOVERY_URL {url!r}: no host")
+    return "tcp", (host, port_n), prefix
+
+
+def http_get(url: str, path: str, token: str | None, timeout: float) -> tuple[int, dict, bytes]:
+    """One HTTP/1.0 GET -> (status, headers lower-cased, body). ``Failure`` on any trouble."""
+    family, address, prefix = split_url(url)
+    try:
+        if family == "unix":
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(timeout)
+            sock.connect(address)
+        else:
+            sock = socket.create_connection(address, timeout)  # type: ignore[arg-type]
+    except OSError as e:
+        raise Failure(f"daemon at {url} unreachable ({e.strerror or e})") from None
+    try:
+        auth = f"Authorization: Bearer {token}\r\n" if token else ""
+        sock.sendall(f"GET {prefix}{path} HTTP/1.0\r\nHost: discovery\r\n{auth}\r\n".encode())
+        chunks = []
+        while True:
+            data = sock.recv(65536)
+            if not data:
+                break
+            chunks.append(data)
+    except OSError as e:
+        raise Failure(f"daemon at {url}: {e.strerror or e}") from None
+    finally:
+        sock.close()
+    raw = b"".join(chunks)
+    head, sep, body = raw.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ", 2)
+    if not sep or len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+        raise Failure(f"daemon at {url}: malformed HTTP response")
+    headers = {}
+    for line in lines[1:]:
+        k, _, v = line.partition(":")
+        headers[k.strip().lower()] = v.strip()
+    length = headers.get("content-length")
+    if length is None or not length.isdigit() or int(length) != len(body):
+        raise Failure(f"daemon at {url}: truncated response")
+    return int(parts[1]), headers, body
+
+
+def validate(body: bytes, source: str) -> bytes:
+    """Check every line is ``host:slots`` (slots a positive integer); ``Failure`` otherwise."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Failure(f"{source}: answer is not UTF-8") from None
+    if text and not text.endswith("\n"):
+        raise Failure(f"{source}: answer does not end with a newline (partial?)")
+    for line in text.splitlines():
+        host, sep, slots = line.rpartition(":")
+        if not sep or not host or ":" in host or not slots.isdigit() or int(slots) < 1:
+            raise Failure(f"{source}: malformed line {line[:80]!r}")
+    return body
+
+
+def from_daemon(s: dict) -> bytes:
+    path = "/hosts"
+    if s["group"]:
+        from urllib.parse import quote
+        path += "?group=" + quote(s["group"], safe="")
+    status, headers, body = http_get(s["url"], path, s["token"], s["timeout"])
+    if status != 200:
+        msg = body.decode("utf-8", "replace").strip().splitlines()
+        raise Failure(f"daemon at {s['url']}: HTTP {status}" + (f": {msg[0][:160]}" if msg else ""))
+    try:
+        age = float(headers.get("x-discovery-age", "nan"))
+    except ValueError:
+        age = float("nan")
+    if not age <= s["max_age"]:  # also catches a missing header (nan)
+        raise Failure(f"daemon at {s['url']}: list is stale ({age:g}s old, --max-age {s['max_age']:g})")
+    return validate(body, f"daemon at {s['url']}")
+
+
+# -- the cache -------------------------------------------------------------------------------
+def cache_path(s: dict) -> str:
+    if s["cache_file"]:
+        return s["cache_file"]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    key = s["url"] + (f"-{s['group']}" if s["group"] else "")
+    safe = "".join(c if c.isalnum() or c in "-." else "_" for c in key)
+    return os.path.join(base, "elastic-horovod", f"discover-hosts-{safe}")
+
+
+def save_cache(path: str, body: bytes) -> None:
+    """Remember a trusted answer: rewrite atomically if it changed, else refresh the mtime."""
+    try:
+        with open(path, "rb") as f:
+            same = f.read() == body
+    except OSError:
+        same = False
+    try:
+        if same:
+            os.utime(path)
+            return
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(body)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        pass  # the cache is an optimisation; the answer itself is good
+
+
+def from_cache(s: dict) -> bytes:
+    import time
+    path = cache_path(s)
+    try:
+        with open(path, "rb") as f:
+            age = time.time() - os.fstat(f.fileno()).st_mtime
+            body = f.read()
+    except OSError as e:
+        raise Failure(f"cache {path}: {e.strerror or e}") from None
+    if age > s["max_cache_age"]:
+        raise Failure(f"cache {path} is {age:.0f}s old (--max-cache-age {s['max_cache_age']:g})")
+    return validate(body, f"cache {path}")
+
+
+# -- main --------------------------------------------------------------------------------------
+def answer(s: dict) -> bytes:
+    """The trustworthy answer, or ``Failure`` naming every source that failed."""
+    try:
+        body = from_daemon(s)
+    except Failure as first:
+        if s["fallback"] == "none":
+            raise
+        try:
+            if s["fallback"] == "cache":
+                return from_cache(s)
+            from discovery.discover_api import from_api
+            return validate(from_api(s), "api fallback")
+        except Failure as second:
+            raise Failure(f"{first}; {s['fallback']} fallback: {second}") from None
+    if s["fallback"] == "cache":
+        save_cache(cache_path(s), body)
+    return body
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "-h" in argv or "--help" in argv:
+        sys.stdout.write(HELP)
+        return EXIT_OK
+    try:
+        body = answer(parse_args(argv))
+    except UsageError as e:
+        sys.stderr.write(f"error: {e}\n")
+        return EXIT_USAGE
+    except Failure as e:
+        sys.stderr.write(f"error: {e}\n")
+        return EXIT_NO_ANSWER
+    try:
+        sys.stdout.buffer.write(body)
+        sys.stdout.buffer.flush()
+    except BrokenPipeError:
+        return EXIT_NO_ANSWER
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    from discovery.discover_hosts import main as _main  # one copy of Failure/UsageError
+    sys.exit(_main())

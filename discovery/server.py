@@ -1,0 +1,169 @@
+"""HTTP endpoints (aiohttp) over the service's current ``HostTable``.
+
+- ``GET /hosts[?group=G]``  ``host:slots`` lines (text). 503 until the first sync. With
+  ``--group-by`` a ``group`` is required (400 without). Headers: ``X-Discovery-Age``
+  (seconds the list may be out of date), ``X-Discovery-Stale`` (``0``/``1``),
+  ``X-Discovery-Generation``.
+- ``GET /hosts.json[?group=G]``  hosts, skipped pods with reasons, waiting counts, pods
+  being prepared, resourceVersion, staleness, watch counters.
+- ``GET /healthz``  200 while the watch thread runs and has not given up.
+- ``GET /readyz``   200 once synced and not stale; 503 with the reason otherwise.
+- ``GET /metrics``  Prometheus text.
+
+With a token every endpoint but ``/healthz`` and ``/readyz`` needs
+``Authorization: Bearer <token>``. Handlers never block: they read immutable state.
+"""
+from __future__ import annotations
+
+import hmac
+import json
+import time
+from typing import Any, Awaitable, Callable, Iterable
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+from discovery.service import DiscoveryService
+
+ROUTES = ("/hosts", "/hosts.json", "/healthz", "/readyz", "/metrics")
+OPEN_ROUTES = ("/healthz", "/readyz")
+
+
+class ServiceCollector:
+    """Exports the service's state at scrape time (no bookkeeping on the hot path)."""
+
+    def __init__(self, svc: DiscoveryService) -> None:
+        self.svc = svc
+
+    def collect(self) -> Iterable[Any]:
+        svc, s, t = self.svc, self.svc.status, self.svc.table
+        yield GaugeMetricFamily("discovery_pods_seen", "Pods the watch selects", value=t.pods_seen)
+        yield GaugeMetricFamily("discovery_hosts_served", "Hosts served on /hosts", value=len(t.hosts))
+        g = GaugeMetricFamily("discovery_pods_skipped", "Pods skipped, by reason kind", labels=["reason"])
+        kinds: dict[str, int] = {}
+        for sk in t.skipped:
+            kind = sk.reason.split(":")[0]
+            kinds[kind] = kinds.get(kind, 0) + 1
+        for kind, n in sorted(kinds.items()):
+            g.add_metric([kind], n)
+        if not kinds:
+            g.add_metric(["none"], 0)
+        yield g
+        yield GaugeMetricFamily("discovery_pods_preparing", "Hosts waiting for --prepare-cmd",
+                                value=len(t.preparing))
+        yield CounterMetricFamily("discovery_watch_restarts", "Watch reconnects after errors",
+                                  value=s.restarts)
+        yield CounterMetricFamily("discovery_relists", "LISTs after the first one", value=s.relists)
+        yield CounterMetricFamily("discovery_watch_events", "Watch events received", value=s.events)
+        age = -1.0 if s.last_event_at is None else time.monotonic() - s.last_event_at
+        yield GaugeMetricFamily("discovery_last_event_age_seconds",
+                                "Seconds since the last watch event or list (-1: never)", value=age)
+        yield GaugeMetricFamily("discovery_staleness_seconds",
+                                "Seconds the served list may be out of date", value=svc.age())
+        yield GaugeMetricFamily("discovery_synced", "1 once the first list is applied",
+                                value=1 if s.synced else 0)
+        if svc.admission is not None:
+            yield CounterMetricFamily("discovery_prepare_runs", "Prepare command runs",
+                                      value=svc.admission.runs)
+            yield CounterMetricFamily("discovery_prepare_failures", "Prepare command failures",
+                                      value=svc.admission.failures)
+        yield CounterMetricFamily("discovery_hostfile_errors", "Failed hostfile writes",
+                                  value=svc.hostfile_errors)
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def make_app(svc: DiscoveryService, token: str | None = None) -> web.Application:
+    """The aiohttp application. ``token``: required bearer token (None: none required)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ServiceCollector(svc))  # type: ignore[arg-type]
+    latency = Histogram("discovery_request_seconds", "HTTP request latency", ["path"],
+                        registry=registry,
+                        buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0))
+    want = f"Bearer {token}".encode() if token else None
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        start = time.perf_counter()
+        path = request.path if request.path in ROUTES else "other"
+        try:
+            if want is not None and path not in OPEN_ROUTES:
+                got = request.headers.get("Authorization", "").encode()
+                if not hmac.compare_digest(got, want):
+                    return web.Response(status=401, text="unauthorized: bearer token required\n")
+            return await handler(request)
+        finally:
+            latency.labels(path).observe(time.perf_counter() - start)
+
+    def group_of(request: web.Request) -> str | None:
+        group = request.query.get("group")
+        if svc.rules.group_by is None and group is not None:
+            raise web.HTTPBadRequest(text="group given but the daemon runs without --group-by\n")
+        if svc.rules.group_by is not None and not group:
+            raise web.HTTPBadRequest(text=f"group required: /hosts?group=<{svc.rules.group_by} value>\n")
+        return group
+
+    def headers() -> dict[str, str]:
+        return {"X-Discovery-Age": f"{svc.age():.3f}", "X-Discovery-Stale": "1" if svc.stale else "0",
+                "X-Discovery-Generation": str(svc.table.generation), "Cache-Control": "no-store"}
+
+    async def hosts(request: web.Request) -> web.Response:
+        group = group_of(request)
+        table = svc.table
+        if not table.synced:
+            reason = svc.status.fatal or svc.status.last_error or "first list not done yet"
+            return web.Response(status=503, text=f"not synced: {reason}\n", headers=headers())
+        return web.Response(body=table.body(group), content_type="text/plain", headers=headers())
+
+    async def hosts_json(request: web.Request) -> web.Response:
+        group = group_of(request)
+        table, s = svc.table, svc.status
+        doc = {
+            "synced": table.synced, "stale": svc.stale, "age_seconds": round(svc.age(), 3),
+            "stale_after_seconds": svc.stale_after, "generation": table.generation,
+            "resource_version": s.resource_version, "pods_seen": table.pods_seen,
+            "group_by": svc.rules.group_by, "group": group,
+            "hosts": [{"host": h.host, "slots": h.slots, "pod": h.pod, "namespace": h.namespace,
+                       "uid": h.uid, "ip": h.ip, "group": h.group} for h in table.hosts_in(group)],
+            "skipped": [{"pod": k.pod, "namespace": k.namespace, "uid": k.uid, "reason": k.reason}
+                        for k in table.skipped],
+            "waiting": dict(table.waiting),
+            "preparing": [{"host": h.host, "pod": h.pod, "uid": h.uid} for h in table.preparing],
+            "watch": {"connected": s.connected, "lists": s.lists, "relists": s.relists,
+                      "restarts": s.restarts, "events": s.events, "last_error": s.last_error,
+                      "fatal": s.fatal},
+        }
+        return web.Response(text=json.dumps(doc, indent=1) + "\n", content_type="application/json",
+                            headers=headers())
+
+    async def healthz(request: web.Request) -> web.Response:
+        if svc.status.fatal:
+            return web.Response(status=503, text=f"watch stopped: {svc.status.fatal}\n")
+        if not svc.watcher.alive:
+            return web.Response(status=503, text="watch thread not running\n")
+        return web.Response(text="ok\n")
+
+    async def readyz(request: web.Request) -> web.Response:
+        if not svc.table.synced:
+            return web.Response(status=503, text="not ready: not synced yet\n", headers=headers())
+        if svc.stale:
+            why = svc.status.fatal or svc.status.last_error
+            return web.Response(status=503, headers=headers(),
+                                text=f"not ready: stale for {svc.age():.1f}s: {why}\n")
+        return web.Response(text="ok\n", headers=headers())
+
+    async def metrics(request: web.Request) -> web.Response:
+        resp = web.Response(body=generate_latest(registry))
+        resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        return resp
+
+    app = web.Application(middlewares=[middleware])
+    app.router.add_get("/hosts", hosts)
+    app.router.add_get("/hosts.json", hosts_json)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
+    return app

@@ -1,0 +1,162 @@
+"""The discovery service: the watch thread, the publisher, admission and the hostfile.
+
+Use as an async context manager (``async with DiscoveryService(...) as svc``): entering
+starts the watch thread and the publisher task; leaving stops both and cancels running
+prepare commands. Nothing starts in the constructor.
+
+The watch thread only touches the pod cache and then *kicks* the event loop
+(``call_soon_threadsafe``). The publisher task, on the loop, coalesces kicks: it builds one
+``HostTable`` from the cache's latest snapshot, swaps it into ``table`` (one attribute
+assignment; handlers only read it), writes the hostfile and wakes waiters.
+
+Staleness: while the watch is disconnected the last table keeps being served; ``age()`` is
+the seconds since the connection was lost (0 while connected) and ``stale`` is true once
+that exceeds ``stale_after`` or the watch has stopped for good.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Callable
+
+from discovery.admission import Admission, PrepareSettings
+from discovery.cache import PodCache
+from discovery.hostfile import HostfileWriter
+from discovery.hosts import Rules
+from discovery.kube import PodAPI
+from discovery.table import EMPTY, HostTable, TableBuilder, make_table
+from discovery.watch import PodWatcher, WatchStatus
+
+log = logging.getLogger("discovery.service")
+
+
+class DiscoveryService:
+    """See the module docstring. All methods are for the event loop's thread."""
+
+    def __init__(self, api: PodAPI, rules: Rules, *, stale_after: float = 10.0,
+                 hostfile: str | None = None, prepare: PrepareSettings | None = None,
+                 watch_timeout: int = 300, backoff_base: float = 0.2, backoff_cap: float = 5.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if stale_after <= 0:
+            raise ValueError(f"stale_after must be > 0 seconds, got {stale_after}")
+        self.rules = rules
+        self.stale_after = stale_after
+        self._clock = clock
+        self.cache = PodCache()
+        self.watcher = PodWatcher(api, self.cache, on_change=self._kick_threadsafe,
+                                  watch_timeout=watch_timeout, backoff_base=backoff_base,
+                                  backoff_cap=backoff_cap, clock=clock)
+        self._builder = TableBuilder(rules)
+        self._hostfile = HostfileWriter(hostfile) if hostfile else None
+        self._prepare_settings = prepare
+        self.admission: Admission | None = None
+        self.table: HostTable = EMPTY
+        self.hostfile_errors = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._dirty: asyncio.Event | None = None
+        self._published: asyncio.Condition | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.failed: asyncio.Event | None = None  # set once the watch has given up for good
+
+    # -- lifecycle -----------------------------------------------------------------------
+    async def __aenter__(self) -> "DiscoveryService":
+        self._loop = asyncio.get_running_loop()
+        self._dirty = asyncio.Event()
+        self._published = asyncio.Condition()
+        self.failed = asyncio.Event()
+        if self._prepare_settings is not None:
+            self.admission = Admission(self._prepare_settings, self._kick)
+        self._task = self._loop.create_task(self._publish_loop(), name="publisher")
+        self.watcher.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._loop is not None
+        await self._loop.run_in_executor(None, self.watcher.stop)
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self.admission is not None:
+            await self.admission.aclose()
+
+    # -- state for handlers ----------------------------------------------------------------
+    @property
+    def status(self) -> WatchStatus:
+        return self.watcher.status
+
+    def age(self) -> float:
+        """Seconds the served list may be out of date (0 while the watch is connected)."""
+        since = self.watcher.status.disconnected_since
+        return 0.0 if since is None else max(0.0, self._clock() - since)
+
+    @property
+    def stale(self) -> bool:
+        s = self.watcher.status
+        return bool(s.fatal) or not self.watcher.alive or self.age() > self.stale_after
+
+    async def wait_for(self, predicate: Callable[[HostTable], bool], timeout: float) -> HostTable:
+        """Block until a published table satisfies ``predicate``; ``asyncio.TimeoutError``."""
+        assert self._published is not None
+
+        async def _wait() -> HostTable:
+            async with self._published:
+                await self._published.wait_for(lambda: predicate(self.table))
+                return self.table
+        return await asyncio.wait_for(_wait(), timeout)
+
+    # -- publisher -------------------------------------------------------------------------
+    def _kick_threadsafe(self) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(self._kick)
+            except RuntimeError:  # the loop closed between the check and the call
+                pass
+
+    def _kick(self) -> None:
+        if self._dirty is not None:
+            self._dirty.set()
+
+    async def _publish_loop(self) -> None:
+        assert self._dirty is not None and self._published is not None
+        while True:
+            await self._dirty.wait()
+            self._dirty.clear()
+            try:
+                self._publish()
+            except Exception:
+                log.exception("publishing the host table failed; keeping the last one")
+            if self.watcher.status.fatal and self.failed is not None:
+                self.failed.set()
+            async with self._published:
+                self._published.notify_all()
+
+    def _publish(self) -> None:
+        if not self.watcher.status.synced:
+            return
+        _, pods = self.cache.snapshot()
+        result = self._builder.result(pods)
+        state = None
+        if self.admission is not None:
+            self.admission.forget({h.uid for h in result.hosts})
+            state = self.admission.state
+        old = self.table
+        table = make_table(old.generation + 1, result, len(pods), state)
+        self.table = table
+        if table.text != old.text or not old.synced:
+            log.info("hosts", extra={"fields": {"hosts": len(table.hosts), "skipped": len(table.skipped),
+                                                "preparing": len(table.preparing),
+                                                "pods": table.pods_seen}})
+        before = set(old.skipped)
+        for s in table.skipped:
+            if s not in before:
+                log.warning("pod skipped", extra={"fields": {"pod": s.pod, "namespace": s.namespace,
+                                                             "reason": s.reason}})
+        if self._hostfile is not None:
+            try:
+                self._hostfile.update(table.hosts)
+            except OSError as e:
+                self.hostfile_errors += 1
+                log.error("hostfile write failed", extra={"fields": {"path": self._hostfile.path,
+                                                                     "error": str(e)}})
