@@ -1,0 +1,44 @@
+"""Flags, environment defaults and their one-line errors."""
+
+import pytest
+
+from training import mnist, options, resnet50
+from training.errors import ConfigError
+
+
+def test_defaults_and_flags():
+    a = options.parse(["--synthetic", "--epochs", "3", "--commit-every", "5"], mnist.DEFAULTS)
+    assert a.synthetic and a.epochs == 3 and a.commit_every == 5 and a.batch_size == 64
+    assert not hasattr(a, "image_size")
+    r = options.parse(["--data-dir", "/x", "--image-size", "96"], resnet50.DEFAULTS)
+    assert r.data_dir == "/x" and r.image_size == 96 and r.lr_milestones == (30, 60, 80)
+
+
+def test_environment_gives_defaults_and_flags_win(monkeypatch):
+    monkeypatch.setenv("TRAIN_EPOCHS", "7")
+    monkeypatch.setenv("TRAIN_SYNTHETIC", "yes")
+    monkeypatch.setenv("TRAIN_FP16_ALLREDUCE", "1")
+    a = options.parse([], mnist.DEFAULTS)
+    assert a.epochs == 7 and a.synthetic and a.fp16_allreduce
+    assert options.parse(["--epochs", "2"], mnist.DEFAULTS).epochs == 2
+
+
+@pytest.mark.parametrize("argv, env, fragment", [
+    ([], {}, "one of --data-dir DIR or --synthetic is required"),
+    (["--synthetic", "--epochs", "0"], {}, "must be positive"),
+    (["--synthetic", "--batch-size", "x"], {}, "'x' is not a valid int"),
+    (["--synthetic"], {"TRAIN_EPOCHS": "many"}, "TRAIN_EPOCHS='many' is not a valid int"),
+    (["--synthetic"], {"TRAIN_SYNTHETIC": "perhaps"}, "is not a boolean"),
+    (["--synthetic", "--lr-milestones", "3,x"], {}, "not a comma-separated list"),
+    (["--synthetic", "--bogus"], {}, "unrecognized arguments: --bogus"),
+])
+def test_bad_values_are_config_errors(monkeypatch, argv, env, fragment):
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(ConfigError, match=fragment):
+        options.parse(argv, mnist.DEFAULTS)
+
+
+def test_image_size_minimum():
+    with pytest.raises(ConfigError, match="--image-size 32 is below the minimum of 64"):
+        options.parse(["--synthetic", "--image-size", "32"], resnet50.DEFAULTS)

@@ -1,0 +1,100 @@
+"""Checkpoint files: atomic writes, finding the newest, loading.
+
+A checkpoint is a dict saved with ``torch.save`` as
+``<dir>/ckpt-<epoch:05d>-<processed:010d>.pt``, where ``epoch`` is the 0-based epoch the
+state is in and ``processed`` the samples of that epoch already trained (an end-of-epoch
+checkpoint is ``(epoch + 1, 0)``). Writing goes to a temporary file in the same directory,
+is flushed to disk and renamed over the final name, so a reader never sees half a file;
+older checkpoints beyond ``keep`` are removed after the rename. ``latest`` orders names by
+``(epoch, processed)``; files of any other name are ignored.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import torch
+
+from training.errors import CheckpointError
+
+NAME = re.compile(r"^ckpt-(\d{5,})-(\d{10,})\.pt$")
+
+
+def name_for(epoch: int, processed: int) -> str:
+    """The file name of the checkpoint at (0-based ``epoch``, ``processed`` samples)."""
+    return f"ckpt-{epoch:05d}-{processed:010d}.pt"
+
+
+def position(name: str) -> tuple[int, int] | None:
+    """``(epoch, processed)`` of a checkpoint file name, None for any other name."""
+    m = NAME.match(name)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def listing(directory: str | Path) -> list[tuple[tuple[int, int], Path]]:
+    """The checkpoints in ``directory``, oldest first; empty if it does not exist."""
+    directory = Path(directory)
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise CheckpointError(f"checkpoint directory {directory}: {exc.strerror}") from exc
+    found = [(pos, directory / n) for n in names if (pos := position(n)) is not None]
+    return sorted(found)
+
+
+def latest(directory: str | Path) -> tuple[tuple[int, int], Path] | None:
+    """The newest checkpoint as ``((epoch, processed), path)``, or None."""
+    found = listing(directory)
+    return found[-1] if found else None
+
+
+def save(directory: str | Path, payload: dict, epoch: int, processed: int, keep: int = 3) -> Path:
+    """Write ``payload`` atomically as the checkpoint at (epoch, processed); prune to ``keep``."""
+    directory = Path(directory)
+    final = directory / name_for(epoch, processed)
+    tmp = None
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".ckpt-", suffix=".tmp", dir=directory)
+        with os.fdopen(fd, "wb") as f:
+            torch.save(payload, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, final)
+        tmp = None
+        dfd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError as exc:
+        raise CheckpointError(f"cannot write checkpoint {final}: {exc.strerror or exc}") from exc
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    if keep > 0:
+        for _, old in listing(directory)[:-keep]:
+            try:
+                old.unlink()
+            except OSError:
+                pass
+    return final
+
+
+def load(path: str | Path) -> dict:
+    """Load a checkpoint written by ``save``; ``CheckpointError`` naming the file otherwise."""
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises many types for a corrupt file
+        raise CheckpointError(f"cannot read checkpoint {path}: {exc}".splitlines()[0]) from exc
+    if not isinstance(payload, dict) or "model" not in payload:
+        raise CheckpointError(f"{path} is not a training checkpoint")
+    return payload

@@ -1,0 +1,369 @@
+"""The elastic training loop on horovod.torch, shared by the MNIST and ResNet50 commands.
+
+``run(task, args) -> int`` initialises Horovod, builds the model and optimizer, resumes from
+the newest checkpoint in ``--checkpoint-dir`` (when there is one), and trains under
+``hvd.elastic.run`` until ``--epochs`` are done; it returns 0 then. A SIGTERM makes the
+worker leave at its next step boundary with exit code 143 (rank 0 first writes a
+checkpoint when it has a checkpoint directory); the other workers carry on.
+
+Elastic contract, per step of an epoch:
+
+- the ``StepSampler`` in the ``TorchState`` plans the rest of the epoch for the current
+  world; every rank runs the same number of steps; a rank's loss is weighted by
+  ``world / samples in the step`` so the averaged gradient is the step's mean gradient
+  whatever the local batch sizes (an empty local batch contributes zeros);
+- the learning rate is set every step from ``schedule.learning_rate`` (world-size scaled,
+  warm-up), and again by a reset callback the moment the world changes;
+- every ``--commit-every`` steps: the epoch's loss/accuracy sums are allreduced into the
+  state, the state is saved, the trace is written, then hosts updates are checked (which
+  may raise ``HostsUpdatedInterrupt`` and re-enter with the new world);
+- a lost worker raises ``HorovodInternalError`` in the others: they restore the last
+  commit, re-plan the epoch's remaining samples and go on.
+
+At an epoch's end: floating buffers (BatchNorm statistics) are averaged over the ranks,
+validation accuracy is computed on a sharded validation split, and rank 0 writes the
+epoch metrics record and a checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, Dataset, Subset
+
+from training import checkpoint, metrics
+from training.errors import CheckpointError
+from training.schedule import learning_rate
+from training.signals import EXIT_TERM, StopFlags, leave
+from training.trace import Tracer, params_checksum
+
+
+@dataclass
+class Task:
+    """What differs between the models: data, model factory and device preferences."""
+
+    name: str
+    train_set: Dataset
+    val_set: Dataset | None
+    build_model: Callable[[], torch.nn.Module]
+    channels_last: bool = False
+
+
+def log(msg: str) -> None:
+    """One line on stderr."""
+    sys.stderr.write(f"training: {msg}\n")
+    sys.stderr.flush()
+
+
+class Trainer:
+    """Holds the pieces of one worker's training; ``train`` is run under hvd.elastic.run."""
+
+    def __init__(self, task: Task, args, hvd, flags: StopFlags):
+        self.task, self.args, self.hvd, self.flags = task, args, hvd, flags
+        self.cuda = torch.cuda.is_available() and not args.no_cuda
+        self.device = torch.device("cuda", hvd.local_rank()) if self.cuda else torch.device("cpu")
+        self.amp = self.cuda and not args.no_amp
+        self.channels_last = self.cuda and task.channels_last
+        workers = args.workers if args.workers is not None else (4 if self.cuda else 0)
+        self.loader_kwargs = {"num_workers": workers, "pin_memory": self.cuda}
+        if workers:
+            self.loader_kwargs["persistent_workers"] = False
+        self.writer = metrics.MetricsWriter(args.metrics_file)
+        self.tracer = Tracer(args.trace_dir)
+        self.n = len(task.train_set)
+        self._pending: list[int] = []
+        self._pending_loss = torch.zeros((), dtype=torch.float64, device=self.device)
+        self._pending_correct = torch.zeros((), dtype=torch.int64, device=self.device)
+        self._pending_count = 0
+
+    # -- setup -------------------------------------------------------------------------
+    def build(self):
+        """Model, wrapped optimizer, grad scaler and sampler, resumed from a checkpoint."""
+        from training.sampler import StepSampler
+
+        hvd, args = self.hvd, self.args
+        torch.manual_seed(args.seed)
+        model = self.task.build_model().to(self.device)
+        if self.channels_last:
+            model = model.to(memory_format=torch.channels_last)
+        opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
+                              weight_decay=args.weight_decay)
+        compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
+        opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(),
+                                       compression=compression)
+        self.model, self.opt = model, opt
+        self.scaler = torch.amp.GradScaler("cuda") if self.amp else None
+        self.sampler = StepSampler(self.n, args.batch_size, seed=args.seed)
+        now = time.time()
+        fields = {"epoch": 0, "batch": 0, "resets": 0, "stats": (0.0, 0, 0),
+                  "epoch_start": now, "mark": (now, 0, 0), "scaler_state": None}
+        if args.checkpoint_dir:
+            fields.update(self.resume(args.checkpoint_dir))
+        self.sampler.load_state_dict({"epoch": fields["epoch"],
+                                      "processed_num": fields.pop("processed", 0)})
+        state = hvd.elastic.TorchState(model=model, optimizer=opt, sampler=self.sampler, **fields)
+        state.register_reset_callbacks([lambda: self.on_reset(state)])
+        return state
+
+    def resume(self, directory: str) -> dict:
+        """Load the newest checkpoint into the model/optimizer; the state fields it holds."""
+        found = checkpoint.latest(directory)
+        if found is None:
+            return {}
+        (epoch, processed), path = found
+        payload = checkpoint.load(path)
+        if payload.get("task") != self.task.name or payload.get("dataset_size") != self.n:
+            raise CheckpointError(
+                f"{path} is from {payload.get('task')} on {payload.get('dataset_size')} samples, "
+                f"not {self.task.name} on {self.n}")
+        try:
+            self.model.load_state_dict(payload["model"])
+            self.opt.load_state_dict(payload["optimizer"])
+        except (RuntimeError, KeyError, ValueError) as exc:
+            raise CheckpointError(f"{path} does not fit the model: {exc}".splitlines()[0]) from exc
+        if self.hvd.rank() == 0:
+            log(f"resuming from {path} (epoch {epoch + 1}, {processed} samples done)")
+        now = time.time()
+        stats = tuple(payload.get("stats", (0.0, 0, 0)))
+        return {"epoch": epoch, "processed": processed, "batch": int(payload.get("batch", 0)),
+                "resets": int(payload.get("resets", 0)), "stats": stats,
+                "epoch_start": now, "mark": (now, stats[2], int(payload.get("batch", 0))),
+                "scaler_state": payload.get("scaler_state")}
+
+    def on_reset(self, state) -> None:
+        """Reset callback: count the reset, drop uncommitted work, rescale the rate."""
+        state.resets += 1
+        self._clear_pending()
+        self.set_lr(state)
+
+    # -- the elastic function ----------------------------------------------------------
+    def train(self, state):
+        """Train until ``--epochs`` are done (re-entered by hvd.elastic.run after resets)."""
+        hvd = self.hvd
+        self.sampler.reset()
+        self._clear_pending()
+        if self.scaler is not None and state.scaler_state is not None:
+            self.scaler.load_state_dict(state.scaler_state)
+        self.tracer.worker(rank=hvd.rank(), size=hvd.size(), epoch=state.epoch,
+                           resets=state.resets)
+        if hvd.rank() == 0:
+            log(f"training at world size {hvd.size()} from epoch {state.epoch + 1}, "
+                f"{self.sampler.processed_num}/{self.n} samples done, {state.resets} resets")
+        while state.epoch < self.args.epochs:
+            self.train_epoch(state)
+            self.end_epoch(state)
+        return state
+
+    def train_epoch(self, state) -> None:
+        steps = self.sampler.steps
+        loader = DataLoader(self.task.train_set, batch_sampler=list(self.sampler),
+                            **self.loader_kwargs)
+        batches = iter(loader)
+        for step in steps:
+            self.check_signals(state)
+            batch = next(batches) if step.indices else None
+            self.set_lr(state)
+            self.train_step(batch, step.total)
+            self.sampler.record_step(step)
+            self._pending.extend(step.indices)
+            state.batch += 1
+            if state.batch % self.args.commit_every == 0:
+                self.commit(state)
+        self.commit(state)
+
+    def train_step(self, batch, total: int) -> None:
+        """One optimizer step; ``total`` is the step's sample count over all ranks."""
+        model, opt = self.model, self.opt
+        model.train()
+        opt.zero_grad(set_to_none=True)
+        if batch is None:  # this rank has no sample in a short last step: zero gradients
+            loss = sum(p.sum() for p in model.parameters()) * 0.0
+        else:
+            x, y = batch
+            x = x.to(self.device, non_blocking=True)
+            y = y.to(self.device, non_blocking=True)
+            if self.channels_last:
+                x = x.contiguous(memory_format=torch.channels_last)
+            with torch.autocast(self.device.type, dtype=torch.float16, enabled=self.amp):
+                out = model(x)
+                summed = F.cross_entropy(out.float(), y, reduction="sum")
+            loss = summed * (self.hvd.size() / total)
+            self._pending_loss += summed.detach().double()
+            self._pending_correct += (out.detach().argmax(1) == y).sum()
+            self._pending_count += int(y.shape[0])
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            opt.synchronize()
+            with opt.skip_synchronize():
+                self.scaler.step(opt)
+            self.scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+
+    def set_lr(self, state) -> None:
+        a = self.args
+        progress = state.epoch + self.sampler.processed_num / self.n
+        lr = learning_rate(progress, a.lr, self.hvd.size(), a.warmup_epochs, a.lr_milestones)
+        for group in self.opt.param_groups:
+            group["lr"] = lr
+
+    # -- commits -----------------------------------------------------------------------
+    def commit(self, state, after_save: Callable[[], None] | None = None) -> None:
+        """Fold the epoch's statistics into the state, save it, trace, check host updates."""
+        hvd = self.hvd
+        sums = torch.tensor([float(self._pending_loss), float(self._pending_correct),
+                             float(self._pending_count)], dtype=torch.float64)
+        sums = hvd.allreduce(sums, op=hvd.Sum, name="training.stats")
+        loss, correct, count = state.stats
+        state.stats = (loss + float(sums[0]), correct + int(sums[1]), count + int(sums[2]))
+        if self.scaler is not None:
+            state.scaler_state = self.scaler.state_dict()
+        self.maybe_progress(state)
+        state.save()
+        self.tracer.samples(state.epoch, self._pending)
+        self._clear_pending()
+        if after_save is not None:
+            after_save()
+        if self.flags.checkpoint and hvd.rank() == 0:
+            self.flags.checkpoint = False
+            self.write_checkpoint(state)
+        state.check_host_updates()
+
+    def _clear_pending(self) -> None:
+        self._pending = []
+        self._pending_loss.zero_()
+        self._pending_correct.zero_()
+        self._pending_count = 0
+
+    def maybe_progress(self, state) -> None:
+        every = self.args.log_every
+        t0, s0, b0 = state.mark
+        if not every or state.batch - b0 < every:
+            return
+        now = time.time()
+        if self.hvd.rank() == 0:
+            loss, correct, count = state.stats
+            self.emit(metrics.record(
+                "progress", time=now, epoch=state.epoch + 1, batch=state.batch,
+                world_size=self.hvd.size(), samples=count,
+                samples_per_sec=metrics.rate(count - s0, now - t0), loss_sum=loss,
+                correct=correct, lr=self.opt.param_groups[0]["lr"], resets=state.resets))
+        state.mark = (now, state.stats[2], state.batch)
+
+    def end_epoch(self, state) -> None:
+        hvd = self.hvd
+        self.average_buffers()
+        val = self.validate()
+        now = time.time()
+        loss, correct, count = state.stats
+        rec = metrics.record(
+            "epoch", time=now, epoch=state.epoch + 1, batch=state.batch, world_size=hvd.size(),
+            samples=count, samples_per_sec=metrics.rate(count, now - state.epoch_start),
+            loss_sum=loss, correct=correct, lr=self.opt.param_groups[0]["lr"],
+            resets=state.resets, val_accuracy=val)
+        state.epoch += 1
+        self.sampler.set_epoch(state.epoch)
+        state.batch = 0
+        state.stats = (0.0, 0, 0)
+        state.epoch_start = now
+        state.mark = (now, 0, 0)
+
+        def publish():
+            if hvd.rank() == 0:
+                self.emit(rec)
+                if self.args.checkpoint_dir:
+                    self.write_checkpoint(state)
+        self.commit(state, after_save=publish)
+
+    def average_buffers(self) -> None:
+        """Average floating-point buffers (BatchNorm running statistics) over the ranks."""
+        bufs = [b for b in self.model.buffers() if b.is_floating_point()]
+        if not bufs:
+            return
+        flat = torch.cat([b.detach().reshape(-1).float() for b in bufs])
+        flat = self.hvd.allreduce(flat, op=self.hvd.Average, name="training.buffers")
+        offset = 0
+        for b in bufs:
+            n = b.numel()
+            b.copy_(flat[offset:offset + n].view_as(b))
+            offset += n
+
+    def validate(self) -> float | None:
+        """Accuracy on the validation split, each rank taking every size-th sample."""
+        if self.task.val_set is None:
+            return None
+        hvd = self.hvd
+        shard = Subset(self.task.val_set, range(hvd.rank(), len(self.task.val_set), hvd.size()))
+        correct = torch.zeros((), dtype=torch.int64, device=self.device)
+        count = 0
+        self.model.eval()
+        with torch.no_grad():
+            if len(shard):
+                for x, y in DataLoader(shard, batch_size=self.args.val_batch_size,
+                                       **self.loader_kwargs):
+                    x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+                    if self.channels_last:
+                        x = x.contiguous(memory_format=torch.channels_last)
+                    with torch.autocast(self.device.type, dtype=torch.float16, enabled=self.amp):
+                        out = self.model(x)
+                    correct += (out.argmax(1) == y).sum()
+                    count += int(y.shape[0])
+        self.model.train()
+        sums = hvd.allreduce(torch.tensor([float(correct), float(count)], dtype=torch.float64),
+                             op=hvd.Sum, name="training.val")
+        return float(sums[0]) / float(sums[1]) if float(sums[1]) else None
+
+    # -- output ------------------------------------------------------------------------
+    def emit(self, rec: dict) -> None:
+        self.writer.open().write(rec)
+
+    def write_checkpoint(self, state) -> None:
+        payload = {
+            "task": self.task.name, "dataset_size": self.n,
+            "model": self.model.state_dict(), "optimizer": self.opt.state_dict(),
+            "batch": state.batch, "resets": state.resets, "stats": tuple(state.stats),
+            "scaler_state": self.scaler.state_dict() if self.scaler is not None else None,
+        }
+        path = checkpoint.save(self.args.checkpoint_dir, payload, self.sampler.epoch,
+                               self.sampler.processed_num, keep=self.args.keep_checkpoints)
+        log(f"checkpoint {path}")
+
+    def check_signals(self, state) -> None:
+        if not self.flags.term:
+            return
+        if self.hvd.rank() == 0 and self.args.checkpoint_dir:
+            try:
+                self.write_checkpoint(state)
+            except CheckpointError as exc:
+                log(f"error: {exc}")
+        self.writer.close()
+        leave(EXIT_TERM, f"SIGTERM: rank {self.hvd.rank()} leaves the job")
+
+    def finish(self, state) -> None:
+        self.tracer.final(rank=self.hvd.rank(), size=self.hvd.size(), epochs=state.epoch,
+                          params_sha256=params_checksum(self.model), resets=state.resets)
+        self.writer.close()
+
+
+def run(task: Task, args) -> int:
+    """Train ``task`` as one Horovod worker; 0 when all epochs are done."""
+    flags = StopFlags().install()
+    import horovod.torch as hvd
+
+    hvd.init()
+    if torch.cuda.is_available() and not args.no_cuda:
+        torch.cuda.set_device(hvd.local_rank())
+    else:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, hvd.local_size())))
+    trainer = Trainer(task, args, hvd, flags)
+    state = trainer.build()
+    hvd.elastic.run(trainer.train)(state)
+    trainer.finish(state)
+    return 0

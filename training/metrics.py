@@ -1,0 +1,82 @@
+"""Metrics records (pure) and their line-atomic JSON-lines writer.
+
+``record(...)`` builds one dict with a fixed set of keys; ``MetricsWriter`` appends it as one
+line to a file (one ``os.write`` on an ``O_APPEND`` descriptor, so concurrent writers and a
+crash never leave half a line) and prints the same line to stdout.
+
+Keys of every record: ``event`` ("progress" every N batches, "epoch" at an epoch's end),
+``time`` (Unix seconds), ``epoch`` (1-based), ``batch`` (steps done in the epoch),
+``world_size``, ``samples`` (samples trained in the epoch so far), ``samples_per_sec``
+(since the previous record of the same epoch, or the epoch start for "epoch"), ``loss`` and
+``accuracy`` (training, over the epoch so far), ``lr``, ``resets`` (elastic resets since the
+job started) and ``val_accuracy`` (epoch records only; null without a validation split).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import TextIO
+
+from training.errors import ConfigError
+
+
+def record(event: str, *, time: float, epoch: int, batch: int, world_size: int, samples: int,
+           samples_per_sec: float, loss_sum: float, correct: int, lr: float, resets: int,
+           val_accuracy: float | None = None) -> dict:
+    """One metrics record; ``loss`` and ``accuracy`` are means over ``samples`` (null if none)."""
+    if event not in ("progress", "epoch"):
+        raise ValueError(f"unknown metrics event {event!r}")
+    out = {
+        "event": event,
+        "time": round(time, 3),
+        "epoch": epoch,
+        "batch": batch,
+        "world_size": world_size,
+        "samples": samples,
+        "samples_per_sec": round(samples_per_sec, 2),
+        "loss": round(loss_sum / samples, 6) if samples else None,
+        "accuracy": round(correct / samples, 6) if samples else None,
+        "lr": lr,
+        "resets": resets,
+    }
+    if event == "epoch":
+        out["val_accuracy"] = None if val_accuracy is None else round(val_accuracy, 6)
+    return out
+
+
+def rate(samples: int, seconds: float) -> float:
+    """Samples per second, 0.0 when no time has passed."""
+    return samples / seconds if seconds > 0 else 0.0
+
+
+class MetricsWriter:
+    """Appends records to ``path`` (if given) and prints them to ``stream`` (stdout)."""
+
+    def __init__(self, path: str | None, stream: TextIO | None = None):
+        self.path = path
+        self.stream = stream if stream is not None else sys.stdout
+        self._fd: int | None = None
+
+    def open(self) -> "MetricsWriter":
+        """Open the file for appending; ``ConfigError`` naming it when that fails."""
+        if self.path and self._fd is None:
+            try:
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            except OSError as exc:
+                raise ConfigError(f"metrics file {self.path}: {exc.strerror}") from exc
+        return self
+
+    def write(self, rec: dict) -> None:
+        """Write one record as one line to the file and to the stream."""
+        line = json.dumps(rec, sort_keys=False) + "\n"
+        if self._fd is not None:
+            os.write(self._fd, line.encode())
+        self.stream.write(line)
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

@@ -1,0 +1,68 @@
+"""``python -m training.resnet50`` / ``train-resnet50``: elastic ResNet-50 on horovod.torch.
+
+Reads the tiny-imagenet layout as downloaded (``train/<wnid>/images/*.JPEG``,
+``val/images`` + ``val/val_annotations.txt``) or any ImageFolder (``train/<class>/``
+and optional ``val/<class>/``, or ``<class>/`` directly) from ``--data-dir``, or trains on
+``--synthetic`` images. The model is torchvision's ResNet-50 with random initial weights
+(nothing is downloaded) and as many outputs as the dataset has classes. The dataset is
+scanned before Horovod starts: a missing or malformed one is one line on stderr, exit 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from functools import partial
+
+from training import options
+from training.cli import guarded
+
+DEFAULTS = options.Defaults(
+    prog="train-resnet50",
+    description="Elastic ResNet-50 training on Horovod (horovodrun ... python -m training.resnet50).",
+    epochs=90, batch_size=32, val_batch_size=32, lr=0.0125, momentum=0.9, weight_decay=5e-5,
+    warmup_epochs=5.0, lr_milestones="30,60,80", synthetic_size=1280, image_size=224,
+    num_classes=1000)
+
+
+def build_model(num_classes: int):
+    """torchvision's ResNet-50, randomly initialised, with ``num_classes`` outputs."""
+    from torchvision.models import resnet50
+
+    return resnet50(weights=None, num_classes=num_classes)
+
+
+def make_task(args):
+    """The ResNet-50 ``Task``: datasets (scanned now) and the model factory."""
+    from training.datasets import ImageListDataset, SyntheticDataset, image_transforms
+    from training.loop import Task
+
+    shape = (3, args.image_size, args.image_size)
+    if args.data_dir:
+        from training.imagefolder import scan
+
+        found = scan(args.data_dir)
+        train_tf, val_tf = image_transforms(args.image_size)
+        train = ImageListDataset(found.train, train_tf)
+        val = ImageListDataset(found.val, val_tf) if found.val else None
+        classes = len(found.classes)
+    else:
+        classes = args.num_classes
+        train = SyntheticDataset(args.synthetic_size, shape, classes, seed=args.seed)
+        val = SyntheticDataset(max(1, args.synthetic_size // 10), shape, classes, seed=args.seed + 1)
+    return Task(name="resnet50", train_set=train, val_set=val,
+                build_model=partial(build_model, classes), channels_last=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse flags, check the data, train; 0 when done, 2 on a bad flag or dataset."""
+    def body() -> int:
+        args = options.parse(argv, DEFAULTS)
+        task = make_task(args)
+        from training.loop import run
+
+        return run(task, args)
+    return guarded(body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""Debug trace of what each worker did, for tests and post-mortems (``--trace-dir``).
+
+Each worker process writes three files named ``<host>-<pid>.*`` in the trace directory:
+
+- ``.worker.json``  rewritten (atomically) each time the worker (re)enters training:
+  ``{"host", "pid", "rank", "size", "epoch", "resets"}``;
+- ``.samples``      one JSON line per commit: ``{"epoch": e, "indices": [...]}``, the sample
+  indices this worker trained on since its previous commit. Lines are appended only after
+  the state holding those steps was saved, and steps rolled back by a failure are never
+  written, so the union over all workers of one epoch's lines is what the model learned from;
+- ``.final.json``   at a normal end: ``{"host", "pid", "rank", "size", "epochs",
+  "params_sha256", "resets"}``.
+
+``params_checksum(model)`` is the SHA-256 of the parameters in name order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import tempfile
+from pathlib import Path
+
+import torch
+
+
+def params_checksum(model: torch.nn.Module) -> str:
+    """SHA-256 over every parameter's name and bytes, in ``named_parameters`` order."""
+    h = hashlib.sha256()
+    for name, p in model.named_parameters():
+        h.update(name.encode())
+        h.update(p.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def host_name() -> str:
+    """The name Horovod gave this worker's host, else the system host name."""
+    return os.environ.get("HOROVOD_HOSTNAME") or socket.gethostname()
+
+
+def write_json_atomic(path: Path, payload: dict) -> None:
+    """Write ``payload`` as JSON to ``path`` through a temporary file and a rename."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(payload, f)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+class Tracer:
+    """Writes this process's trace files; every method is a no-op without a directory."""
+
+    def __init__(self, directory: str | None):
+        self.dir = Path(directory) if directory else None
+        self.stem = f"{host_name()}-{os.getpid()}"
+        if self.dir is not None:
+            self.dir.mkdir(parents=True, exist_ok=True)
+
+    def worker(self, **fields) -> None:
+        if self.dir is not None:
+            write_json_atomic(self.dir / f"{self.stem}.worker.json",
+                              {"host": host_name(), "pid": os.getpid(), **fields})
+
+    def samples(self, epoch: int, indices: list[int]) -> None:
+        if self.dir is not None and indices:
+            line = json.dumps({"epoch": epoch, "indices": indices}) + "\n"
+            fd = os.open(self.dir / f"{self.stem}.samples", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            try:
+                os.write(fd, line.encode())
+            finally:
+                os.close(fd)
+
+    def final(self, **fields) -> None:
+        if self.dir is not None:
+            write_json_atomic(self.dir / f"{self.stem}.final.json",
+                              {"host": host_name(), "pid": os.getpid(), **fields})
