@@ -1,0 +1,100 @@
+"""Host lists: parse and validate the hosts that ``ssh-bootstrap`` and ``dataset-sync`` work on.
+
+Pure functions, no I/O.  Accepted forms (one entry per item/line):
+
+* ``--hosts h1,h2:4``: comma-separated ``name[:slots]``;
+* a hosts file: one ``name``, ``name:slots`` (what ``discover-hosts`` prints) or
+  ``name slots=N`` (Horovod's hostfile) per line, ``#`` comments and blank lines ignored.
+
+A host name is an IPv4 address or a DNS name (letters, digits, ``-``, ``_``, ``.``) that does
+not start with ``-``: anything else (spaces, shell syntax, ``user@``, option-looking names,
+IPv6 literals, which Horovod's ``host:slots`` format cannot carry) raises ``ConfigError``
+naming the offending entry.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from elastic.errors import ConfigError
+
+_NAME = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,252})")
+_SLOTS_KW = re.compile(r"slots=(\S+)")
+
+
+@dataclass(frozen=True)
+class Host:
+    """One host: the name or address ssh connects to, and its Horovod slots."""
+
+    name: str
+    slots: int = 1
+
+
+def validate_host_name(name: str) -> str:
+    """Return ``name`` if it is a safe host name or IPv4 address, else raise ``ConfigError``."""
+    if not name:
+        raise ConfigError("empty host name")
+    if name.startswith("-"):
+        raise ConfigError(f"host name {name!r} looks like an option")
+    if ":" in name:
+        raise ConfigError(f"host name {name!r}: IPv6 literals are not supported (use a DNS name)")
+    if not _NAME.fullmatch(name) or ".." in name or name.endswith("-"):
+        raise ConfigError(f"host name {name!r} contains characters that are not allowed in a host name")
+    return name
+
+
+def _slots(text: str, entry: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ConfigError(f"bad slots {text!r} in host entry {entry!r}") from None
+    if value < 1:
+        raise ConfigError(f"slots must be >= 1 in host entry {entry!r}")
+    return value
+
+
+def parse_entry(entry: str, default_slots: int = 1) -> Host:
+    """Parse one ``name``, ``name:slots`` or ``name slots=N`` entry."""
+    text = entry.strip()
+    parts = text.split()
+    if len(parts) == 2 and _SLOTS_KW.fullmatch(parts[1]):
+        return Host(validate_host_name(parts[0]), _slots(parts[1][len("slots="):], entry))
+    if len(parts) != 1:
+        raise ConfigError(f"bad host entry {entry!r}")
+    name, sep, slots = text.rpartition(":")
+    if sep and name and ":" not in name:
+        return Host(validate_host_name(name), _slots(slots, entry))
+    return Host(validate_host_name(text), default_slots)
+
+
+def _unique(hosts: list[Host]) -> list[Host]:
+    seen: set[str] = set()
+    for host in hosts:
+        if host.name in seen:
+            raise ConfigError(f"host {host.name!r} is listed twice")
+        seen.add(host.name)
+    return hosts
+
+
+def parse_host_list(text: str, default_slots: int = 1) -> list[Host]:
+    """Parse ``--hosts`` (``h1,h2:4``); raise ``ConfigError`` on a bad or repeated entry."""
+    items = [item for item in text.split(",") if item.strip()]
+    if not items:
+        raise ConfigError("the host list is empty")
+    return _unique([parse_entry(item, default_slots) for item in items])
+
+
+def parse_hosts_file(text: str, default_slots: int = 1) -> list[Host]:
+    """Parse a hosts file (``discover-hosts`` output or a Horovod hostfile); may be empty."""
+    hosts = []
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            hosts.append(parse_entry(line, default_slots))
+    return _unique(hosts)
+
+
+def render_hostfile(hosts: list[Host]) -> str:
+    """Return Horovod's hostfile text (``name slots=N`` lines) for ``hosts``."""
+    return "".join(f"{h.name} slots={h.slots}\n" for h in hosts)

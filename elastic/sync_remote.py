@@ -1,0 +1,174 @@
+"""The layout ``dataset-sync`` keeps on a host, and the shell scripts that read and change it.
+
+Pure string builders and parsers; nothing here runs a command.  For ``DEST=/data/mnist``:
+
+    /data/mnist                      -> .mnist.dataset-sync/v-<id>   (a relative symlink)
+    /data/.mnist.dataset-sync/
+        staging/                     the next version, being copied (kept for resume)
+        v-<id>/                      a complete, verified version (+ .dataset-manifest.json)
+
+A reader of DEST sees a complete version: the new one is built in ``staging``, verified, renamed
+to ``v-<id>`` and published by renaming a fresh symlink over DEST (``rename(2)`` is atomic).
+The previous version is kept (readers that resolved it keep working) and older ones removed.
+An interrupted sync leaves DEST untouched and ``staging`` half-filled; the next run reuses it.
+
+The scripts are POSIX sh using GNU coreutils/findutils (``readlink``, ``mv -T``, ``ln -sfn``,
+``find -printf``, ``sha256sum -z``).  Every path in them was checked by ``sync_safety`` and is
+quoted again with ``shlex.quote``.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import secrets
+import shlex
+import time
+from dataclasses import dataclass
+
+from elastic.errors import SyncError
+from elastic.manifest import MANIFEST_NAME
+
+STATE_SUFFIX = ".dataset-sync"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where DEST's versions live on a host (all absolute POSIX paths)."""
+
+    dest: str
+
+    @property
+    def parent(self) -> str:
+        return posixpath.dirname(self.dest)
+
+    @property
+    def name(self) -> str:
+        return posixpath.basename(self.dest)
+
+    @property
+    def state_name(self) -> str:
+        """The state directory's name, also the prefix of the symlink's target."""
+        return f".{self.name}{STATE_SUFFIX}"
+
+    @property
+    def state(self) -> str:
+        return posixpath.join(self.parent, self.state_name)
+
+    @property
+    def staging(self) -> str:
+        return posixpath.join(self.state, "staging")
+
+    @property
+    def link_tmp(self) -> str:
+        return posixpath.join(self.parent, f"{self.state_name}.link")
+
+    def version_dir(self, version: str) -> str:
+        return posixpath.join(self.state, version)
+
+
+def new_version_name(digest: str, now: float | None = None) -> str:
+    """Return a fresh version name ``v-<UTC time>-<digest prefix>-<random>``."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() if now is None else now))
+    return f"v-{stamp}-{digest[:12]}-{secrets.token_hex(3)}"
+
+
+def probe_script(layout: Layout, remote_rsync: str) -> str:
+    """Script printing ``key=value`` lines: ``current`` (version name or empty), ``rsync``
+    (yes/no), ``staging`` (empty/partial), ``error`` (a refusal) and ``ok=1`` last.
+    It creates the staging directory."""
+    q = shlex.quote
+    prefix = f"{layout.state_name}/"
+    return f"""
+dest={q(layout.dest)}; state={q(layout.state)}
+if [ -L "$state" ] || {{ [ -e "$state" ] && [ ! -d "$state" ]; }}; then echo "error=$state is not a directory"; exit 0; fi
+if [ -L "$dest" ]; then
+  target=$(readlink -- "$dest")
+  case "$target" in
+    {q(prefix)}v-*) cur=${{target#{q(prefix)}}}; if [ -d "$state/$cur" ]; then echo "current=$cur"; else echo current=; fi ;;
+    *) echo "error=$dest is a symlink not managed by dataset-sync (-> $target)"; exit 0 ;;
+  esac
+elif [ -e "$dest" ]; then
+  echo "error=$dest exists and is not managed by dataset-sync; move it away or choose another DEST"; exit 0
+else
+  echo current=
+fi
+mkdir -p -- "$state/staging" || {{ echo "error=cannot create $state/staging"; exit 0; }}
+if command -v {q(remote_rsync)} >/dev/null 2>&1; then echo rsync=yes; else echo rsync=no; fi
+for tool in sha256sum find xargs readlink; do
+  command -v "$tool" >/dev/null 2>&1 || {{ echo "error=the host has no $tool"; exit 0; }}
+done
+if [ -n "$(ls -A -- "$state/staging")" ]; then echo staging=partial; else echo staging=empty; fi
+echo ok=1
+"""
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What ``probe_script`` found on a host."""
+
+    current: str
+    has_rsync: bool
+    staging_partial: bool
+
+
+class DestRefused(SyncError):
+    """The host's DEST cannot be managed (exists and is not ours, tools missing, ...)."""
+
+
+def parse_probe(output: str) -> Probe:
+    """Parse ``probe_script`` output; raise ``DestRefused`` for a refusal, ``SyncError`` if garbled."""
+    values: dict[str, str] = {}
+    for line in output.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            values[key.strip()] = value.strip()
+    if "error" in values:
+        raise DestRefused(values["error"])
+    if values.get("ok") != "1":
+        raise SyncError(f"unexpected answer from the host: {output.strip()[:200]!r}")
+    return Probe(values.get("current", ""), values.get("rsync") == "yes", values.get("staging") == "partial")
+
+
+def listing_script(directory: str) -> str:
+    """Script printing, NUL-separated: ``D path`` per directory, ``L path target`` per symlink,
+    then ``sha256sum -z`` of every regular file (the manifest file itself excluded)."""
+    return f"""
+cd -- {shlex.quote(directory)} || exit 3
+find . -mindepth 1 -type d -printf 'D\\0%P\\0'
+find . -type l -printf 'L\\0%P\\0%l\\0'
+find . -type f ! -path ./{MANIFEST_NAME} -printf '%P\\0' | LC_ALL=C xargs -0r sha256sum -z --
+"""
+
+
+def seed_staging_script(layout: Layout, current: str) -> str:
+    """Script that, when staging is empty and a current version exists, fills staging with
+    hard links to it (``cp -al``) so an SFTP copy only sends what changed."""
+    q = shlex.quote
+    if not current:
+        return "true\n"
+    return f"""
+cd -- {q(layout.state)} || exit 3
+if [ -z "$(ls -A -- staging)" ]; then cp -al -- {q(current)}/. staging/ || exit 4; fi
+"""
+
+
+def commit_script(layout: Layout, new_version: str, previous: str) -> str:
+    """Script that reads the manifest on stdin, writes it into staging, renames staging to
+    ``new_version``, publishes it at DEST with an atomic rename, and removes versions other
+    than ``new_version`` and ``previous``.  Prints ``committed=<version>``."""
+    q = shlex.quote
+    target = f"{layout.state_name}/{new_version}"
+    keep = q(previous) if previous else "''"
+    return f"""
+set -e
+cd -- {q(layout.state)}
+cat > staging/{MANIFEST_NAME}.tmp
+mv -f -- staging/{MANIFEST_NAME}.tmp staging/{MANIFEST_NAME}
+mv -T -- staging {q(new_version)}
+ln -sfn -- {q(target)} {q(layout.link_tmp)}
+mv -Tf -- {q(layout.link_tmp)} {q(layout.dest)}
+for old in v-*; do
+  case "$old" in {q(new_version)}|{keep}) ;; *) [ -d "$old" ] && rm -rf -- "$old" ;; esac
+done
+echo committed={q(new_version)}
+"""
