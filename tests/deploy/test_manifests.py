@@ -1,6 +1,7 @@
 """deploy/ renders with kustomize into objects the Kubernetes API accepts, with an RBAC
 that lets the launcher read pods in its namespace and nothing more, and wiring that agrees
 with itself (selector <-> worker labels, Secret file names, the daemon on loopback)."""
+import inspect
 import json
 import shlex
 import shutil
@@ -20,10 +21,18 @@ MODEL_PREFIX = {"v1": "V1", "apps/v1": "V1", "rbac.authorization.k8s.io/v1": "V1
 
 
 class _Response:
-    """What ApiClient.deserialize reads: an object with the JSON body in .data."""
+    """What ApiClient.deserialize reads in clients before v33: the JSON body in .data."""
 
     def __init__(self, obj: dict):
         self.data = json.dumps(obj)
+
+
+def load_model(api: client.ApiClient, obj: dict, model_name: str):
+    """ApiClient.deserialize across client versions (v33+ takes the text and a content type)."""
+    params = inspect.signature(api.deserialize).parameters
+    if "content_type" in params:
+        return api.deserialize(json.dumps(obj), model_name, "application/json")
+    return api.deserialize(_Response(obj), model_name)
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +87,7 @@ def test_every_object_loads_into_the_client_models_without_losing_a_field(object
     api = client.ApiClient()
     for obj in objects:
         model_name = MODEL_PREFIX[obj["apiVersion"]] + obj["kind"]
-        model = api.deserialize(_Response(obj), model_name)
+        model = load_model(api, obj, model_name)
         assert type(model).__name__ == model_name
         again = api.sanitize_for_serialization(model)
         assert again == obj, f"{obj['kind']}/{obj['metadata']['name']} changed in the round trip"
