@@ -1,0 +1,387 @@
+"""The HTTP shell of the pod API: aiohttp routes over ``PodService`` (Kubernetes core/v1 Pods).
+
+``ApiServer(service, token, ...)`` serves, on loopback:
+
+- discovery: ``/api``, ``/api/v1`` (pods, pods/status), ``/apis``, ``/version``, health paths;
+- pods: ``/api/v1/pods`` and ``/api/v1/namespaces/{ns}/pods[/{name}[/status]]`` with GET (get,
+  list, ``watch=true|1``), POST, PUT, PATCH (merge, JSON, strategic), DELETE, deletecollection;
+  the legacy ``/api/v1/watch/...`` paths; kubectl's server-side ``Table`` when asked for.
+- errors as ``Status`` objects; 401 without the bearer token (when a token is set).
+
+A watch stream starts with ADDED events for the current state when no resourceVersion (or
+"0") is given, else replays history after it or sends one ERROR event (410 Expired) and
+ends. ``allowWatchBookmarks`` adds BOOKMARK events every ``bookmark_interval`` seconds;
+``timeoutSeconds`` ends the stream cleanly. Fault injection: ``restart(down_seconds)`` (stop
+listening, drop all connections, listen again on the same port; state is kept),
+``drop_watches()`` (abort every open watch connection), ``latency`` (seconds added to every
+request). ``start()``/``stop()`` are explicit; nothing starts in the constructor.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+from typing import Callable
+
+from aiohttp import web
+
+from . import pods
+from .core import PodService, dumps
+from .errors import ApiError, BadRequest, MethodNotAllowed, NotFound, Unauthorized
+from .selectors import parse_fields, parse_labels
+from .store import Event, Scope, watch_view
+
+log = logging.getLogger("localcluster.api")
+
+OPEN_PATHS = {"/healthz", "/livez", "/readyz", "/version"}
+VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-localcluster", "gitCommit": "",
+           "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.23",
+           "compiler": "gc", "platform": "linux/amd64"}
+POD_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+API_RESOURCES = {
+    "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "v1",
+    "resources": [
+        {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod", "verbs": POD_VERBS,
+         "shortNames": ["po"], "categories": ["all"]},
+        {"name": "pods/status", "singularName": "", "namespaced": True, "kind": "Pod",
+         "verbs": ["get", "patch", "update"]},
+    ],
+}
+
+
+def _json(obj, status: int = 200) -> web.Response:
+    return web.Response(body=dumps(obj), status=status, content_type="application/json")
+
+
+def _status(err: ApiError) -> web.Response:
+    return _json(err.status(), err.code)
+
+
+def _flag(value: str | None) -> bool:
+    return (value or "").lower() in ("1", "true", "yes")
+
+
+def _int_param(query, key: str) -> int | None:
+    value = query.get(key)
+    if value in (None, ""):
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise BadRequest(f"invalid value for {key}: {value!r} is not an integer") from None
+
+
+def _wants_table(request: web.Request) -> bool:
+    return "as=Table" in request.headers.get("Accept", "")
+
+
+def _encode_continue(rv: int, key: tuple[str, str]) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"rv": rv, "start": list(key)}).encode()).decode()
+
+
+def _decode_continue(token: str) -> tuple[str, str]:
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token.encode()))
+        return data["start"][0], data["start"][1]
+    except Exception:
+        raise BadRequest(f"invalid continue token {token!r}") from None
+
+
+class _Watch:
+    """One open watch stream: a queue fed by the store and a way to drop it."""
+
+    def __init__(self, request: web.Request) -> None:
+        self.request = request
+        self.queue: asyncio.Queue = asyncio.Queue()
+        self.dropped = False
+
+    def drop(self) -> None:
+        self.dropped = True
+        self.queue.put_nowait(None)
+
+
+class ApiServer:
+    """The loopback pod API. ``start(host, port)`` -> the bound port; ``stop()``; faults."""
+
+    def __init__(self, service: PodService, token: str | None = None, bookmark_interval: float = 5.0,
+                 on_request: Callable[[], None] | None = None) -> None:
+        self.service = service
+        self.token = token
+        self.bookmark_interval = bookmark_interval
+        self.latency = 0.0
+        self.host = "127.0.0.1"
+        self.port = 0
+        self._runner: web.AppRunner | None = None
+        self._watches: set[_Watch] = set()
+        self._on_request = on_request
+        self._ssl = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def start(self, host: str = "127.0.0.1", port: int = 0, ssl_context=None) -> int:
+        """Listen on ``host:port`` (0 = any free port; HTTPS with ``ssl_context``); returns the
+        port. Does not block."""
+        self.host = host
+        if ssl_context is not None:
+            self._ssl = ssl_context
+        app = web.Application(middlewares=[self._middleware], client_max_size=16 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1.0,
+                               handler_cancellation=True)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=self._ssl)
+        await site.start()
+        self._runner = runner
+        self.port = runner.addresses[0][1]
+        return self.port
+
+    async def stop(self) -> None:
+        """Stop listening and close every connection (watches end abruptly)."""
+        self.drop_watches()
+        if self._runner is not None:
+            runner, self._runner = self._runner, None
+            await runner.cleanup()
+
+    async def restart(self, down_seconds: float) -> None:
+        """Go away for ``down_seconds`` (connections refused), then listen on the same port."""
+        if self._runner is not None:
+            await self.stop()
+        await asyncio.sleep(max(0.0, down_seconds))
+        for attempt in range(50):
+            try:
+                await self.start(self.host, self.port)
+                return
+            except OSError:  # the port may linger briefly
+                await asyncio.sleep(0.1)
+        await self.start(self.host, self.port)
+
+    def drop_watches(self) -> int:
+        """Abort every open watch connection; returns how many there were."""
+        watches = list(self._watches)
+        for w in watches:
+            w.drop()
+        return len(watches)
+
+    @property
+    def open_watches(self) -> int:
+        return len(self._watches)
+
+    # -- plumbing --------------------------------------------------------------------------
+    @web.middleware
+    async def _middleware(self, request: web.Request, handler):
+        if self._on_request is not None:
+            self._on_request()
+        if self.latency > 0:
+            await asyncio.sleep(self.latency)
+        try:
+            if self.token and request.path not in OPEN_PATHS:
+                auth = request.headers.get("Authorization", "")
+                if auth != f"Bearer {self.token}":
+                    raise Unauthorized("Unauthorized")
+            return await handler(request)
+        except ApiError as err:
+            return _status(err)
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        parts = [p for p in request.path.split("/") if p]
+        method = request.method
+        if parts in (["healthz"], ["livez"], ["readyz"]):
+            return web.Response(text="ok")
+        if parts == ["version"]:
+            return _json(VERSION)
+        if parts == ["api"]:
+            return _json({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
+                {"clientCIDR": "0.0.0.0/0", "serverAddress": f"{self.host}:{self.port}"}]})
+        if parts == ["apis"]:
+            return _json({"kind": "APIGroupList", "apiVersion": "v1", "groups": []})
+        if parts == ["api", "v1"]:
+            return _json(API_RESOURCES)
+        if len(parts) >= 2 and parts[:2] == ["api", "v1"]:
+            rest = parts[2:]
+            watch_path = bool(rest) and rest[0] == "watch"
+            if watch_path:
+                rest = rest[1:]
+            namespace = None
+            if len(rest) >= 2 and rest[0] == "namespaces":
+                namespace = rest[1]
+                if len(rest) == 2 and method == "GET" and not watch_path:
+                    return _json(_namespace(namespace))
+                rest = rest[2:]
+            elif rest == ["namespaces"] and method == "GET":
+                return _json({"kind": "NamespaceList", "apiVersion": "v1", "metadata": {},
+                              "items": [_namespace("default")]})
+            if rest and rest[0] == "pods" and len(rest) <= 3:
+                name = rest[1] if len(rest) >= 2 else None
+                sub = rest[2] if len(rest) == 3 else None
+                if sub not in (None, "status") or (name is None and namespace is None and method != "GET"):
+                    raise NotFound("the server could not find the requested resource")
+                if watch_path:
+                    if method != "GET" or sub:
+                        raise MethodNotAllowed("watch paths only support GET")
+                    return await self._watch(request, namespace, name)
+                return await self._pods(request, namespace, name, sub)
+        raise NotFound("the server could not find the requested resource")
+
+    async def _body(self, request: web.Request):
+        raw = await request.read()
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise BadRequest(f"error decoding the body as JSON: {exc}") from exc
+
+    async def _pods(self, request, namespace, name, sub) -> web.StreamResponse:
+        q, method, svc = request.query, request.method, self.service
+        if method == "GET":
+            if name is None or _flag(q.get("watch")):
+                if _flag(q.get("watch")):
+                    return await self._watch(request, namespace, name)
+                return self._list(request, namespace)
+            pod = svc.get(namespace, name)
+            return self._render(request, pod)
+        if method == "POST" and name is None:
+            body = await self._body(request)
+            return _json(svc.create(namespace, body if body is not None else {}), 201)
+        if method == "PUT" and name is not None:
+            return _json(svc.replace(namespace, name, await self._body(request), sub))
+        if method == "PATCH" and name is not None:
+            raw = await request.read()
+            return _json(svc.patch(namespace, name, request.headers.get("Content-Type", ""), raw, sub))
+        if method == "DELETE" and sub is None:
+            opts = await self._body(request) or {}
+            if not isinstance(opts, dict):
+                raise BadRequest("the body of a delete must be DeleteOptions")
+            grace = _int_param(q, "gracePeriodSeconds")
+            if grace is None and opts.get("gracePeriodSeconds") is not None:
+                grace = int(opts["gracePeriodSeconds"])
+            if name is not None:
+                return _json(svc.delete(namespace, name, grace, opts.get("preconditions")))
+            items, _ = svc.list(self._scope(request, namespace))
+            deleted = [svc.delete(namespace, p["metadata"]["name"], grace) for p in items]
+            return _json({"kind": "PodList", "apiVersion": "v1",
+                          "metadata": {"resourceVersion": str(svc.store.resource_version)}, "items": deleted})
+        raise MethodNotAllowed(f"{method} is not supported on this path")
+
+    def _scope(self, request, namespace) -> Scope:
+        q = request.query
+        return Scope(namespace, parse_labels(q.get("labelSelector")), parse_fields(q.get("fieldSelector")))
+
+    def _render(self, request, pod: dict) -> web.Response:
+        if _wants_table(request):
+            return _json(pods.table([pod], self.service.clock(), request.query.get("includeObject", "Metadata"),
+                                    pod["metadata"]["resourceVersion"]))
+        return _json(pod)
+
+    def _list(self, request, namespace) -> web.Response:
+        q = request.query
+        items, rv = self.service.list(self._scope(request, namespace))
+        meta: dict = {"resourceVersion": str(rv)}
+        if q.get("continue"):
+            start = _decode_continue(q["continue"])
+            items = [p for p in items if (p["metadata"]["namespace"], p["metadata"]["name"]) > start]
+        limit = _int_param(q, "limit")
+        if limit and limit > 0 and len(items) > limit:
+            last = items[limit - 1]["metadata"]
+            meta["continue"] = _encode_continue(rv, (last["namespace"], last["name"]))
+            meta["remainingItemCount"] = len(items) - limit
+            items = items[:limit]
+        if _wants_table(request):
+            return _json(pods.table(items, self.service.clock(), q.get("includeObject", "Metadata"), str(rv))
+                         | {"metadata": meta})
+        return _json({"kind": "PodList", "apiVersion": "v1", "metadata": meta, "items": items})
+
+    # -- watch -----------------------------------------------------------------------------
+    async def _watch(self, request: web.Request, namespace: str | None, name: str | None) -> web.StreamResponse:
+        q = request.query
+        scope = self._scope(request, namespace)
+        if name is not None:
+            scope = Scope(namespace, scope.labels, parse_fields(
+                ",".join(x for x in (q.get("fieldSelector"), f"metadata.name={name}") if x)))
+        timeout = _int_param(q, "timeoutSeconds")
+        bookmarks = _flag(q.get("allowWatchBookmarks"))
+        send_initial = q.get("sendInitialEvents")
+        rv_param = q.get("resourceVersion") or ""
+        if rv_param and not rv_param.isdigit():
+            raise BadRequest(f"invalid resource version {rv_param!r}")
+        table = _wants_table(request)
+        include = q.get("includeObject", "Metadata")
+        store = self.service.store
+        watch = _Watch(request)
+        token = store.subscribe(watch.queue.put_nowait)
+        self._watches.add(watch)
+        resp = web.StreamResponse(headers={"Content-Type": "application/json", "Cache-Control": "no-cache, private"})
+        resp.enable_chunked_encoding()
+        try:
+            initial: list[tuple[str, dict]] = []
+            start = store.resource_version
+            error = None
+            if _flag(send_initial) or rv_param in ("", "0"):
+                initial = [("ADDED", p) for p in store.list(scope)[0]]
+            else:
+                try:
+                    start = int(rv_param)
+                    initial = [v for v in (watch_view(e, scope) for e in store.events_since(start)) if v]
+                    start = max(start, store.resource_version)
+                except ApiError as err:
+                    error = err
+            await resp.prepare(request)
+
+            async def send(kind: str, obj: dict) -> None:
+                if table and kind in ("ADDED", "MODIFIED", "DELETED"):
+                    obj = pods.table([obj], self.service.clock(), include, obj["metadata"]["resourceVersion"])
+                await resp.write(dumps({"type": kind, "object": obj}) + b"\n")
+
+            if error is not None:
+                await send("ERROR", error.status())
+                return resp
+            for kind, obj in initial:
+                await send(kind, obj)
+            if _flag(send_initial) and bookmarks:
+                await send("BOOKMARK", _bookmark(store.resource_version, initial_end=True))
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout if timeout else None
+            next_bookmark = loop.time() + self.bookmark_interval
+            while True:
+                now = loop.time()
+                if deadline is not None and now >= deadline:
+                    return resp
+                wait = min(x for x in (deadline, next_bookmark, now + 1.0) if x is not None) - now
+                try:
+                    item = await asyncio.wait_for(watch.queue.get(), max(0.0, wait))
+                except asyncio.TimeoutError:
+                    transport = request.transport
+                    if transport is None or transport.is_closing():
+                        return resp
+                    if bookmarks and loop.time() >= next_bookmark:
+                        await send("BOOKMARK", _bookmark(store.resource_version))
+                        next_bookmark = loop.time() + self.bookmark_interval
+                    continue
+                if item is None:  # dropped
+                    if request.transport is not None:
+                        request.transport.abort()
+                    return resp
+                event: Event = item
+                if event.resource_version <= start:
+                    continue
+                view = watch_view(event, scope)
+                if view:
+                    await send(*view)
+        except (ConnectionResetError, asyncio.CancelledError):
+            raise
+        finally:
+            store.unsubscribe(token)
+            self._watches.discard(watch)
+
+
+def _bookmark(rv: int, initial_end: bool = False) -> dict:
+    meta: dict = {"resourceVersion": str(rv)}
+    if initial_end:
+        meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+    return {"kind": "Pod", "apiVersion": "v1", "metadata": meta}
+
+
+def _namespace(name: str) -> dict:
+    return {"kind": "Namespace", "apiVersion": "v1",
+            "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}},
+            "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}

@@ -1,0 +1,151 @@
+"""``local-cluster``: a loopback Kubernetes pod API whose pods are sshd hosts on this machine.
+
+    local-cluster up [--workers N] [--slots S] [--gpus G] [--ssh-port P] [--isolation namespaces|none]
+    local-cluster status [--json]
+    local-cluster scale N [--slots S] [--gpus G]
+    local-cluster add-pod [--name NAME] [--slots S] [--gpus G]
+    local-cluster delete-pod NAME [--grace SECONDS]
+    local-cluster down
+
+Every command takes ``--state-dir DIR`` (``LOCAL_CLUSTER_STATE_DIR``; default
+``~/.cache/elastic-horovod/local-cluster``). ``up`` needs root for isolated pods (own hostname,
+own ``/data``: Linux namespaces); without root, ``--isolation none`` runs each pod's sshd
+directly (own address and port only; its data directory is ``DIR/pods/<pod>/data``).
+Errors print one line ``error: ...`` and exit 1.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from . import control
+from .errors import LocalClusterError
+from .statefiles import StatePaths, default_state_dir
+
+
+def _env_int(name: str, default: int | None) -> int | None:
+    value = os.environ.get(name)
+    if value in (None, ""):
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise LocalClusterError(f"{name} must be an integer, got {value!r}") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--state-dir", default=os.environ.get("LOCAL_CLUSTER_STATE_DIR") or str(default_state_dir()),
+                        help="state directory (env LOCAL_CLUSTER_STATE_DIR; default %(default)s)")
+    p = argparse.ArgumentParser(prog="local-cluster", description=__doc__.split("\n\n")[0].strip("`: "),
+                                parents=[common])
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def pod_opts(sp):
+        sp.add_argument("--slots", type=int, default=_env_int("LOCAL_CLUSTER_SLOTS", None),
+                        help="set the elastic-horovod/slots annotation (env LOCAL_CLUSTER_SLOTS)")
+        sp.add_argument("--gpus", type=int, default=0, help="nvidia.com/gpu limit of each pod")
+
+    up = sub.add_parser("up", parents=[common], help="start the cluster (or report the running one)")
+    up.add_argument("--workers", type=int, default=_env_int("LOCAL_CLUSTER_WORKERS", 2),
+                    help="worker pods to start (env LOCAL_CLUSTER_WORKERS; default %(default)s)")
+    pod_opts(up)
+    up.add_argument("--ssh-port", type=int, default=_env_int("LOCAL_CLUSTER_SSH_PORT", 2222),
+                    help="sshd port of every pod (env LOCAL_CLUSTER_SSH_PORT; default %(default)s)")
+    up.add_argument("--isolation", choices=["namespaces", "none"],
+                    default=os.environ.get("LOCAL_CLUSTER_ISOLATION") or "namespaces",
+                    help="namespaces (root: own hostname and /data) or none (env LOCAL_CLUSTER_ISOLATION)")
+    up.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for Ready pods")
+    sub.add_parser("down", parents=[common], help="stop the cluster and every pod process")
+    st = sub.add_parser("status", parents=[common], help="show the cluster and its pods")
+    st.add_argument("--json", action="store_true", help="print JSON")
+    sc = sub.add_parser("scale", parents=[common], help="make the number of worker pods N")
+    sc.add_argument("count", type=int)
+    pod_opts(sc)
+    sc.add_argument("--timeout", type=float, default=120.0)
+    ad = sub.add_parser("add-pod", parents=[common], help="add one worker pod")
+    ad.add_argument("--name", help="pod name (default: the next free worker-<n>)")
+    pod_opts(ad)
+    ad.add_argument("--timeout", type=float, default=120.0)
+    dp = sub.add_parser("delete-pod", parents=[common], help="delete a pod (graceful)")
+    dp.add_argument("name")
+    dp.add_argument("--grace", type=int, default=None, help="grace period in seconds")
+    dp.add_argument("--namespace", default="default")
+    return p
+
+
+def _running(paths: StatePaths) -> dict:
+    state = control.running_state(paths)
+    if state is None:
+        raise LocalClusterError(f"no cluster is running with state dir {paths.root} (start one: local-cluster up)")
+    return state
+
+
+def _print_status(info: dict) -> None:
+    print(f"api:        {info['api']}")
+    print(f"kubeconfig: {info['kubeconfig']}   (kubectl --kubeconfig {info['kubeconfig']} get pods)")
+    print(f"identity:   {info['identity']}")
+    print(f"ssh port:   {info['ssh_port']}")
+    print(f"{'NAME':<20} {'PHASE':<10} {'READY':<6} {'IP':<16} UID")
+    for p in info["pods"]:
+        name = p["name"] if p["namespace"] == "default" else f"{p['namespace']}/{p['name']}"
+        print(f"{name:<20} {p['phase'] or '-':<10} {str(p['ready']).lower():<6} {p['ip'] or '-':<16} {p['uid']}")
+
+
+def run(args: argparse.Namespace) -> int:
+    paths = StatePaths(Path(os.path.abspath(os.path.expanduser(args.state_dir))))
+    if args.command == "up":
+        if args.workers < 0:
+            raise LocalClusterError(f"--workers must be >= 0, got {args.workers}")
+        state, started = control.start(paths, ssh_port=args.ssh_port, isolation=args.isolation)
+        if started:
+            created, _ = control.scale(state, args.workers, args.slots, args.gpus)
+            control.wait_ready(state, created, args.timeout)
+        else:
+            print(f"local-cluster: a cluster is already running (pid {state['pid']}); not starting another",
+                  file=sys.stderr)
+        _print_status(control.status(state))
+        print(f"\nexport KUBECONFIG={state['kubeconfig']}")
+        return 0
+    if args.command == "down":
+        if not control.stop(paths):
+            print(f"local-cluster: no cluster was running with state dir {paths.root}", file=sys.stderr)
+        return 0
+    state = _running(paths)
+    if args.command == "status":
+        info = control.status(state)
+        if args.json:
+            print(json.dumps(info, indent=2))
+        else:
+            _print_status(info)
+    elif args.command == "scale":
+        created, deleted = control.scale(state, args.count, args.slots, args.gpus)
+        control.wait_ready(state, created, args.timeout)
+        print(f"created: {' '.join(created) or '-'}; deleting: {' '.join(deleted) or '-'}")
+    elif args.command == "add-pod":
+        pod = control.add_pod(state, args.name, args.slots, args.gpus)
+        ips = control.wait_ready(state, [pod["metadata"]["name"]], args.timeout)
+        print(f"{pod['metadata']['name']} {ips[pod['metadata']['name']]}")
+    elif args.command == "delete-pod":
+        control.client(state).delete_pod(args.name, args.namespace, args.grace)
+        print(f"{args.name} deleting")
+    return 0
+
+
+def main(argv=None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return run(args)
+    except LocalClusterError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,245 @@
+"""The cluster's background process: API server + kubelet + admin endpoint in one event loop.
+
+``python -m localcluster.daemon --state-dir DIR [--ssh-port P] [--isolation namespaces|none]
+[--api-port N] [--no-auth] [--history N] [--bookmark-interval S]`` (started by
+``local-cluster up`` and ``localcluster.testing.running_cluster``):
+
+1. claims a free ``127.A.B.0/24`` block, makes the cluster key ``DIR/ssh/id_ed25519`` if missing;
+2. serves the pod API on ``127.0.0.1`` (bearer token) and the admin API on another loopback
+   port (same token): ``POST /restart-api?down=S``, ``/drop-watches``, ``/compact``,
+   ``/latency?seconds=S``, ``/shutdown``; ``GET /info``;
+3. starts the kubelet, writes ``DIR/kubeconfig`` and, last, ``DIR/state.json`` (atomically):
+   its presence means "the API answers";
+4. runs until SIGTERM/SIGINT or ``/shutdown``: then stops every pod, removes ``state.json`` and
+   ``kubeconfig``, and exits 0. Pods bound to other nodes that are being deleted are removed
+   when their grace period ends (no kubelet will report them stopped).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+
+from aiohttp import web
+
+from . import pods
+from .addresses import claim_block
+from .api import ApiServer
+from .core import PodService
+from .errors import ClusterError, LocalClusterError
+from .kubelet import Kubelet, managed
+from .tls import ensure_certs, server_context
+from .statefiles import StatePaths, render_kubeconfig, write_atomic
+from .store import Event, Store
+
+log = logging.getLogger("localcluster.daemon")
+
+
+def ensure_cluster_key(paths: StatePaths) -> None:
+    """Create ``DIR/ssh/id_ed25519`` (if missing) and ``authorized_keys`` from its public half."""
+    paths.ssh_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(paths.ssh_dir, 0o700)
+    if not paths.identity.exists():
+        tmp = paths.ssh_dir / ".id_ed25519.tmp"
+        for p in (tmp, tmp.with_name(tmp.name + ".pub")):
+            if p.exists():
+                p.unlink()
+        try:
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "local-cluster", "-f", str(tmp)],
+                           check=True, capture_output=True, timeout=30)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise ClusterError(f"ssh-keygen failed to make the cluster key: {exc}") from exc
+        os.replace(tmp.with_name(tmp.name + ".pub"), paths.identity.with_suffix(".pub"))
+        os.replace(tmp, paths.identity)
+    public = paths.identity.with_suffix(".pub").read_text()
+    write_atomic(paths.authorized_keys, public, 0o644)
+
+
+class Reaper:
+    """Removes pods of other nodes once their deletion grace period has passed."""
+
+    def __init__(self, service: PodService) -> None:
+        self.service = service
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._token: int | None = None
+
+    def start(self) -> None:
+        self._token = self.service.store.subscribe(self._on_event)
+
+    def stop(self) -> None:
+        if self._token is not None:
+            self.service.store.unsubscribe(self._token)
+        for t in self._timers.values():
+            t.cancel()
+        self._timers.clear()
+
+    def _on_event(self, event: Event) -> None:
+        pod, meta = event.object, event.object["metadata"]
+        if event.type == "DELETED" or managed(pod) or not meta.get("deletionTimestamp"):
+            timer = self._timers.pop(meta["uid"], None) if event.type == "DELETED" else None
+            if timer:
+                timer.cancel()
+            return
+        delay = (pods.parse_time(meta["deletionTimestamp"]) - datetime.now(timezone.utc)).total_seconds()
+        old = self._timers.pop(meta["uid"], None)
+        if old:
+            old.cancel()
+        loop = asyncio.get_running_loop()
+        self._timers[meta["uid"]] = loop.call_later(
+            max(0.0, delay), self.service.finish_deletion, meta["namespace"], meta["name"], meta["uid"])
+
+
+class Daemon:
+    """Owns the store, the API server, the kubelet and the admin endpoint of one cluster."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.paths = StatePaths(args.state_dir)
+        self.token = None if args.no_auth else secrets.token_urlsafe(24)
+        self.admin_token = self.token or secrets.token_urlsafe(24)
+        self.store = Store(history_limit=args.history)
+        self.service = PodService(self.store)
+        self.api = ApiServer(self.service, self.token, bookmark_interval=args.bookmark_interval)
+        self.kubelet: Kubelet | None = None
+        self.reaper = Reaper(self.service)
+        self.stopping = asyncio.Event()
+        self._admin_runner: web.AppRunner | None = None
+        self._bg: set[asyncio.Task] = set()
+
+    async def run(self) -> None:
+        args, paths = self.args, self.paths
+        paths.root.mkdir(parents=True, exist_ok=True)
+        ensure_cluster_key(paths)
+        prefix, lock = claim_block()
+        self.kubelet = Kubelet(self.service, paths, prefix, args.ssh_port, args.isolation)
+        ca, cert, key = ensure_certs(paths.tls_dir)
+        api_port = await self.api.start("127.0.0.1", args.api_port, server_context(cert, key))
+        admin_port = await self._start_admin()
+        self.reaper.start()
+        await self.kubelet.start()
+        api_url = f"https://127.0.0.1:{api_port}"
+        write_atomic(paths.kubeconfig, render_kubeconfig(api_url, self.token, ca.read_bytes()), 0o600)
+        state = {"pid": os.getpid(), "api": api_url, "admin": f"http://127.0.0.1:{admin_port}",
+                 "token": self.token, "admin_token": self.admin_token, "ssh_port": args.ssh_port,
+                 "block": prefix + ".0/24", "isolation": args.isolation, "kubeconfig": str(paths.kubeconfig),
+                 "identity": str(paths.identity), "ca": str(ca), "state_dir": str(paths.root), "started": time.time()}
+        write_atomic(paths.state, json.dumps(state, indent=2) + "\n", 0o600)
+        log.info("cluster up: api %s, block %s.0/24, ssh port %d", api_url, prefix, args.ssh_port)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stopping.set)
+        await self.stopping.wait()
+        log.info("shutting down")
+        for f in (paths.state, paths.kubeconfig):
+            try:
+                f.unlink()
+            except FileNotFoundError:
+                pass
+        await self.kubelet.stop()
+        self.reaper.stop()
+        await self.api.stop()
+        if self._admin_runner is not None:
+            await self._admin_runner.cleanup()
+        lock.close()
+
+    async def _start_admin(self) -> int:
+        app = web.Application()
+        app.router.add_post("/restart-api", self._restart)
+        app.router.add_post("/drop-watches", self._drop)
+        app.router.add_post("/compact", self._compact)
+        app.router.add_post("/latency", self._latency)
+        app.router.add_post("/shutdown", self._shutdown)
+        app.router.add_get("/info", self._info)
+        runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1.0)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        self._admin_runner = runner
+        return runner.addresses[0][1]
+
+    def _authorized(self, request: web.Request) -> None:
+        if request.headers.get("Authorization") != f"Bearer {self.admin_token}":
+            raise web.HTTPUnauthorized(text="unauthorized\n")
+
+    def _float(self, request: web.Request, key: str) -> float:
+        try:
+            return float(request.query.get(key, "0"))
+        except ValueError:
+            raise web.HTTPBadRequest(text=f"{key} must be a number\n") from None
+
+    async def _restart(self, request):
+        self._authorized(request)
+        down = self._float(request, "down")
+        await self.api.stop()
+        task = asyncio.create_task(self.api.restart(down))
+        self._bg.add(task)
+        task.add_done_callback(self._bg.discard)
+        return web.json_response({"restarting": True, "down_seconds": down})
+
+    async def _drop(self, request):
+        self._authorized(request)
+        return web.json_response({"dropped": self.api.drop_watches()})
+
+    async def _compact(self, request):
+        self._authorized(request)
+        self.store.compact()
+        return web.json_response({"compacted_to": self.store.resource_version})
+
+    async def _latency(self, request):
+        self._authorized(request)
+        self.api.latency = max(0.0, self._float(request, "seconds"))
+        return web.json_response({"latency": self.api.latency})
+
+    async def _shutdown(self, request):
+        self._authorized(request)
+        self.stopping.set()
+        return web.json_response({"stopping": True})
+
+    async def _info(self, request):
+        self._authorized(request)
+        return web.json_response({"pid": os.getpid(), "pods": len(self.store),
+                                  "resourceVersion": self.store.resource_version,
+                                  "open_watches": self.api.open_watches, "latency": self.api.latency})
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m localcluster.daemon", description=__doc__.split("\n\n")[0])
+    p.add_argument("--state-dir", required=True)
+    p.add_argument("--ssh-port", type=int, default=2222)
+    p.add_argument("--api-port", type=int, default=0)
+    p.add_argument("--isolation", choices=["namespaces", "none"], default="namespaces")
+    p.add_argument("--no-auth", action="store_true")
+    p.add_argument("--history", type=int, default=1000)
+    p.add_argument("--bookmark-interval", type=float, default=5.0)
+    args = p.parse_args(argv)
+    from pathlib import Path
+    args.state_dir = Path(args.state_dir).resolve()
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s",
+                        stream=sys.stderr)
+    if args.isolation == "namespaces" and os.geteuid() != 0:
+        print("error: pods with their own hostname and /data need root (namespaces); run as root or "
+              "use --isolation none", file=sys.stderr)
+        return 1
+    try:
+        asyncio.run(Daemon(args).run())
+    except LocalClusterError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

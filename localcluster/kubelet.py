@@ -1,0 +1,327 @@
+"""The kubelet: each pod of node ``local`` becomes an sshd host on this machine.
+
+``Kubelet(service, paths, prefix, ssh_port, isolation)``; ``await start()`` / ``await stop()``.
+It follows the store's events and, for every pod whose ``spec.nodeName`` is empty (it binds it
+to ``local``) or ``local`` -- pods of other nodes are left alone:
+
+1. gives it the next address of its ``127.A.B.0/24`` pool, a directory ``DIR/pods/<pod>/`` with
+   ``data/``, a host key and an ``sshd_config``;
+2. starts ``/usr/sbin/sshd -D`` on ``ip:ssh_port``. With ``isolation="namespaces"`` (root) it runs
+   as pid 1 of new pid, mount and UTS namespaces (``unshare``): the hostname is the pod name,
+   ``DIR/pods/<pod>/data`` is bind-mounted on ``/data``, and "every process of the pod" is exactly
+   the pid namespace. With ``isolation="none"`` (the non-root fallback) sshd runs directly: no
+   own hostname or ``/data`` (use ``DIR/pods/<pod>/data``), and the pod's processes are sshd's
+   descendants;
+3. reports ``Running``, ``Ready=True`` and ``podIP`` once sshd answers with its banner, or
+   ``Failed`` if sshd exits on its own;
+4. on deletion (``deletionTimestamp``) sends SIGTERM to every process of the pod but its init,
+   waits until they are gone or the grace period ends, then stops init (SIGTERM, SIGKILL; the
+   kernel kills whatever is left in the namespace), frees the address and the directory, and
+   removes the object (``finish_deletion``). A pod removed outright is killed at once.
+
+Every sshd is started under ``setpriv --pdeathsig KILL``, so if this process dies, its pods die.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import signal
+import subprocess
+from datetime import datetime, timezone
+
+from . import pods, procs, sshd
+from .addresses import AddressPool
+from .core import PodService
+from .errors import ApiError, KubeletError
+from .statefiles import StatePaths, write_atomic
+from .store import Event
+
+log = logging.getLogger("localcluster.kubelet")
+
+NODE = "local"
+HOST_IP = "127.0.0.1"
+_INIT_SCRIPT = 'set -e; hostname "$1"; mount --bind "$2" /data; exec "$4" -D -e -f "$3"'
+
+
+def managed(pod: dict) -> bool:
+    """True for pods this kubelet runs: ``spec.nodeName`` empty or ``local``."""
+    return (pod.get("spec") or {}).get("nodeName") in (None, "", NODE)
+
+
+def ensure_data_mountpoint() -> None:
+    """``/data`` must exist in the root mount namespace for the bind mount; create it if missing."""
+    try:
+        os.makedirs("/data", exist_ok=True)
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+    except OSError as exc:
+        raise KubeletError(f"cannot create /data or /run/sshd (needed by isolated pods): {exc}") from exc
+
+
+class PodRuntime:
+    """One pod incarnation (one uid) on this machine; its lifecycle is the ``run()`` task."""
+
+    def __init__(self, kubelet: "Kubelet", pod: dict) -> None:
+        self.kubelet = kubelet
+        meta = pod["metadata"]
+        self.namespace, self.name, self.uid = meta["namespace"], meta["name"], meta["uid"]
+        self.dir = kubelet.paths.pod_dir(self.namespace, self.name)
+        self.ip: str | None = None
+        self.proc: subprocess.Popen | None = None
+        self.init_pid: int | None = None
+        self.ns: str | None = None
+        self.kill_at: float | None = None  # loop time at which to stop waiting for SIGTERM
+        self.wake = asyncio.Event()
+        self.task: asyncio.Task | None = None
+        self.removed = False
+
+    # -- requests from the kubelet ---------------------------------------------------------
+    def terminate(self, grace_seconds: float) -> None:
+        """Begin (or hasten) graceful termination: SIGKILL after ``grace_seconds``."""
+        at = asyncio.get_running_loop().time() + max(0.0, grace_seconds)
+        if self.kill_at is None or at < self.kill_at:
+            self.kill_at = at
+        self.wake.set()
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def run(self) -> None:
+        k = self.kubelet
+        try:
+            self._spawn()
+            await self._serve()
+        except KubeletError as exc:
+            log.error("pod %s/%s: %s", self.namespace, self.name, exc)
+            self._report_failed(str(exc), None)
+            if self.kill_at is None:
+                await self.wake.wait()
+        except Exception:  # keep the kubelet alive whatever one pod does
+            log.exception("pod %s/%s failed", self.namespace, self.name)
+        finally:
+            await self._stop()
+            if self.ip:
+                k.pool.release(self.ip)
+            shutil.rmtree(self.dir, ignore_errors=True)
+            k.forget(self)
+            try:
+                k.service.finish_deletion(self.namespace, self.name, self.uid)
+            except ApiError:
+                pass
+
+    def _spawn(self) -> None:
+        k = self.kubelet
+        self.ip = k.pool.allocate()
+        data = self.dir / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        key = self.dir / "ssh_host_ed25519_key"
+        sshd.make_host_key(str(key))
+        config = self.dir / "sshd_config"
+        write_atomic(config, sshd.render_config(self.ip, k.ssh_port, str(key), str(k.paths.authorized_keys)))
+        logf = open(self.dir / "sshd.log", "ab")
+        pdeath = ["setpriv", "--pdeathsig", "KILL", "--"]
+        if k.isolation == "namespaces":
+            cmd = pdeath + ["unshare", "--mount", "--uts", "--pid", "--fork", "--kill-child", "--mount-proc",
+                            "--", "/bin/sh", "-c", _INIT_SCRIPT, "pod-init", self.name[:63], str(data),
+                            str(config), sshd.SSHD]
+        else:
+            cmd = pdeath + [sshd.SSHD, "-D", "-e", "-f", str(config)]
+        try:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
+                                         start_new_session=True, close_fds=True)
+        except OSError as exc:
+            raise KubeletError(f"cannot start sshd: {exc}") from exc
+        finally:
+            logf.close()
+        log.info("pod %s/%s: started sshd on %s:%d (pid %d)", self.namespace, self.name, self.ip,
+                 k.ssh_port, self.proc.pid)
+
+    def _find_init(self) -> None:
+        if self.init_pid is not None or self.proc is None:
+            return
+        if self.kubelet.isolation == "namespaces":
+            child = procs.first_child(self.proc.pid)
+            ns = procs.namespace_of(child) if child else None
+            if ns and ns != procs.namespace_of(os.getpid()):
+                self.init_pid, self.ns = child, ns
+        else:
+            self.init_pid = self.proc.pid
+
+    def processes(self, include_init: bool = False) -> list[int]:
+        """Live processes of this pod (init only with ``include_init``)."""
+        if self.init_pid is None:
+            return []
+        if self.ns is not None:
+            found = procs.in_namespace(self.ns)
+        else:
+            found = procs.descendants(self.init_pid) + [self.init_pid]
+        return [p for p in found if include_init or p != self.init_pid]
+
+    async def _serve(self) -> None:
+        k = self.kubelet
+        ready = False
+        started = datetime.now(timezone.utc)
+        while self.kill_at is None:
+            self._find_init()
+            code = self.proc.poll()
+            if code is not None:
+                tail = _tail(self.dir / "sshd.log")
+                raise KubeletError(f"sshd exited with code {code}: {tail}")
+            if not ready and await sshd.probe(self.ip, k.ssh_port, 1.0):
+                ready = True
+                self._report(lambda pod: dict(pod, status=pods.running_status(
+                    pod, self.ip, HOST_IP, k.service.clock(), started)))
+            try:
+                await asyncio.wait_for(self.wake.wait(), 0.5 if ready else 0.05)
+            except asyncio.TimeoutError:
+                pass
+
+    def _report(self, fn) -> None:
+        try:
+            pod = self.kubelet.service.get(self.namespace, self.name)
+            if pod["metadata"]["uid"] == self.uid and not pod["metadata"].get("deletionTimestamp"):
+                self.kubelet.service.update(self.namespace, self.name, fn)
+        except ApiError as exc:
+            log.warning("pod %s/%s: status update failed: %s", self.namespace, self.name, exc)
+
+    def _report_failed(self, message: str, code: int | None) -> None:
+        self._report(lambda pod: dict(pod, status=pods.failed_status(pod, message, self.kubelet.service.clock(), code)))
+
+    async def _stop(self) -> None:
+        """SIGTERM the pod's processes, wait for them or the deadline, then stop init."""
+        if self.proc is None:
+            return
+        loop = asyncio.get_running_loop()
+        if self.kill_at is None:
+            self.kill_at = loop.time()
+        self._find_init()
+        signalled: set[int] = set()
+        while loop.time() < self.kill_at and self.proc.poll() is None:
+            others = [p for p in self.processes() if p not in signalled]
+            procs.signal_all(others, signal.SIGTERM)
+            signalled.update(others)
+            if not self.processes():
+                break
+            self.wake.clear()
+            try:
+                await asyncio.wait_for(self.wake.wait(), 0.05)
+            except asyncio.TimeoutError:
+                pass
+        if self.init_pid is not None:
+            procs.signal_all([self.init_pid], signal.SIGTERM)
+            end = loop.time() + 1.0
+            while self.proc.poll() is None and loop.time() < end and loop.time() < self.kill_at + 1.0:
+                await asyncio.sleep(0.02)
+        if self.proc.poll() is None or self.processes(include_init=True):
+            procs.signal_all(self.processes(include_init=True), signal.SIGKILL)
+            if self.proc.poll() is None:
+                self.proc.kill()
+        while self.proc.poll() is None:
+            await asyncio.sleep(0.02)
+        # without namespaces a session may have left its sshd: make sure nothing of the pod stays
+        if self.ns is not None:
+            for _ in range(100):
+                left = procs.in_namespace(self.ns)
+                if not left:
+                    break
+                procs.signal_all(left, signal.SIGKILL)
+                await asyncio.sleep(0.02)
+        log.info("pod %s/%s: stopped", self.namespace, self.name)
+
+
+def _tail(path, limit: int = 300) -> str:
+    try:
+        text = path.read_text(errors="replace").strip()
+    except OSError:
+        return "(no log)"
+    return " | ".join(text.splitlines()[-3:])[-limit:] or "(no output)"
+
+
+class Kubelet:
+    """Runs the pods of node ``local``; ``start()`` follows the store, ``stop()`` ends every pod."""
+
+    def __init__(self, service: PodService, paths: StatePaths, prefix: str, ssh_port: int,
+                 isolation: str = "namespaces", stop_grace: float = 2.0) -> None:
+        if isolation not in ("namespaces", "none"):
+            raise ValueError(f"isolation must be 'namespaces' or 'none', got {isolation!r}")
+        self.service = service
+        self.paths = paths
+        self.pool = AddressPool(prefix)
+        self.ssh_port = ssh_port
+        self.isolation = isolation
+        self.stop_grace = stop_grace
+        self._runtimes: dict[str, PodRuntime] = {}
+        self._queue: asyncio.Queue | None = None
+        self._token: int | None = None
+        self._task: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        if self.isolation == "namespaces":
+            ensure_data_mountpoint()
+        self.paths.pods_dir.mkdir(parents=True, exist_ok=True)
+        self._queue = asyncio.Queue()
+        self._token = self.service.store.subscribe(self._queue.put_nowait)
+        for pod in self.service.list()[0]:
+            self._queue.put_nowait(Event("ADDED", pod, None, 0))
+        self._task = asyncio.create_task(self._loop())
+
+    async def stop(self) -> None:
+        """Stop following the store and stop every pod (SIGTERM, SIGKILL after ``stop_grace``)."""
+        if self._token is not None:
+            self.service.store.unsubscribe(self._token)
+            self._token = None
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+        runtimes = list(self._runtimes.values())
+        for rt in runtimes:
+            rt.terminate(self.stop_grace)
+        tasks = [rt.task for rt in runtimes if rt.task is not None]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def forget(self, rt: PodRuntime) -> None:
+        if self._runtimes.get(rt.uid) is rt:
+            del self._runtimes[rt.uid]
+
+    def runtime(self, uid: str) -> PodRuntime | None:
+        return self._runtimes.get(uid)
+
+    async def _loop(self) -> None:
+        while True:
+            event: Event = await self._queue.get()
+            try:
+                self._handle(event.type, event.object)
+            except ApiError as exc:
+                log.warning("kubelet: %s", exc)
+
+    def _handle(self, kind: str, pod: dict) -> None:
+        if not managed(pod):
+            return
+        meta = pod["metadata"]
+        rt = self._runtimes.get(meta["uid"])
+        if kind == "DELETED":
+            if rt is not None:
+                rt.terminate(0)
+            return
+        current = self.service.store.find(meta["namespace"], meta["name"])
+        if current is None or current["metadata"]["uid"] != meta["uid"]:
+            return
+        pod = current
+        if not pod["spec"].get("nodeName"):
+            self.service.bind(meta["namespace"], meta["name"], NODE)
+            return
+        if pod["metadata"].get("deletionTimestamp"):
+            if rt is not None:
+                deadline = pods.parse_time(pod["metadata"]["deletionTimestamp"])
+                rt.terminate((deadline - datetime.now(timezone.utc)).total_seconds())
+            else:
+                self.service.finish_deletion(meta["namespace"], meta["name"], meta["uid"])
+            return
+        if rt is None and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            rt = PodRuntime(self, pod)
+            self._runtimes[rt.uid] = rt
+            rt.task = asyncio.create_task(rt.run())

@@ -1,0 +1,81 @@
+"""sshd for one pod: its config (pure), its host key, and the readiness probe.
+
+- ``render_config(...)`` returns the text of a Debian OpenSSH ``sshd_config`` that listens on one
+  address and port, uses its own host key, accepts only the cluster key
+  (``AuthorizedKeysFile``), has no PAM, and allows many concurrent handshakes (horovodrun opens
+  many sessions at once: ``MaxStartups 100:30:200``).
+- ``make_host_key(path)`` writes an ed25519 host key with ssh-keygen (KubeletError on failure).
+- ``probe(ip, port, timeout)`` (async) is True once the port answers with an ``SSH-`` banner.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+
+from .errors import KubeletError
+
+SSHD = "/usr/sbin/sshd"
+SFTP_SERVER = "/usr/lib/openssh/sftp-server"
+
+
+def render_config(address: str, port: int, host_key: str, authorized_keys: str, pid_file: str = "none") -> str:
+    sftp = SFTP_SERVER if os.path.exists(SFTP_SERVER) else "internal-sftp"
+    return "\n".join([
+        "# written by localcluster's kubelet for one pod",
+        f"ListenAddress {address}:{port}",
+        f"HostKey {host_key}",
+        f"AuthorizedKeysFile {authorized_keys}",
+        f"PidFile {pid_file}",
+        "UsePAM no",
+        "StrictModes no",
+        "PermitRootLogin prohibit-password",
+        "PubkeyAuthentication yes",
+        "PasswordAuthentication no",
+        "KbdInteractiveAuthentication no",
+        "MaxStartups 100:30:200",
+        "MaxSessions 200",
+        "UseDNS no",
+        "PrintMotd no",
+        "PrintLastLog no",
+        "AcceptEnv LANG LC_* HOROVOD_* ELASTIC_*",
+        "PermitUserEnvironment no",
+        "LogLevel ERROR",
+        f"Subsystem sftp {sftp}",
+        "",
+    ])
+
+
+def make_host_key(path: str) -> None:
+    if os.path.exists(path):
+        return
+    tmp = path + ".tmp"
+    for p in (tmp, tmp + ".pub"):
+        if os.path.exists(p):
+            os.unlink(p)
+    try:
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "localcluster-host", "-f", tmp],
+                       check=True, capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise KubeletError(f"ssh-keygen could not write a host key at {path}: {exc}") from exc
+    os.replace(tmp + ".pub", path + ".pub")
+    os.replace(tmp, path)
+
+
+async def probe(ip: str, port: int, timeout: float = 1.0) -> bool:
+    """True when ``ip:port`` accepts a connection and sends an SSH banner within ``timeout``."""
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(ip, port), timeout)
+    except (OSError, asyncio.TimeoutError):
+        return False
+    try:
+        line = await asyncio.wait_for(reader.readline(), timeout)
+        return line.startswith(b"SSH-")
+    except (OSError, asyncio.TimeoutError):
+        return False
+    finally:
+        writer.close()
+        try:
+            await writer.wait_closed()
+        except OSError:
+            pass
