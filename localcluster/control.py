@@ -29,6 +29,8 @@ WORKER_LABELS = {"app": "elastic-horovod", "role": "worker"}
 SLOTS_ANNOTATION = "elastic-horovod/slots"
 GPU_RESOURCE = "nvidia.com/gpu"
 _WORKER = re.compile(r"^worker-(\d+)$")
+# Background processes this process started (kept so they can be reaped by ``stop``).
+_CHILDREN: dict[int, subprocess.Popen] = {}
 
 
 def _alive(pid: int) -> bool:
@@ -92,6 +94,7 @@ def start(paths: StatePaths, ssh_port: int = 2222, isolation: str = "namespaces"
     with open(paths.log, "ab") as log:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
                                 start_new_session=True, close_fds=True)
+    _CHILDREN[proc.pid] = proc
     deadline = time.monotonic() + timeout
     while True:
         state = paths.read_state()
@@ -99,10 +102,12 @@ def start(paths: StatePaths, ssh_port: int = 2222, isolation: str = "namespaces"
             return state, True
         code = proc.poll()
         if code is not None:
+            _CHILDREN.pop(proc.pid, None)
             raise ClusterError(f"the cluster process exited with code {code}: {_log_tail(paths.log)}")
         if time.monotonic() > deadline:
             proc.kill()
             proc.wait()
+            _CHILDREN.pop(proc.pid, None)
             raise ClusterError(f"the cluster did not come up within {timeout:.0f}s: {_log_tail(paths.log)}")
         time.sleep(0.02)
 
@@ -131,6 +136,9 @@ def stop(paths: StatePaths, timeout: float = 30.0) -> bool:
         os.kill(pid, signal.SIGKILL)  # its pods die with it (pdeathsig)
         while _alive(pid):
             time.sleep(0.02)
+    child = _CHILDREN.pop(pid, None)
+    if child is not None:
+        child.wait()
     for f in (paths.state, paths.kubeconfig):
         try:
             f.unlink()

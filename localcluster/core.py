@@ -150,6 +150,8 @@ class PodService:
             current = pods.parse_time(meta["deletionTimestamp"])
             if deadline >= current and grace != 0:
                 return pod
+        if grace == 0 and not meta.get("finalizers"):
+            return self.store.remove(namespace, name)  # one DELETED event, as in Kubernetes
         new = copy.deepcopy(pod)
         new["metadata"]["deletionTimestamp"] = pods.rfc3339(deadline)
         new["metadata"]["deletionGracePeriodSeconds"] = grace

@@ -1,0 +1,104 @@
+"""Pods are real hosts: own address, hostname and /data, reachable over SSH with the cluster key;
+deleting a pod stops everything it runs, including what was started over SSH."""
+import os
+import time
+
+from localcluster import procs
+
+
+def test_two_pods_are_separate_ssh_hosts_and_deletion_kills_their_processes(cluster):
+    cluster.create_pod("alpha")
+    cluster.create_pod("beta")
+    ip_a = cluster.wait_ready("alpha")
+    ip_b = cluster.wait_ready("beta")
+    assert ip_a != ip_b and ip_a.startswith("127.") and ip_a.rsplit(".", 1)[0] == ip_b.rsplit(".", 1)[0]
+
+    # reach each by its podIP with the cluster key (pod_ip is what cluster.ssh uses)
+    a = cluster.ssh("alpha", "hostname; echo from-alpha > /data/marker; ls /data")
+    b = cluster.ssh("beta", "hostname; ls -A /data")
+    assert a.returncode == 0, a.stderr
+    assert b.returncode == 0, b.stderr
+    assert a.stdout.split() == ["alpha", "marker"]
+    assert b.stdout.split() == ["beta"]  # beta's /data is not alpha's
+    assert (cluster.pod_data_dir("alpha") / "marker").read_text() == "from-alpha\n"
+    assert not (cluster.pod_data_dir("beta") / "marker").exists()
+
+    # a process started over SSH keeps running after the session ends ...
+    started = cluster.ssh("alpha", "nohup sleep 1000 >/dev/null 2>&1 & echo $!")
+    assert started.returncode == 0, started.stderr
+    sleepers = [p for p in _pods_processes(cluster, "alpha") if _cmdline(p).startswith("sleep 1000")]
+    assert sleepers, "the sleep started over SSH is not running"
+
+    # ... until the pod is deleted: then every process of the pod is gone, beta is untouched
+    pod_pids = _pods_processes(cluster, "alpha")
+    cluster.delete_pod("alpha", grace_seconds=5)
+    cluster.wait_gone("alpha", timeout=30)
+    assert not [p for p in pod_pids if _exists(p)]
+    assert not cluster.pod_data_dir("alpha").exists()
+    assert cluster.ssh("beta", "hostname").stdout.strip() == "beta"
+
+    # a new pod gets a new address while others are free
+    cluster.create_pod("alpha")
+    assert cluster.wait_ready("alpha") not in (ip_a, ip_b)
+
+
+def test_sigterm_first_then_sigkill_after_the_grace_period(cluster):
+    cluster.create_pod("stubborn")
+    cluster.wait_ready("stubborn")
+    # one process ignores SIGTERM, one records that it got it
+    cmd = ("nohup sh -c 'trap \"\" TERM; while :; do sleep 0.2; done' >/dev/null 2>&1 & "
+           "nohup sh -c 'trap \"echo got-term > /data/term; exit 0\" TERM; while :; do sleep 0.2; done' "
+           ">/dev/null 2>&1 & echo ok")
+    assert cluster.ssh("stubborn", cmd).stdout.strip() == "ok"
+    data = cluster.pod_data_dir("stubborn")
+    pids = _pods_processes(cluster, "stubborn")
+    marked = cluster.delete_pod("stubborn", grace_seconds=2)
+    assert marked["metadata"]["deletionGracePeriodSeconds"] == 2
+    deadline = time.monotonic() + 10
+    while not (data / "term").exists():
+        assert time.monotonic() < deadline, "SIGTERM did not reach the pod's processes"
+        time.sleep(0.05)
+    assert cluster.client.get_pod("stubborn")["metadata"]["deletionTimestamp"]  # still held by the stubborn one
+    cluster.wait_gone("stubborn", timeout=30)
+    assert not [p for p in pids if _exists(p)]
+
+
+def test_pods_status_reports_ready_with_ip(cluster):
+    cluster.create_pod("w", annotations={"elastic-horovod/slots": "2"}, gpus=1)
+    ip = cluster.wait_ready("w")
+    pod = cluster.client.get_pod("w")
+    assert pod["status"]["phase"] == "Running" and pod["status"]["podIP"] == ip
+    assert {c["type"]: c["status"] for c in pod["status"]["conditions"]}["Ready"] == "True"
+    assert pod["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+    assert pod["metadata"]["annotations"] == {"elastic-horovod/slots": "2"}
+    status = cluster.status()
+    assert status["pods"] == [{"name": "w", "namespace": "default", "phase": "Running", "ready": True, "ip": ip,
+                               "ssh_port": cluster.ssh_port, "uid": pod["metadata"]["uid"]}]
+
+
+def _pods_processes(cluster, name):
+    """Host pids of every process of pod ``name`` (its pid namespace, found from its sshd)."""
+    config = str(cluster.pod_data_dir(name).parent / "sshd_config")
+    for pid in procs._pids():
+        cmd = _cmdline(pid)
+        if cmd.startswith("sshd:") and config in cmd:
+            ns = procs.namespace_of(pid)
+            assert ns != procs.namespace_of(os.getpid()), "the pod's sshd is not in its own pid namespace"
+            return procs.in_namespace(ns)
+    return []
+
+
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def _exists(pid):
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
