@@ -44,7 +44,7 @@ def train(state):
             "rank": hvd.rank(),
             "size": hvd.size(),
             "step": state.step,
-            "weight_sum": float(sum(p.sum() for p in model.parameters())),
+            "weight_sum": float(sum(p.detach().sum() for p in model.parameters())),
         }) + "\n")
         state.commit()
         if hvd.size() < target_size:
