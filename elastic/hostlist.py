@@ -57,6 +57,8 @@ def _slots(text: str, entry: str) -> int:
 def parse_entry(entry: str, default_slots: int = 1) -> Host:
     """Parse one ``name``, ``name:slots`` or ``name slots=N`` entry."""
     text = entry.strip()
+    if not text:
+        raise ConfigError("empty host entry")
     parts = text.split()
     if len(parts) == 2 and _SLOTS_KW.fullmatch(parts[1]):
         return Host(validate_host_name(parts[0]), _slots(parts[1][len("slots="):], entry))

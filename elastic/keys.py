@@ -10,7 +10,6 @@ as ``authorized_keys`` (images/worker-entrypoint.sh), the launcher uses the priv
 from __future__ import annotations
 
 import base64
-import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from elastic.atomicfile import write_atomic
 from elastic.errors import ConfigError
+from elastic.known_hosts import fingerprint
 
 DEFAULT_SECRET_NAME = "elastic-horovod-ssh"
 PRIVATE_NAME = "id_ed25519"
@@ -46,12 +46,6 @@ def generate_keypair(comment: str = "elastic-horovod") -> KeyPair:
         serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption())
     public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
     return KeyPair(private, f"{public.decode('ascii')} {comment}\n")
-
-
-def fingerprint(key_b64: str) -> str:
-    """Return OpenSSH's ``SHA256:...`` fingerprint of a base64 key blob."""
-    digest = hashlib.sha256(base64.b64decode(key_b64)).digest()
-    return "SHA256:" + base64.b64encode(digest).decode("ascii").rstrip("=")
 
 
 def public_fingerprint(public_line: str) -> str:

@@ -10,9 +10,16 @@ the caller refuses it (``HostKeyMismatch``) and the file keeps the old pin.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import base64
+import hashlib
 
 from elastic.errors import HostKeyMismatch
-from elastic.keys import fingerprint
+
+
+def fingerprint(key_b64: str) -> str:
+    """Return OpenSSH's ``SHA256:...`` fingerprint of a base64 key blob."""
+    digest = hashlib.sha256(base64.b64decode(key_b64)).digest()
+    return "SHA256:" + base64.b64encode(digest).decode("ascii").rstrip("=")
 
 
 def host_key_name(host: str, port: int) -> str:

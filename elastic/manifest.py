@@ -4,8 +4,9 @@
 ``Manifest``; it refuses (``UnsafeSymlink``) a symlink whose target leaves SRC, lexically or
 through other links, and (``ConfigError``) sockets, FIFOs and devices.  The manifest is written
 with the data as ``DEST/.dataset-manifest.json`` (``to_json``/``from_json``) and checked against
-what a host reports (``parse_listing`` reads the output of ``sync_remote.listing_script``;
-``compare`` returns the differences, empty when the copy is exact).  Paths are POSIX, relative
+what a host reports: ``listing_digest`` is the hash a host's listing must have (checked on the
+host by ``sync_remote.verify_commit_script``); ``parse_listing`` reads a full listing
+(``sync_remote.listing_script``) and ``compare`` returns the differences, empty when exact.  Paths are POSIX, relative
 to the tree's root, without a leading ``./``.  The manifest's own file name at the top of SRC is
 skipped, so a synced copy can be synced onward.
 """
@@ -114,6 +115,15 @@ def _link_is_inside(src_real: str, rel: str, full: str) -> bool:
     return real == src_real or real.startswith(src_real + os.sep)
 
 
+def _check_name(rel: str) -> None:
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(f"SRC contains a name that is not UTF-8: {rel.encode('utf-8', 'surrogateescape')!r}") from None
+    if "\x01" in rel or "\0" in rel:
+        raise ConfigError(f"SRC contains a name with a control character: {rel!r}")
+
+
 def build_manifest(src: str) -> Manifest:
     """Walk the directory ``src`` and return its manifest (blocks while hashing every file).
 
@@ -136,6 +146,7 @@ def build_manifest(src: str) -> Manifest:
             rel = posixpath.join(rel_dir, entry.name) if rel_dir else entry.name
             if rel == MANIFEST_NAME:
                 continue
+            _check_name(rel)
             try:
                 st = entry.stat(follow_symlinks=False)
                 if stat.S_ISLNK(st.st_mode):
@@ -143,6 +154,7 @@ def build_manifest(src: str) -> Manifest:
                         raise UnsafeSymlink(
                             f"refusing symlink {rel} -> {os.readlink(entry.path)}: it points outside SRC")
                     links[rel] = os.readlink(entry.path)
+                    _check_name(links[rel])
                 elif stat.S_ISDIR(st.st_mode):
                     dirs.append(rel)
                     stack.append(rel)
@@ -166,32 +178,42 @@ class Listing:
     dirs: frozenset[str]
 
 
+def listing_records(manifest: Manifest) -> list[bytes]:
+    """The manifest as the sorted records a host's listing must produce (see ``parse_listing``)."""
+    records = [b"D " + d.encode() for d in manifest.dirs]
+    records += [b"L " + p.encode() + b"\x01" + t.encode() for p, t in manifest.links.items()]
+    records += [b"F " + e.sha256.encode() + b"  " + p.encode() for p, e in manifest.files.items()]
+    return sorted(records)
+
+
+def listing_digest(manifest: Manifest) -> str:
+    """SHA-256 of the sorted, NUL-terminated records: what ``sync_remote`` compares on the host."""
+    return hashlib.sha256(b"".join(r + b"\0" for r in listing_records(manifest))).hexdigest()
+
+
 def parse_listing(data: bytes) -> Listing:
-    """Parse ``sync_remote.listing_script`` output: NUL-separated ``D``/``L`` records and
-    ``sha256sum -z`` lines.  Raises ``BadManifest`` on anything else."""
+    """Parse a host's listing: NUL-terminated records ``D path``, ``L path\\x01target`` and
+    ``F sha256  path``.  Raises ``BadManifest`` on anything else."""
     files: dict[str, str] = {}
     links: dict[str, str] = {}
     dirs: set[str] = set()
-    tokens = data.split(b"\0")
-    if tokens and tokens[-1].strip() == b"":
-        tokens.pop()
-    i = 0
-    try:
-        while i < len(tokens):
-            token = tokens[i].decode("utf-8", "surrogateescape")
-            if token == "D":
-                dirs.add(tokens[i + 1].decode("utf-8", "surrogateescape"))
-                i += 2
-            elif token == "L":
-                links[tokens[i + 1].decode("utf-8", "surrogateescape")] = tokens[i + 2].decode("utf-8", "surrogateescape")
-                i += 3
-            elif len(token) > 66 and token[64:66] == "  ":
-                files[token[66:]] = token[:64]
-                i += 1
-            else:
-                raise BadManifest(f"unexpected record in host listing: {token[:80]!r}")
-    except IndexError:
-        raise BadManifest("truncated host listing") from None
+    for raw in data.split(b"\0"):
+        if not raw.strip():
+            continue
+        try:
+            record = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadManifest(f"host listing has a name that is not UTF-8: {raw[:80]!r}") from None
+        kind, body = record[:2], record[2:]
+        if kind == "D ":
+            dirs.add(body)
+        elif kind == "L " and "\x01" in body:
+            path, target = body.split("\x01", 1)
+            links[path] = target
+        elif kind == "F " and len(body) > 66 and body[64:66] == "  ":
+            files[body[66:]] = body[:64]
+        else:
+            raise BadManifest(f"unexpected record in host listing: {record[:80]!r}")
     files.pop(MANIFEST_NAME, None)
     return Listing(files, links, frozenset(dirs))
 

@@ -12,13 +12,14 @@ input (missing identity, unwritable DIR).  Per host, in parallel (``jobs`` at on
    horovodrun will use -- so the table proves the exact path training takes.
 
 ``DIR/hostfile`` lists the hosts that passed.  ``discover_hosts(cmd)`` reads the default host
-list from ``discover-hosts``.
+list from ``discover-hosts`` (re-exported from ``elastic.hostsource``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
-import shlex
 import shutil
 import subprocess
 import threading
@@ -26,10 +27,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Iterator
 
 from elastic.atomicfile import write_atomic
 from elastic.errors import ConfigError, SSHError
-from elastic.hostlist import Host, parse_hosts_file, render_hostfile
+from elastic.hostlist import Host, render_hostfile
+from elastic.hostsource import discover_hosts  # noqa: F401 - part of this module's API
 from elastic.known_hosts import KnownHosts, host_key_name, mismatch_error, pin
 from elastic.ssh_config import BootstrapDir, render_settings, render_ssh_config, render_ssh_wrapper
 from elastic.ssh_exec import SSHClient
@@ -37,6 +40,19 @@ from elastic.ssh_probe import fetch_host_key
 from elastic.table import render_table
 
 _write_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _known_hosts_lock(d: BootstrapDir) -> Iterator[None]:
+    """Serialise known_hosts read-modify-write across threads and processes
+    (``DIR/known_hosts.lock``; callers may hold their own lock on other files in DIR)."""
+    with _write_lock:
+        fd = os.open(d.root / "known_hosts.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -66,21 +82,6 @@ def render_results(results: list[HostResult]) -> str:
         for r in results
     ]
     return render_table(["HOST", "SLOTS", "HOST KEY", "PIN", "SSH", "HOSTNAME", "MS", "ERROR"], rows)
-
-
-def discover_hosts(command: str = "discover-hosts", timeout: float = 30) -> list[Host]:
-    """Run ``command`` (``discover-hosts`` by default) and parse its ``host:slots`` lines."""
-    try:
-        proc = subprocess.run(shlex.split(command), capture_output=True, text=True, timeout=timeout, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ConfigError(f"no hosts given and '{command}' could not run: {exc}") from exc
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
-        raise ConfigError(f"no hosts given and '{command}' failed: {last}")
-    hosts = parse_hosts_file(proc.stdout)
-    if not hosts:
-        raise ConfigError(f"no hosts given and '{command}' printed none")
-    return hosts
 
 
 def _real_ssh(exclude: Path) -> str:
@@ -132,13 +133,13 @@ def bootstrap_hosts(hosts: list[Host], identity: str, out_dir: str | os.PathLike
 
     def fetch(host: Host) -> HostResult:
         name = host_key_name(host.name, port)
-        with _write_lock:
+        with _known_hosts_lock(d):
             pinned_types = tuple(KnownHosts.parse(d.known_hosts.read_text()).keys_for(name))
         try:
             key_type, key_b64 = fetch_host_key(host.name, port, timeout, pinned_types or None)
         except SSHError as exc:
             return HostResult(host.name, host.slots, error=str(exc))
-        with _write_lock:  # read-modify-write of known_hosts, one host at a time
+        with _known_hosts_lock(d):  # read-modify-write of known_hosts, one host at a time
             known = KnownHosts.parse(d.known_hosts.read_text())
             result = pin(known, name, key_type, key_b64)
             if result.status == "new":

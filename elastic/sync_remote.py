@@ -12,8 +12,8 @@ to ``v-<id>`` and published by renaming a fresh symlink over DEST (``rename(2)``
 The previous version is kept (readers that resolved it keep working) and older ones removed.
 An interrupted sync leaves DEST untouched and ``staging`` half-filled; the next run reuses it.
 
-The scripts are POSIX sh using GNU coreutils/findutils (``readlink``, ``mv -T``, ``ln -sfn``,
-``find -printf``, ``sha256sum -z``).  Every path in them was checked by ``sync_safety`` and is
+The scripts are POSIX sh using GNU coreutils/findutils/sed (``readlink``, ``mv -T``, ``ln -sfn``,
+``find -printf``, ``sha256sum -z``, ``sort -z``, ``sed -z``).  Every path in them was checked by ``sync_safety`` and is
 quoted again with ``shlex.quote``.
 """
 
@@ -94,7 +94,7 @@ else
 fi
 mkdir -p -- "$state/staging" || {{ echo "error=cannot create $state/staging"; exit 0; }}
 if command -v {q(remote_rsync)} >/dev/null 2>&1; then echo rsync=yes; else echo rsync=no; fi
-for tool in sha256sum find xargs readlink; do
+for tool in sha256sum find xargs readlink sort sed cut; do
   command -v "$tool" >/dev/null 2>&1 || {{ echo "error=the host has no $tool"; exit 0; }}
 done
 if [ -n "$(ls -A -- "$state/staging")" ]; then echo staging=partial; else echo staging=empty; fi
@@ -129,15 +129,19 @@ def parse_probe(output: str) -> Probe:
     return Probe(values.get("current", ""), values.get("rsync") == "yes", values.get("staging") == "partial")
 
 
+def _listing_pipeline() -> str:
+    """Commands (run inside the directory) printing the sorted listing records."""
+    return (
+        "{ find . -mindepth 1 -type d -printf 'D %P\\0';"
+        " find . -type l -printf 'L %P\\001%l\\0';"
+        f" find . -type f ! -path ./{MANIFEST_NAME} -printf '%P\\0' | LC_ALL=C xargs -0r sha256sum -z -- | sed -z 's/^/F /';"
+        " } | LC_ALL=C sort -z"
+    )
+
+
 def listing_script(directory: str) -> str:
-    """Script printing, NUL-separated: ``D path`` per directory, ``L path target`` per symlink,
-    then ``sha256sum -z`` of every regular file (the manifest file itself excluded)."""
-    return f"""
-cd -- {shlex.quote(directory)} || exit 3
-find . -mindepth 1 -type d -printf 'D\\0%P\\0'
-find . -type l -printf 'L\\0%P\\0%l\\0'
-find . -type f ! -path ./{MANIFEST_NAME} -printf '%P\\0' | LC_ALL=C xargs -0r sha256sum -z --
-"""
+    """Script printing the listing of ``directory`` (``manifest.parse_listing`` reads it)."""
+    return f"cd -- {shlex.quote(directory)} || exit 3\n{_listing_pipeline()}\n"
 
 
 def seed_staging_script(layout: Layout, current: str) -> str:
@@ -152,16 +156,24 @@ if [ -z "$(ls -A -- staging)" ]; then cp -al -- {q(current)}/. staging/ || exit 
 """
 
 
-def commit_script(layout: Layout, new_version: str, previous: str) -> str:
-    """Script that reads the manifest on stdin, writes it into staging, renames staging to
-    ``new_version``, publishes it at DEST with an atomic rename, and removes versions other
-    than ``new_version`` and ``previous``.  Prints ``committed=<version>``."""
+def verify_commit_script(layout: Layout, expected_digest: str, new_version: str, previous: str) -> str:
+    """Script that checks staging against the manifest on the host and, if it matches, commits.
+
+    It hashes the sorted listing of staging and compares it with ``expected_digest``
+    (``manifest.listing_digest``); on a difference it prints ``verify=mismatch`` and changes
+    nothing.  Otherwise it prints ``verify=ok``, reads the manifest on stdin into staging,
+    renames staging to ``new_version``, publishes it at DEST with an atomic rename, removes
+    versions other than ``new_version`` and ``previous``, and prints ``committed=<version>``."""
     q = shlex.quote
     target = f"{layout.state_name}/{new_version}"
     keep = q(previous) if previous else "''"
     return f"""
+cd -- {q(layout.state)}/staging || exit 3
+got=$({_listing_pipeline()} | sha256sum | cut -c1-64)
+if [ "$got" != {q(expected_digest)} ]; then echo verify=mismatch; exit 0; fi
+echo verify=ok
 set -e
-cd -- {q(layout.state)}
+cd ..
 cat > staging/{MANIFEST_NAME}.tmp
 mv -f -- staging/{MANIFEST_NAME}.tmp staging/{MANIFEST_NAME}
 mv -T -- staging {q(new_version)}

@@ -1,0 +1,293 @@
+"""``dataset-sync`` as a service: copy one local directory to many hosts, verified and atomic.
+
+    report = sync_dataset(src, dest, hosts, SyncOptions(ssh_config=..., jobs=4))
+    report.ok          # every host has DEST == SRC, checked against the manifest
+    report.to_json()   # per-host status, method, files/bytes sent, attempts, error
+
+``sync_dataset`` blocks until every host succeeded or gave up.  Bad input (DEST refused by
+``sync_safety``, a missing SRC, a symlink leaving SRC) raises ``ConfigError`` before any host
+is touched; failures of single hosts never raise -- they are in the report, the other hosts
+carry on.  Per host, with at most ``jobs`` hosts at once, retried with backoff
+(``sync_retry``) unless the failure cannot heal (host key refused, DEST not managed by us):
+
+1. open a shared SSH connection and probe the host (``sync_remote.probe_script``): current
+   version, rsync present, DEST state;
+2. copy SRC into the staging directory: rsync with ``--link-dest`` to the current version,
+   or the SFTP fallback when the host has no rsync (``transport="auto"``) or when forced;
+3. verify and commit in one step on the host: the sorted ``sha256sum`` listing of staging must
+   hash to the manifest's ``listing_digest``; then write the manifest, rename staging to a new
+   version and swap the DEST symlink.  A difference fails the attempt with the list of
+   differences (the next attempt uses ``rsync --checksum``).
+
+``cancel`` (a ``CancelToken``) stops every host: running rsyncs are terminated, DEST keeps its
+previous version, and the staging directory is reused by the next run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+
+from elastic.errors import ConfigError, SSHError, SyncError
+from elastic.hostlist import Host
+from elastic.manifest import Manifest, build_manifest, compare, listing_digest, parse_listing
+from elastic.ssh_exec import HostKeyUnverified, SSHClient
+from elastic.sync_cancel import CancelToken
+from elastic.sync_progress import ProgressBoard
+from elastic.sync_remote import (DestRefused, Layout, listing_script, new_version_name, parse_probe,
+                                 probe_script, seed_staging_script, verify_commit_script)
+from elastic.sync_retry import RetryPolicy, retry_call
+from elastic.sync_rsync import Interrupted, RsyncProgress, rsync_argv, run_rsync
+from elastic.sync_safety import DEFAULT_ALLOWED_ROOTS, check_dest, check_source
+from elastic.table import human_bytes, render_table
+
+log = logging.getLogger("dataset-sync")
+TRANSPORTS = ("auto", "rsync", "sftp")
+
+
+class VerifyFailed(SyncError):
+    """The copy on a host does not match the manifest."""
+
+
+@dataclass(frozen=True)
+class SyncOptions:
+    """How to sync; checked in ``__post_init__`` (``ConfigError`` names the bad value)."""
+
+    ssh_config: str | None = None
+    jobs: int = 8
+    allowed_roots: tuple[str, ...] = DEFAULT_ALLOWED_ROOTS
+    transport: str = "auto"
+    remote_rsync: str = "rsync"
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    bwlimit_kbps: int | None = None
+    connect_timeout: int = 10
+    command_timeout: float = 600.0
+
+    def __post_init__(self) -> None:
+        if self.jobs < 1:
+            raise ConfigError(f"--jobs must be >= 1, got {self.jobs}")
+        if self.transport not in TRANSPORTS:
+            raise ConfigError(f"--transport must be one of {', '.join(TRANSPORTS)}, got {self.transport!r}")
+        if not self.remote_rsync or self.remote_rsync.startswith("-") or any(
+                c.isspace() or c in "'\"`$;&|<>()\\" for c in self.remote_rsync):
+            raise ConfigError(f"bad remote rsync command {self.remote_rsync!r}")
+        if self.bwlimit_kbps is not None and self.bwlimit_kbps < 1:
+            raise ConfigError(f"--bwlimit must be >= 1 KiB/s, got {self.bwlimit_kbps}")
+
+
+@dataclass(frozen=True)
+class HostOutcome:
+    """What happened on one host."""
+
+    host: str
+    ok: bool
+    method: str = "-"
+    files_sent: int = 0
+    bytes_sent: int = 0
+    seconds: float = 0.0
+    attempts: int = 0
+    version: str = ""
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    """The result of a run: the manifest's summary and one outcome per host (input order)."""
+
+    src: str
+    dest: str
+    digest: str
+    files: int
+    total_bytes: int
+    seconds: float
+    hosts: tuple[HostOutcome, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(h.ok for h in self.hosts)
+
+    @property
+    def failed(self) -> list[str]:
+        return [h.host for h in self.hosts if not h.ok]
+
+    def to_json(self) -> str:
+        doc = asdict(self)
+        doc["ok"] = self.ok
+        return json.dumps(doc, indent=1) + "\n"
+
+
+def render_report(report: SyncReport) -> str:
+    """The per-host result table printed at the end of a run."""
+    rows = [[h.host, "ok" if h.ok else "FAILED", h.method, h.files_sent, human_bytes(h.bytes_sent),
+             f"{h.seconds:.1f}", h.attempts, h.error] for h in report.hosts]
+    return render_table(["HOST", "STATUS", "METHOD", "FILES SENT", "BYTES SENT", "SECONDS", "ATTEMPTS", "ERROR"], rows)
+
+
+def _retryable(exc: BaseException) -> bool:
+    return isinstance(exc, (SSHError, SyncError)) and not isinstance(
+        exc, (HostKeyUnverified, DestRefused, Interrupted, ConfigError))
+
+
+@dataclass
+class _Attempt:
+    method: str = "-"
+    files: int = 0
+    bytes: int = 0
+    version: str = ""
+
+
+class _HostSync:
+    """The per-host pipeline (one instance per host, used by one worker thread)."""
+
+    def __init__(self, host: str, src: str, layout: Layout, manifest: Manifest, options: SyncOptions,
+                 client: SSHClient, board: ProgressBoard, cancel: CancelToken) -> None:
+        self.host, self.src, self.layout, self.manifest = host, src, layout, manifest
+        self.options, self.client, self.board, self.cancel = options, client, board, cancel
+        self.checksum = False
+        self.expected = listing_digest(manifest)
+        self.last = _Attempt()
+
+    def _check(self) -> None:
+        if self.cancel.cancelled:
+            raise Interrupted(f"{self.host}: interrupted")
+
+    def _run(self, script: str, what: str, stdin: bytes | None = None) -> bytes:
+        self._check()
+        t0 = time.monotonic()
+        proc = self.client.run(self.host, script, stdin=stdin, timeout=self.options.command_timeout)
+        log.debug("%s: %s took %.3fs", self.host, what, time.monotonic() - t0)
+        if proc.returncode != 0:
+            detail = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise SyncError(f"{self.host}: {what} failed (exit {proc.returncode}): {(detail or ['no message'])[-1]}")
+        return proc.stdout
+
+    def attempt(self, number: int) -> _Attempt:
+        self.last = result = _Attempt()
+        self.board.update(self.host, phase="connecting", bytes_sent=0, files_sent=0, checked=0)
+        self._check()
+        t0 = time.monotonic()
+        self.client.open_master(self.host, timeout=self.options.connect_timeout + 30)
+        log.debug("%s: connect took %.3fs", self.host, time.monotonic() - t0)
+        try:
+            probe = parse_probe(self._run(probe_script(self.layout, self.options.remote_rsync), "probe").decode())
+            use_rsync = self.options.transport == "rsync" or (self.options.transport == "auto" and probe.has_rsync)
+            if self.options.transport == "rsync" and not probe.has_rsync:
+                raise DestRefused(f"{self.host}: no {self.options.remote_rsync} on the host (use --transport auto or sftp)")
+            result.method = "rsync" if use_rsync else "sftp"
+            self.board.update(self.host, phase="copying")
+            if use_rsync:
+                self._copy_rsync(probe.current, result)
+            else:
+                self._copy_sftp(probe.current, result)
+            self.board.update(self.host, phase="verifying")
+            version = new_version_name(self.manifest.digest)
+            out = self._run(verify_commit_script(self.layout, self.expected, version, probe.current),
+                            "verification and commit", stdin=self.manifest.to_json().encode()).decode()
+            if "verify=mismatch" in out:
+                self.checksum = True
+                listing = parse_listing(self._run(listing_script(self.layout.staging), "listing staging"))
+                problems = compare(self.manifest, listing) or ["listing differs"]
+                more = f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""
+                raise VerifyFailed(f"{self.host}: copy does not match the manifest: {'; '.join(problems[:3])}{more}")
+            if f"committed={version}" not in out:
+                raise SyncError(f"{self.host}: commit did not confirm: {out.strip()[:200]!r}")
+            result.version = version
+            return result
+        finally:
+            self.client.close_master(self.host)
+
+    def _copy_rsync(self, current: str, result: _Attempt) -> None:
+        argv = rsync_argv(self.src, self.host, self.layout, current, self.client.rsh(),
+                          remote_rsync=self.options.remote_rsync, bwlimit_kbps=self.options.bwlimit_kbps,
+                          checksum=self.checksum)
+
+        def progress(p: RsyncProgress) -> None:
+            changes = {"bytes_sent": p.bytes}
+            if p.files_sent is not None:
+                changes.update(files_sent=p.files_sent, checked=p.checked, total=p.total)
+            self.board.update(self.host, **changes)
+
+        t0 = time.monotonic()
+        stats = run_rsync(argv, self.host, progress, self.cancel)
+        log.debug("%s: rsync took %.3fs", self.host, time.monotonic() - t0)
+        result.files, result.bytes = stats.files_transferred, stats.bytes_transferred
+        self.board.update(self.host, bytes_sent=stats.bytes_transferred, files_sent=stats.files_transferred,
+                          checked=len(self.manifest.files), total=len(self.manifest.files))
+
+    def _copy_sftp(self, current: str, result: _Attempt) -> None:
+        from elastic.sync_sftp import sftp_copy
+
+        self._run(seed_staging_script(self.layout, current), "seeding staging from the current version")
+        listing = parse_listing(self._run(listing_script(self.layout.staging), "listing staging"))
+
+        def progress(files: int, nbytes: int) -> None:
+            result.files, result.bytes = files, nbytes
+            self.board.update(self.host, files_sent=files, bytes_sent=nbytes)
+
+        sftp_copy(self.host, self.options.ssh_config, self.src, self.layout.staging, self.manifest, listing,
+                  progress, self.cancel, timeout=float(self.options.connect_timeout))
+        self.board.update(self.host, checked=len(self.manifest.files), total=len(self.manifest.files))
+
+
+def prepare(src: str, dest: str, options: SyncOptions) -> tuple[str, Layout, Manifest]:
+    """Check SRC and DEST and build the manifest (raises ``ConfigError``; blocks while hashing)."""
+    dest_norm = check_dest(dest, options.allowed_roots)
+    src_real = check_source(src)
+    return src_real, Layout(dest_norm), build_manifest(src_real)
+
+
+def sync_dataset(src: str, dest: str, hosts: list[Host], options: SyncOptions | None = None, *,
+                 cancel: CancelToken | None = None, board_hook=None) -> SyncReport:
+    """Sync ``src`` to ``dest`` on every host (see the module docstring); returns the report.
+
+    ``board_hook(board)`` is called with the ``ProgressBoard`` before any host starts (the CLI
+    attaches its progress reporter there)."""
+    options = options or SyncOptions()
+    cancel = cancel or CancelToken()
+    if not hosts:
+        raise ConfigError("no hosts to sync to")
+    started = time.monotonic()
+    src_real, layout, manifest = prepare(src, dest, options)
+    log.info("manifest: %d files, %s, digest %s", len(manifest.files), human_bytes(manifest.total_bytes),
+             manifest.digest[:12])
+    names = [h.name for h in hosts]
+    board = ProgressBoard(names, len(manifest.files), manifest.total_bytes)
+    if board_hook is not None:
+        board_hook(board)
+
+    with tempfile.TemporaryDirectory(prefix="ds-", dir="/tmp") as control_dir:
+        def one(host: str) -> HostOutcome:
+            client = SSHClient(config=options.ssh_config, connect_timeout=options.connect_timeout,
+                               control_dir=control_dir)
+            worker = _HostSync(host, src_real, layout, manifest, options, client, board, cancel)
+            t0 = time.monotonic()
+            attempts = 0
+
+            def on_retry(attempt: int, exc: BaseException, delay: float) -> None:
+                log.warning("%s (attempt %d); retrying in %.1fs", exc, attempt, delay)
+                board.update(host, phase="retrying")
+
+            def counted(number: int) -> _Attempt:
+                nonlocal attempts
+                attempts = number
+                return worker.attempt(number)
+
+            try:
+                result, _ = retry_call(counted, options.retry, _retryable, cancel.wait, on_retry)
+            except (SSHError, SyncError) as exc:
+                board.update(host, phase="failed")
+                last = worker.last
+                return HostOutcome(host, False, last.method, last.files, last.bytes,
+                                   round(time.monotonic() - t0, 3), attempts, error=str(exc))
+            board.update(host, phase="done")
+            return HostOutcome(host, True, result.method, result.files, result.bytes,
+                               round(time.monotonic() - t0, 3), attempts, result.version)
+
+        with ThreadPoolExecutor(max_workers=min(options.jobs, len(names)), thread_name_prefix="dataset-sync") as pool:
+            outcomes = tuple(pool.map(one, names))
+    return SyncReport(src_real, layout.dest, manifest.digest, len(manifest.files), manifest.total_bytes,
+                      round(time.monotonic() - started, 3), outcomes)

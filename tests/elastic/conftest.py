@@ -1,0 +1,149 @@
+"""Fixtures for the ssh-bootstrap and dataset-sync tests.
+
+* ``sync_cluster``: a local cluster with three worker pods (real sshd, own /data), shared by a
+  test module; ``pod_ips`` maps pod name -> address.
+* ``ssh_dir``: ``ssh-bootstrap hosts`` run once against those pods (pinned keys, ssh_config).
+* ``sshd_factory``: throwaway Debian sshd servers on 127.x addresses this module picks, for
+  host-key changes the cluster cannot make; each is stopped at the end of the test.
+* ``cli(name, *args)``: runs a console script of this venv as a real process.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent
+WORKERS = ("worker-0", "worker-1", "worker-2")
+
+
+def tool(name: str) -> str:
+    """Path of a console script installed in this venv."""
+    path = BIN / name
+    if not path.exists():
+        raise RuntimeError(f"{path} is missing: run scripts/setup")
+    return str(path)
+
+
+def cli(name: str, *args: str, timeout: float = 180, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run a console script; text output."""
+    return subprocess.run([tool(name), *args], capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL, env=env)
+
+
+def wait_for(condition, timeout: float = 30.0, what: str = "condition"):
+    """Poll ``condition()`` until it returns a truthy value; fail the test after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def sync_cluster(tmp_path_factory):
+    from localcluster.testing import running_cluster
+
+    with running_cluster(tmp_path_factory.mktemp("cluster"), workers=len(WORKERS)) as handle:
+        yield handle
+
+
+@pytest.fixture(scope="module")
+def pod_ips(sync_cluster) -> dict[str, str]:
+    return {name: sync_cluster.wait_ready(name) for name in WORKERS}
+
+
+@pytest.fixture(scope="module")
+def ssh_dir(sync_cluster, pod_ips, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("ssh")
+    proc = cli("ssh-bootstrap", "hosts", "--identity", str(sync_cluster.identity), "--out", str(out),
+               "--port", str(sync_cluster.ssh_port), "--hosts", ",".join(pod_ips.values()))
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+@dataclass
+class Sshd:
+    """A throwaway sshd: ``address``, ``port``, ``identity`` (accepted client key)."""
+
+    address: str
+    port: int
+    identity: Path
+    config: Path
+    proc: subprocess.Popen | None = None
+
+    def start(self, host_key: Path) -> None:
+        text = self.config.read_text() if self.config.exists() else ""
+        lines = [line for line in text.splitlines() if not line.startswith("HostKey ")]
+        self.config.write_text("\n".join(lines + [f"HostKey {host_key}"]) + "\n")
+        self.proc = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(self.config)],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     text=True)
+        assert self.proc.stderr is not None
+        line = self.proc.stderr.readline()  # blocks until sshd listens or dies
+        if "Server listening" not in line:
+            self.stop()
+            raise RuntimeError(f"sshd did not start: {line.strip()}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+        if self.proc is not None and self.proc.stderr is not None:
+            self.proc.stderr.close()
+        self.proc = None
+
+
+def keygen(path: Path) -> Path:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+    return path
+
+
+def _free_address() -> tuple[str, int]:
+    base = 200 + os.getpid() % 50
+    for third in range(1, 255):
+        address = f"127.{base}.{third}.1"
+        with socket.socket() as sock:
+            try:
+                sock.bind((address, 0))
+            except OSError:
+                continue
+            return address, sock.getsockname()[1]
+    raise RuntimeError("no free loopback address")
+
+
+@pytest.fixture
+def sshd_factory(tmp_path):
+    if not Path("/usr/sbin/sshd").exists() or shutil.which("ssh") is None:
+        pytest.fail("openssh-server and openssh-client are required")
+    Path("/run/sshd").mkdir(exist_ok=True)
+    started: list[Sshd] = []
+
+    def make(name: str = "sshd") -> Sshd:
+        root = tmp_path / name
+        root.mkdir()
+        identity = keygen(root / "client_key")
+        (root / "authorized_keys").write_text((root / "client_key.pub").read_text())
+        address, port = _free_address()
+        config = root / "sshd_config"
+        config.write_text("\n".join([
+            f"ListenAddress {address}:{port}", f"AuthorizedKeysFile {root}/authorized_keys", "UsePAM no",
+            "StrictModes no", "PermitRootLogin prohibit-password", "PasswordAuthentication no", "PidFile none",
+        ]) + "\n")
+        server = Sshd(address, port, identity, config)
+        started.append(server)
+        return server
+
+    yield make
+    for server in started:
+        server.stop()
