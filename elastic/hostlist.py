@@ -59,6 +59,8 @@ def parse_entry(entry: str, default_slots: int = 1) -> Host:
     text = entry.strip()
     if not text:
         raise ConfigError("empty host entry")
+    if text.startswith("-"):
+        raise ConfigError(f"host entry {text!r} looks like an option")
     parts = text.split()
     if len(parts) == 2 and _SLOTS_KW.fullmatch(parts[1]):
         return Host(validate_host_name(parts[0]), _slots(parts[1][len("slots="):], entry))

@@ -26,6 +26,7 @@ GOOD_ENTRIES = [
 BAD_ENTRIES = [
     ("-oProxyCommand=sh", "looks like an option"),
     ("host;rm -rf /", "bad host entry"),
+    ("-o ProxyCommand=x", "looks like an option"),
     ("a$(id)", "not allowed"),
     ("user@host", "not allowed"),
     ("`x`", "not allowed"),
