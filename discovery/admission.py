@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import shlex
+import signal
 from dataclasses import dataclass
 from typing import Callable
 
@@ -127,7 +129,7 @@ class Admission:
             _, err = await asyncio.wait_for(proc.communicate(), self.settings.timeout)
         except (asyncio.TimeoutError, asyncio.CancelledError) as e:
             try:
-                proc.kill()
+                os.killpg(proc.pid, signal.SIGKILL)  # the command and anything it started
             except ProcessLookupError:
                 pass
             await proc.wait()

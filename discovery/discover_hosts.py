@@ -20,8 +20,9 @@ Never a partial list: output is validated first and written with one call.
 from __future__ import annotations
 
 import os
-import socket
 import sys
+
+import _socket  # the C module: ``socket`` would pull in ``enum`` and more (startup time)
 
 EXIT_OK, EXIT_NO_ANSWER, EXIT_USAGE = 0, 1, 2
 FALLBACKS = ("none", "cache", "api")
@@ -142,16 +143,38 @@ def split_url(url: str) -> tuple[str, object, str]:
     return "tcp", (host, port_n), prefix
 
 
+def _connect(address: tuple[str, int], timeout: float) -> "_socket.socket":
+    """``socket.create_connection`` without importing ``socket``: try each address in turn."""
+    host, port = address
+    error: OSError = OSError("no address")
+    for family, kind, proto, _, sockaddr in _socket.getaddrinfo(host, port, 0, _socket.SOCK_STREAM):
+        sock = _socket.socket(family, kind, proto)
+        sock.settimeout(timeout)
+        try:
+            sock.connect(sockaddr)
+            return sock
+        except OSError as e:
+            sock.close()
+            error = e
+    raise error
+
+
+def _quote(text: str) -> str:
+    """Percent-encode for a query value (``urllib.parse`` costs startup time)."""
+    safe = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~"
+    return "".join(c if c in safe else "".join(f"%{b:02X}" for b in c.encode()) for c in text)
+
+
 def http_get(url: str, path: str, token: str | None, timeout: float) -> tuple[int, dict, bytes]:
     """One HTTP/1.0 GET -> (status, headers lower-cased, body). ``Failure`` on any trouble."""
     family, address, prefix = split_url(url)
     try:
         if family == "unix":
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
             sock.settimeout(timeout)
             sock.connect(address)
         else:
-            sock = socket.create_connection(address, timeout)  # type: ignore[arg-type]
+            sock = _connect(address, timeout)  # type: ignore[arg-type]
     except OSError as e:
         raise Failure(f"daemon at {url} unreachable ({e.strerror or e})") from None
     try:
@@ -201,8 +224,7 @@ def validate(body: bytes, source: str) -> bytes:
 def from_daemon(s: dict) -> bytes:
     path = "/hosts"
     if s["group"]:
-        from urllib.parse import quote
-        path += "?group=" + quote(s["group"], safe="")
+        path += "?group=" + _quote(s["group"])
     status, headers, body = http_get(s["url"], path, s["token"], s["timeout"])
     if status != 200:
         msg = body.decode("utf-8", "replace").strip().splitlines()

@@ -5,9 +5,11 @@
    WATCH from the list's resourceVersion, re-watching from the last seen version when a
    stream ends. 410 Gone (as an HTTP status or an ERROR event) returns, meaning *relist*;
    any other ERROR event raises ``WatchError``.
-3. ``_run``: the outer loop; reconnects after ``APIError``/``WatchError`` with exponential
-   backoff and jitter; gives up only on ``APIBadRequestError`` (e.g. a bad selector), which
-   it records as ``fatal``.
+3. ``_run``: the outer loop; after ``APIError`` (connection lost, server restarting) it
+   waits (exponential backoff with jitter) and resumes the watch from the last version seen,
+   like the official client's informer: the server replays what was missed, or answers 410
+   and the cache is relisted. After ``WatchError`` it relists. It gives up only on
+   ``APIBadRequestError`` (e.g. a bad selector), recorded as ``fatal``.
 
 Nothing starts in the constructor: ``start()`` starts the thread, ``stop()`` sets the stop
 event, shuts the open stream down (interrupting a blocking read) and joins. The loops wait
@@ -120,11 +122,11 @@ class PodWatcher:
 
     # -- layer 3 ---------------------------------------------------------------------------
     def _run(self) -> None:
-        attempt = 0
+        self._rv: str | None = None
+        self._attempt = 0
         while not self._stop.is_set():
             try:
                 self._list_then_watch()
-                attempt = 0
             except APIBadRequestError as e:
                 log.error("watch cannot continue", extra={"fields": {"error": str(e)}})
                 since = self._status.disconnected_since
@@ -135,75 +137,89 @@ class PodWatcher:
             except (APIError, WatchError) as e:
                 if self._stop.is_set():
                     break
-                if self._status.connected or attempt == 0:
-                    attempt = 0
+                if isinstance(e, WatchError):
+                    self._rv = None  # the stream said something we do not understand: relist
                 self._lost(str(e))
-                delay = backoff_delay(attempt, self._base, self._cap, self._rand)
-                attempt += 1
+                delay = backoff_delay(self._attempt, self._base, self._cap, self._rand)
+                self._attempt += 1
                 log.warning("watch lost; reconnecting", extra={"fields": {
-                    "error": str(e), "retry_in": round(delay, 3), "attempt": attempt}})
+                    "error": str(e), "retry_in": round(delay, 3), "attempt": self._attempt,
+                    "resume_from": self._rv}})
                 self._stop.wait(delay)
-            except Exception as e:  # a bug: record it, keep the last good list, retry slowly
+            except Exception as e:  # a bug: keep serving the last good list, relist slowly
                 log.exception("watch loop bug")
+                self._rv = None
                 self._lost(f"internal error: {type(e).__name__}: {e}")
                 self._stop.wait(self._cap)
 
     # -- layer 2 ---------------------------------------------------------------------------
     def _list_then_watch(self) -> None:
-        pods, rv = self._api.list()
-        if self._stop.is_set():
-            return
-        diff = self.cache.replace(pods)
-        now = self._clock()
-        with self._status_lock:
-            s = self._status
-            self._status = replace(s, synced=True, connected=True, disconnected_since=None,
-                                   resource_version=rv, last_event_at=now, lists=s.lists + 1,
-                                   relists=s.relists + (1 if s.lists else 0))
-        log.info("listed", extra={"fields": {"pods": len(pods), "resource_version": rv,
-                                             "added": len(diff.added), "deleted": len(diff.deleted),
-                                             "modified": len(diff.modified)}})
-        self._on_change()
+        """LIST unless there is a version to resume from, then WATCH until 410 or stop.
+
+        Returns (with ``_rv`` None) on 410; raises ``APIError``/``WatchError`` with ``_rv``
+        left at the last version seen, so the outer loop resumes the watch from there.
+        """
+        if self._rv is None:
+            pods, rv = self._api.list()
+            if self._stop.is_set():
+                return
+            diff = self.cache.replace(pods)
+            self._rv = rv
+            self._attempt = 0
+            with self._status_lock:
+                s = self._status
+                self._status = replace(s, synced=True, connected=True, disconnected_since=None,
+                                       resource_version=rv, last_event_at=self._clock(),
+                                       lists=s.lists + 1, relists=s.relists + (1 if s.lists else 0))
+            log.info("listed", extra={"fields": {
+                "pods": len(pods), "resource_version": rv, "added": len(diff.added),
+                "deleted": len(diff.deleted), "modified": len(diff.modified)}})
+            self._on_change()
         while not self._stop.is_set():
             try:
-                rv = self._stream(rv)
+                self._stream()
             except APIGoneError:
-                rv = None
-            if rv is None:
+                self._rv = None
+            if self._rv is None:
                 log.info("resource version expired; relisting")
                 return
 
     # -- layer 1 ---------------------------------------------------------------------------
-    def _stream(self, rv: str) -> str | None:
-        """One WATCH from ``rv``; returns the last seen version, or None on 410 (relist)."""
-        resp = self._api.watch(rv, self._watch_timeout)
+    def _stream(self) -> None:
+        """One WATCH from ``_rv``, applying events, advancing ``_rv``; ``_rv = None`` on 410."""
+        assert self._rv is not None
+        resp = self._api.watch(self._rv, self._watch_timeout)
         with self._resp_lock:
             self._resp = resp
         if self._stop.is_set():
             _shutdown(resp)
+        if not self._status.connected:
+            self._attempt = 0
+            self._set(connected=True, disconnected_since=None)
+            self._on_change()
         try:
             for ev in iter_events(resp):
                 kind, obj = ev["type"], ev["object"]
                 if kind == "ERROR":
                     code = obj.get("code")
                     if code == 410:
-                        return None
+                        self._rv = None
+                        return
                     raise WatchError(f"watch ERROR event: {code} {obj.get('message', '')}".strip(),
                                      code)
                 new_rv = (obj.get("metadata") or {}).get("resourceVersion")
                 if new_rv:
-                    rv = str(new_rv)
+                    self._rv = str(new_rv)
                 changed = kind != "BOOKMARK" and self.cache.apply(kind, obj)
                 with self._status_lock:
                     s = self._status
-                    self._status = replace(s, resource_version=rv, last_event_at=self._clock(),
-                                           events=s.events + 1)
+                    self._status = replace(s, resource_version=self._rv or s.resource_version,
+                                           last_event_at=self._clock(), events=s.events + 1)
                 if changed:
                     self._on_change()
-            return rv
         except APIError:
             if self._stop.is_set():
-                return rv
+                return
             raise
         finally:
             with self._resp_lock:

@@ -1,0 +1,95 @@
+"""Admission runs the real prepare command once per uid, bounded, with retries."""
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import pytest
+
+from discovery.admission import Admission, PrepareSettings
+from discovery.errors import ConfigError
+from discovery.hosts import pods_to_hosts
+from discovery.table import ADMITTED, PREPARING
+from tests.discovery.podspec import pod
+
+SCRIPT = r"""
+import os, sys, time
+host, log = sys.argv[2], sys.argv[1]
+with open(log, "a") as f:
+    f.write(f"start {host}\n")
+n = sum(1 for line in open(log) if line == f"start {host}\n")
+time.sleep(0.2)
+fails = int(os.environ.get("FAILS_" + host.replace(".", "_"), "0"))
+with open(log, "a") as f:
+    f.write(f"end {host}\n")
+if n <= fails:
+    print(f"not yet ({n})", file=sys.stderr)
+    sys.exit(3)
+"""
+
+
+def _hosts(n: int):  # type: ignore[no-untyped-def]
+    return pods_to_hosts([pod(f"w{i}", ip=f"10.0.0.{i}") for i in range(n)]).hosts
+
+
+async def _settle(adm: Admission, hosts, timeout: float = 20) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    changed = asyncio.Event()
+    adm._on_change = changed.set
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        states = {h.host: adm.state(h) for h in hosts}
+        if PREPARING not in states.values():
+            return states
+        changed.clear()
+        await asyncio.wait_for(changed.wait(), deadline - loop.time())
+
+
+def test_once_per_uid_bounded_and_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = tmp_path / "prep.py"
+    script.write_text(SCRIPT)
+    log = tmp_path / "log"
+    monkeypatch.setenv("FAILS_10_0_0_1", "1")   # fails once, then succeeds
+    monkeypatch.setenv("FAILS_10_0_0_2", "99")  # never succeeds
+    settings = PrepareSettings.parse(f"{sys.executable} {script} {log}", concurrency=2, retries=2,
+                                     retry_delay=0.05)
+
+    async def scenario() -> dict[str, str]:
+        adm = Admission(settings, lambda: None)
+        hosts = _hosts(5)
+        states = await _settle(adm, hosts)
+        again = await _settle(adm, hosts)  # asking again runs nothing new
+        assert again == states
+        await adm.aclose()
+        return states
+
+    states = asyncio.run(scenario())
+    assert states["10.0.0.0"] == ADMITTED and states["10.0.0.1"] == ADMITTED
+    assert states["10.0.0.2"].startswith("prepare failed after 3 attempts: exit 3: not yet (3)")
+    lines = log.read_text().splitlines()
+    starts = [l.split()[1] for l in lines if l.startswith("start")]
+    assert starts.count("10.0.0.0") == 1 and starts.count("10.0.0.1") == 2 and starts.count("10.0.0.2") == 3
+    running = peak = 0
+    for l in lines:  # never more than `concurrency` at once
+        running += 1 if l.startswith("start") else -1
+        peak = max(peak, running)
+    assert peak == 2
+
+
+def test_missing_command_fails_with_reason(tmp_path: Path) -> None:
+    settings = PrepareSettings.parse(str(tmp_path / "no-such-cmd"), retries=0)
+
+    async def scenario() -> dict[str, str]:
+        adm = Admission(settings, lambda: None)
+        states = await _settle(adm, _hosts(1))
+        await adm.aclose()
+        return states
+
+    assert "cannot run" in asyncio.run(scenario())["10.0.0.0"]
+
+
+@pytest.mark.parametrize("cmd,msg", [("", "empty"), ("'unbalanced", "bad --prepare-cmd")])
+def test_bad_command_is_a_config_error(cmd: str, msg: str) -> None:
+    with pytest.raises(ConfigError, match=msg):
+        PrepareSettings.parse(cmd)
