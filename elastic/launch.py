@@ -4,11 +4,13 @@
    start one (``ManagedDaemon``) whose ``--prepare-cmd`` pins each new host's SSH key and
    syncs the dataset to it before it is served; else ``LaunchError``;
 2. the hosts served now: ``ssh-bootstrap hosts`` (checks them, pins their keys) and, with a
-   dataset, ``dataset-sync`` to them (skipped when there are none yet: the prepare hook or
-   the external daemon's own hook covers hosts that come later);
+   dataset, ``dataset-sync`` to them. Skipped when there are none yet, and when the daemon is
+   ours with the prepare hook: it serves only hosts the hook has prepared. An external
+   daemon's own hook (the launcher pod in deploy/) covers hosts that come later;
 3. horovodrun (``build_horovodrun_command``) in its own session, with ``DISCOVERY_URL`` set
-   for ``discover-hosts`` and an ``ssh`` first on its PATH that keeps this job's host keys
-   out of ``~/.ssh/known_hosts``; SIGINT/SIGTERM to the launcher are forwarded to it;
+   for ``discover-hosts`` and, with an identity, ssh-bootstrap's pinning ``ssh`` wrapper first
+   on its PATH (``elastic.ssh_config.horovodrun_env``: checks the job's pinned host keys, keeps
+   them out of ``~/.ssh/known_hosts``); SIGINT/SIGTERM to the launcher are forwarded to it;
 4. at the end (always): the host recorder and a daemon we started are stopped, the timeline
    is printed to stderr (and written as JSON to ``config.timeline_file`` if given).
 
@@ -34,9 +36,10 @@ from . import timeline
 from .errors import LaunchError, SSHError, SyncError
 from .run_command import HorovodrunOptions, build_horovodrun_command, horovodrun_environment
 from .run_daemon import DaemonSpec, ManagedDaemon, fetch_hosts, probe
-from .run_prepare import parse_dataset, prepare_argv
+from .run_prepare import parse_dataset, prepare_argv, ssh_dir_lock
 from .run_tools import tool
 from .run_watch import HostRecorder
+from .ssh_config import SSH_CONFIG_ENV, BootstrapDir
 
 log = logging.getLogger("elastic.run")
 
@@ -70,33 +73,6 @@ def _run_step(argv: list[str], what: str, error: type[LaunchError] | type[SSHErr
     proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=sys.stderr, stderr=sys.stderr)
     if proc.returncode != 0:
         raise error(f"{what} failed with exit code {proc.returncode} (see its output above)")
-
-
-def write_ssh_wrapper(ssh_dir: Path) -> Path:
-    """``ssh_dir/bin/ssh``: ssh with this job's pinned host keys as its known-hosts files.
-
-    horovodrun runs ``ssh -o StrictHostKeyChecking=no ...`` from PATH; this wrapper only adds
-    ``UserKnownHostsFile`` (the job's files), so nothing lands in ``~/.ssh/known_hosts``.
-    Returns the bin directory to put first on PATH.
-    """
-    real = shutil.which("ssh")
-    if real is None:
-        raise LaunchError("ssh not found on PATH (install openssh-client)")
-    bindir = ssh_dir / "bin"
-    bindir.mkdir(parents=True, exist_ok=True)
-    script = (
-        "#!/bin/sh\n"
-        "# ssh for horovodrun: this job's known-hosts files, not ~/.ssh/known_hosts\n"
-        f"d='{ssh_dir}'\n"
-        'files="$d/known_hosts"\n'
-        'for f in "$d"/hosts/*/known_hosts; do [ -f "$f" ] && files="$files $f"; done\n'
-        f'exec \'{real}\' -o "UserKnownHostsFile=$files" -o LogLevel=ERROR "$@"\n'
-    )
-    tmp = bindir / ".ssh.tmp"
-    tmp.write_text(script)
-    tmp.chmod(0o755)
-    tmp.replace(bindir / "ssh")
-    return bindir
 
 
 class _SignalForwarder:
@@ -144,10 +120,10 @@ def run(config: LaunchConfig) -> int:
     try:
         url = config.discovery_url
         opts = config.horovodrun
+        prepare = None
         if url and probe(url):
             log.info("using the discovery daemon at %s", url)
         elif config.selector:
-            prepare = None
             if opts.ssh_identity_file:
                 prepare = " ".join(_quote(a) for a in prepare_argv(
                     opts.ssh_identity_file, str(ssh_dir), opts.ssh_port, config.dataset))
@@ -162,13 +138,14 @@ def run(config: LaunchConfig) -> int:
             raise LaunchError(f"no discovery daemon answers at {url}; give --selector "
                               "(with --namespace/--kubeconfig) to start one")
 
-        hosts = _host_names(fetch_hosts(url))
+        hosts = [] if (daemon is not None and prepare) else _host_names(fetch_hosts(url))
         if hosts and opts.ssh_identity_file:
             argv = [tool("ssh-bootstrap"), "hosts", "--identity", opts.ssh_identity_file,
                     "--out", str(ssh_dir), "--hosts", ",".join(hosts)]
             if opts.ssh_port is not None:
                 argv += ["--port", str(opts.ssh_port)]
-            _run_step(argv, "ssh-bootstrap hosts", SSHError)
+            with ssh_dir_lock(str(ssh_dir)):
+                _run_step(argv, "ssh-bootstrap hosts", SSHError)
         if hosts and config.dataset:
             src, dest = parse_dataset(config.dataset)
             argv = [tool("dataset-sync"), src, dest, "--hosts", ",".join(hosts)]
@@ -176,11 +153,13 @@ def run(config: LaunchConfig) -> int:
                 argv += ["--ssh-config", str(ssh_dir / "ssh_config")]
             _run_step(argv, "dataset-sync", SyncError)
 
-        bindir = write_ssh_wrapper(ssh_dir)
         argv = build_horovodrun_command(opts, config.command)
         env = horovodrun_environment(opts, os.environ)
         env["DISCOVERY_URL"] = url
-        env["PATH"] = f"{bindir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+        if opts.ssh_identity_file:
+            env["PATH"] = f"{BootstrapDir(ssh_dir).bin_dir}{os.pathsep}{env['PATH']}"
+            env[SSH_CONFIG_ENV] = str(BootstrapDir(ssh_dir).ssh_config)
         env.setdefault("PYTHONUNBUFFERED", "1")
         recorder = HostRecorder(url, config.poll_interval)
         recorder.start()

@@ -3,10 +3,12 @@
     python -m elastic.run_prepare --identity FILE --ssh-dir DIR [--ssh-port P]
                                   [--dataset SRC:DEST] HOST
 
-1. ``ssh-bootstrap hosts --identity FILE --out DIR/hosts/HOST --port P --hosts HOST``: checks
-   that HOST answers with the job's key and pins its host key (one directory per host, so the
-   daemon may prepare several hosts at once without two writers on one known_hosts);
-2. with ``--dataset``, ``dataset-sync SRC DEST --host HOST --ssh-config DIR/hosts/HOST/ssh_config``.
+1. ``ssh-bootstrap hosts --identity FILE --out DIR --port P --hosts HOST``: checks that HOST
+   answers with the job's key and adds its host key to ``DIR/known_hosts`` -- the file the
+   ssh wrapper horovodrun uses checks against -- under an exclusive lock on ``DIR/.lock``
+   (``ssh_dir_lock``), because the daemon prepares several hosts at once and the launcher
+   pins the first hosts into the same directory;
+2. with ``--dataset``, ``dataset-sync SRC DEST --host HOST --ssh-config DIR/ssh_config``.
 
 Exit 0 when HOST is ready; otherwise non-zero with one line on stderr (the daemon retries and
 reports the line). ``elastic-run`` writes this command for the daemons it starts; the launcher
@@ -15,9 +17,13 @@ pod in deploy/ writes it out by hand.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
+import os
 import re
 import subprocess
 import sys
+from typing import Iterator
 
 from .errors import ConfigError, ElasticError, SSHError, SyncError
 from .run_tools import tool
@@ -43,6 +49,18 @@ def prepare_argv(identity: str, ssh_dir: str, ssh_port: int | None, dataset: str
     return argv
 
 
+@contextlib.contextmanager
+def ssh_dir_lock(ssh_dir: str) -> Iterator[None]:
+    """Hold an exclusive lock on ``ssh_dir/.lock`` (blocks until it is free)."""
+    os.makedirs(ssh_dir, exist_ok=True)
+    fd = os.open(os.path.join(ssh_dir, ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def _run(argv: list[str], what: str, error: type[ElasticError]) -> None:
     proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True)
@@ -55,14 +73,14 @@ def prepare(host: str, identity: str, ssh_dir: str, ssh_port: int | None, datase
     """Pin ``host``'s key and sync the dataset to it; raises SSHError/SyncError/ConfigError."""
     if not _HOST.match(host):
         raise ConfigError(f"bad host {host!r}")
-    out = f"{ssh_dir}/hosts/{host}"
-    argv = [tool("ssh-bootstrap"), "hosts", "--identity", identity, "--out", out, "--hosts", host]
+    argv = [tool("ssh-bootstrap"), "hosts", "--identity", identity, "--out", ssh_dir, "--hosts", host]
     if ssh_port is not None:
         argv += ["--port", str(ssh_port)]
-    _run(argv, f"ssh-bootstrap hosts for {host}", SSHError)
+    with ssh_dir_lock(ssh_dir):
+        _run(argv, f"ssh-bootstrap hosts for {host}", SSHError)
     if dataset:
         src, dest = parse_dataset(dataset)
-        _run([tool("dataset-sync"), src, dest, "--host", host, "--ssh-config", f"{out}/ssh_config"],
+        _run([tool("dataset-sync"), src, dest, "--host", host, "--ssh-config", f"{ssh_dir}/ssh_config"],
              f"dataset-sync to {host}", SyncError)
 
 

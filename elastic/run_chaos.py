@@ -1,0 +1,121 @@
+"""A chaos schedule for the demo and the end-to-end test: pods added and deleted while the
+job trains, each step waiting until the previous one took effect in the training.
+
+    python -m elastic.run_chaos --state-dir DIR --metrics-file FILE [--steps add,delete,add]
+                                [--delete-pod worker-1] [--timeout 900]
+
+Steps are ``add`` (``local-cluster add-pod``) and ``delete`` (``local-cluster delete-pod``;
+the pod named by ``--delete-pod``, default the second of the pods the cluster started with).
+The decision is a pure function of rank 0's metrics records (``next_step``):
+
+- the first step is due once the training has written a progress record (it is running);
+- each later step is due once a record written after the previous step shows the world
+  size that step should have produced (one slot per pod), i.e. the job has reset and is
+  training again -- so a delete lands mid-epoch, with the job running at full size.
+
+Prints one line per step on stderr; exits 0 when every step ran, 1 when the timeout passed or
+an action failed (the line says which), 2 on bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+from .run_tools import tool
+from .timeline import read_metrics
+
+STEPS = ("add", "delete")
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where the schedule is: steps done, when the last one ran, the world size it expects."""
+
+    done: int = 0
+    last_time: float = 0.0
+    expected_world: int | None = None
+
+
+def parse_steps(text: str) -> tuple[str, ...]:
+    steps = tuple(s.strip() for s in text.split(",") if s.strip())
+    bad = [s for s in steps if s not in STEPS]
+    if not steps or bad:
+        raise ValueError(f"--steps wants a comma list of {'/'.join(STEPS)}, got {text!r}")
+    return steps
+
+
+def next_step(steps: tuple[str, ...], progress: Progress, records: list[dict]) -> str | None:
+    """The step due now, or None (all done, or waiting for the previous one to take effect)."""
+    if progress.done >= len(steps):
+        return None
+    running = [r for r in records if "world_size" in r and "time" in r]
+    if progress.done == 0:
+        return steps[0] if running else None
+    after = [r for r in running if r["time"] > progress.last_time]
+    if after and after[-1]["world_size"] == progress.expected_world:
+        return steps[progress.done]
+    return None
+
+
+def after_step(step: str, progress: Progress, records: list[dict], now: float) -> Progress:
+    """The progress once ``step`` has run at ``now``."""
+    running = [r for r in records if "world_size" in r]
+    base = progress.expected_world if progress.expected_world is not None else (
+        running[-1]["world_size"] if running else 0)
+    return Progress(done=progress.done + 1, last_time=now,
+                    expected_world=base + (1 if step == "add" else -1))
+
+
+def _act(step: str, state_dir: str, delete_pod: str) -> str:
+    argv = [tool("local-cluster"), "add-pod", "--state-dir", state_dir] if step == "add" else \
+           [tool("local-cluster"), "delete-pod", delete_pod, "--state-dir", state_dir]
+    proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        lines = [l for l in proc.stderr.splitlines() if l.strip()]
+        raise RuntimeError(f"{' '.join(argv[1:3])} failed: {lines[-1] if lines else proc.returncode}")
+    return (proc.stdout.strip().splitlines() or [""])[-1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m elastic.run_chaos", description=__doc__.split("\n\n")[0])
+    p.add_argument("--state-dir", required=True, help="the local cluster's state directory")
+    p.add_argument("--metrics-file", required=True, help="rank 0's JSON-lines metrics file")
+    p.add_argument("--steps", default="add,delete,add", help="comma list of add/delete (default %(default)s)")
+    p.add_argument("--delete-pod", default="worker-1", help="the pod a delete step removes (default %(default)s)")
+    p.add_argument("--timeout", type=float, default=900.0, help="give up after this many seconds")
+    p.add_argument("--interval", type=float, default=0.5, help="seconds between looks at the metrics")
+    args = p.parse_args(argv)
+    try:
+        steps = parse_steps(args.steps)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    progress, deadline = Progress(), time.monotonic() + args.timeout
+    while progress.done < len(steps):
+        if time.monotonic() > deadline:
+            print(f"error: chaos: step {progress.done + 1} ({steps[progress.done]}) not due after "
+                  f"{args.timeout:.0f}s (waiting for world size {progress.expected_world})", file=sys.stderr)
+            return 1
+        records = read_metrics(args.metrics_file)
+        step = next_step(steps, progress, records)
+        if step is None:
+            time.sleep(args.interval)
+            continue
+        now = time.time()
+        try:
+            out = _act(step, args.state_dir, args.delete_pod)
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            print(f"error: chaos: {exc}", file=sys.stderr)
+            return 1
+        progress = after_step(step, progress, records, now)
+        what = f"deleted {args.delete_pod}" if step == "delete" else f"added a pod {out}".rstrip()
+        print(f"chaos: step {progress.done}/{len(steps)}: {what}; expecting world size "
+              f"{progress.expected_world}", file=sys.stderr, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
