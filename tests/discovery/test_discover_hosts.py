@@ -1,0 +1,168 @@
+"""``discover-hosts``: stdout is the host list and nothing else; fallbacks; exit codes."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from discovery.discover_api import parse_yaml
+from discovery.discover_hosts import Failure, UsageError, parse_args, split_url, validate
+from tests.discovery.conftest import ROOT, SELECTOR, daemon_env, fake_pod
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "discovery.discover_hosts", *args], capture_output=True,
+                          text=True, env=daemon_env(env), cwd=ROOT, timeout=60)
+
+
+# -- pure parts ------------------------------------------------------------------------------
+@pytest.mark.parametrize("url,expected", [
+    ("http://127.0.0.1:8642", ("tcp", ("127.0.0.1", 8642), "")),
+    ("http://localhost:1/prefix/", ("tcp", ("localhost", 1), "/prefix")),
+    ("http://[::1]:99", ("tcp", ("::1", 99), "")),
+    ("unix:/run/d.sock", ("unix", "/run/d.sock", "")),
+    ("unix:///run/d.sock", ("unix", "/run/d.sock", "")),
+])
+def test_split_url(url: str, expected: tuple) -> None:
+    assert split_url(url) == expected
+
+
+@pytest.mark.parametrize("url", ["https://x:1", "http://:1", "http://h:port", "unix:", "ftp://h"])
+def test_bad_url_is_a_usage_error(url: str) -> None:
+    with pytest.raises(UsageError, match="DISCOVERY_URL"):
+        split_url(url)
+
+
+@pytest.mark.parametrize("body", [b"10.0.0.1:1\n10.0.0.2", b"10.0.0.1\n", b"fd00::1:2\n", b"h:0\n",
+                                  b"h:x\n", b":1\n", b"\xff:1\n"])
+def test_partial_or_malformed_answers_are_refused(body: bytes) -> None:
+    with pytest.raises(Failure):
+        validate(body, "test")
+
+
+def test_flags_beat_environment_beat_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DISCOVERY_PORT", "9000")
+    monkeypatch.setenv("DISCOVERY_MAX_AGE", "5")
+    s = parse_args(["--max-age=7", "--fallback", "cache"])
+    assert s["url"] == "http://127.0.0.1:9000" and s["max_age"] == 7 and s["fallback"] == "cache"
+    monkeypatch.setenv("DISCOVERY_URL", "unix:/x")
+    assert parse_args([])["url"] == "unix:/x" and parse_args([])["max_age"] == 5
+
+
+def test_kubeconfig_yaml_subset_matches_pyyaml(tmp_path: Path) -> None:
+    doc = {"apiVersion": "v1", "kind": "Config", "current-context": "c", "preferences": {},
+           "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:6443",
+                                                   "certificate-authority-data": "TFMwdExTMUNSVWRK" * 20,
+                                                   "insecure-skip-tls-verify": False}}],
+           "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u", "namespace": "ns"}}],
+           "users": [{"name": "u", "user": {"token": "a:b c'd\"e#f", "username": "007"}},
+                     {"name": "empty", "user": {}}, {"name": "n", "user": None}]}
+    text = yaml.safe_dump(doc, default_flow_style=False, sort_keys=False)  # kubectl's style
+    assert parse_yaml(text) == yaml.safe_load(text) == doc
+    indented = yaml.safe_dump(doc, sort_keys=True, indent=4)
+    assert parse_yaml(indented) == doc
+    for unsupported in ("a: |\n  text\n", "a: {b: c}\n", "a: &x 1\n"):
+        with pytest.raises(ValueError, match="unsupported YAML"):
+            parse_yaml(unsupported)
+
+
+# -- the command -----------------------------------------------------------------------------
+def test_usage_errors_exit_2_with_one_line() -> None:
+    for args, msg in [(["--bogus"], "unknown argument '--bogus'"), (["--timeout", "soon"], "--timeout"),
+                      (["--fallback", "maybe"], "--fallback must be one of"),
+                      (["--url", "https://x"], "bad DISCOVERY_URL")]:
+        r = run(*args)
+        assert r.returncode == 2 and r.stdout == "" and r.stderr.splitlines() == [r.stderr.strip()], r
+        assert msg in r.stderr
+    r = run("--help")
+    assert r.returncode == 0 and "DISCOVERY_URL" in r.stdout
+
+
+def test_imports_only_the_standard_library() -> None:
+    code = ("import sys; import discovery.discover_hosts, discovery.discover_api; "
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] not in sys.stdlib_module_names "
+            "and m.split('.')[0] not in ('discovery', '__main__', '_distutils_hack') "
+            "and not m.startswith('__editable__')); print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=daemon_env(),
+                         cwd="/", timeout=60)
+    assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_daemon_down_exits_1_with_one_line_and_no_output(tmp_path: Path) -> None:
+    r = run("--url", "http://127.0.0.1:1")
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr == "error: daemon at http://127.0.0.1:1 unreachable (Connection refused)\n"
+    r = run("--url", f"unix:{tmp_path}/none.sock", "--fallback", "cache", "--cache-file", str(tmp_path / "c"))
+    assert r.returncode == 1 and r.stdout == "" and len(r.stderr.splitlines()) == 1
+    assert "cache fallback" in r.stderr and "No such file" in r.stderr
+
+
+def test_answers_from_daemon_then_cache_then_api(cluster, daemon, tmp_path: Path) -> None:
+    for i in (1, 2, 3):
+        fake_pod(cluster, f"w-{i}", f"10.9.0.{i}", annotations={"elastic-horovod/slots": str(i)})
+    d = daemon(cluster)
+    d.wait_for(lambda: len(d.hosts() or []) == 3, 20, "3 hosts")
+    served = "\n".join(d.hosts() or []) + "\n"
+    cache = tmp_path / "cache"
+    env = {"DISCOVERY_URL": d.url, "DISCOVERY_FALLBACK": "cache", "DISCOVERY_CACHE_FILE": str(cache)}
+    r = run(env=env)
+    assert (r.returncode, r.stdout, r.stderr) == (0, served, "")
+    assert cache.read_text() == served
+    d.stop()
+    r = run(env=env)  # daemon gone: the last good answer
+    assert (r.returncode, r.stdout, r.stderr) == (0, served, "")
+    old = time.time() - 600
+    os.utime(cache, (old, old))
+    r = run(env=env)
+    assert r.returncode == 1 and r.stdout == "" and "old (--max-cache-age 300)" in r.stderr
+    # one LIST against the API, with the cluster's kubeconfig (JSON) and as block YAML
+    yaml_kubeconfig = tmp_path / "kubeconfig.yaml"
+    yaml_kubeconfig.write_text(yaml.safe_dump(json.loads(cluster.kubeconfig.read_text())))
+    for kc in (cluster.kubeconfig, yaml_kubeconfig):
+        r = run("--fallback", "api", "--selector", SELECTOR, "--kubeconfig", str(kc), env={"DISCOVERY_URL": d.url})
+        assert (r.returncode, r.stdout, r.stderr) == (0, served, "")
+    r = run("--fallback", "api", "--selector", SELECTOR, "--kubeconfig", str(tmp_path / "nope"),
+            env={"DISCOVERY_URL": d.url})
+    assert r.returncode == 2 and "kubeconfig" in r.stderr and len(r.stderr.splitlines()) == 1
+
+
+def test_stale_daemon_is_not_trusted(cluster, daemon, tmp_path: Path) -> None:
+    fake_pod(cluster, "w-1", "10.9.0.1")
+    d = daemon(cluster)
+    d.wait_hosts(["10.9.0.1:1"])
+    env = {"DISCOVERY_URL": d.url, "DISCOVERY_MAX_AGE": "1", "DISCOVERY_FALLBACK": "cache",
+           "DISCOVERY_CACHE_FILE": str(tmp_path / "cache")}
+    assert run(env=env).stdout == "10.9.0.1:1\n"
+    cluster.restart_api(down_seconds=4)
+    d.wait_for(lambda: float(d.get("/hosts")[1]["x-discovery-age"]) > 1.2, 10, "age > 1.2s")
+    r = run(env={**env, "DISCOVERY_FALLBACK": "none"})
+    assert r.returncode == 1 and r.stdout == "" and "list is stale" in r.stderr
+    r = run(env=env)  # the cache still holds the last trusted answer
+    assert (r.returncode, r.stdout) == (0, "10.9.0.1:1\n")
+
+
+def test_token_group_and_unix_socket(cluster, daemon, tmp_path: Path) -> None:
+    labels = {"app": "elastic-horovod", "role": "worker"}
+    fake_pod(cluster, "a-1", "10.9.0.1", labels={**labels, "job": "a"})
+    fake_pod(cluster, "b-1", "10.9.0.2", labels={**labels, "job": "b"})
+    d = daemon(cluster, "--group-by", "job", token="t0k")
+    d.wait_hosts(["10.9.0.1:1"], group="a")
+    r = run(env={"DISCOVERY_URL": d.url, "DISCOVERY_GROUP": "a"})
+    assert r.returncode == 1 and "HTTP 401" in r.stderr
+    r = run("--group", "b", env={"DISCOVERY_URL": d.url, "DISCOVERY_TOKEN": "t0k"})
+    assert (r.returncode, r.stdout) == (0, "10.9.0.2:1\n")
+    r = run(env={"DISCOVERY_URL": d.url, "DISCOVERY_TOKEN": "t0k"})
+    assert r.returncode == 1 and "group required" in r.stderr
+    sock = tmp_path / "d.sock"
+    s = daemon(cluster, "--socket", str(sock))
+    assert s.url == f"unix:{sock}"
+    deadline = time.monotonic() + 20
+    while (r := run(env={"DISCOVERY_URL": s.url})).stdout.count("\n") != 2 and time.monotonic() < deadline:
+        pass
+    assert r.returncode == 0 and sorted(r.stdout.splitlines()) == ["10.9.0.1:1", "10.9.0.2:1"]
