@@ -11,7 +11,9 @@ carry on.  Per host, with at most ``jobs`` hosts at once, retried with backoff
 (``sync_retry``) unless the failure cannot heal (host key refused, DEST not managed by us):
 
 1. open a shared SSH connection and probe the host (``sync_remote.probe_script``): current
-   version, rsync present, DEST state;
+   version, rsync present, DEST state.  When the current version's manifest has SRC's digest,
+   the current copy is verified in place (``verify_script``) and, if it holds, nothing is
+   copied (``unchanged``); a copy that fails this check is copied again with ``--checksum``;
 2. copy SRC into the staging directory: rsync with ``--link-dest`` to the current version,
    or the SFTP fallback when the host has no rsync (``transport="auto"``) or when forced;
 3. verify and commit in one step on the host: the sorted ``sha256sum`` listing of staging must
@@ -39,7 +41,7 @@ from elastic.ssh_exec import HostKeyUnverified, SSHClient
 from elastic.sync_cancel import CancelToken
 from elastic.sync_progress import ProgressBoard
 from elastic.sync_remote import (DestRefused, Layout, listing_script, new_version_name, parse_probe,
-                                 probe_script, seed_staging_script, verify_commit_script)
+                                 probe_script, seed_staging_script, verify_commit_script, verify_script)
 from elastic.sync_retry import RetryPolicy, retry_call
 from elastic.sync_rsync import Interrupted, RsyncProgress, rsync_argv, run_rsync
 from elastic.sync_safety import DEFAULT_ALLOWED_ROOTS, check_dest, check_source
@@ -92,6 +94,7 @@ class HostOutcome:
     attempts: int = 0
     version: str = ""
     error: str = ""
+    unchanged: bool = False
 
 
 @dataclass(frozen=True)
@@ -122,9 +125,11 @@ class SyncReport:
 
 def render_report(report: SyncReport) -> str:
     """The per-host result table printed at the end of a run."""
-    rows = [[h.host, "ok" if h.ok else "FAILED", h.method, h.files_sent, human_bytes(h.bytes_sent),
+    rows = [[h.host, "ok" if h.ok else "FAILED", h.method,
+             "unchanged" if h.unchanged else ("new copy" if h.ok else "-"), h.files_sent, human_bytes(h.bytes_sent),
              f"{h.seconds:.1f}", h.attempts, h.error] for h in report.hosts]
-    return render_table(["HOST", "STATUS", "METHOD", "FILES SENT", "BYTES SENT", "SECONDS", "ATTEMPTS", "ERROR"], rows)
+    return render_table(["HOST", "STATUS", "METHOD", "CHANGE", "FILES SENT", "BYTES SENT", "SECONDS", "ATTEMPTS",
+                         "ERROR"], rows)
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -138,6 +143,7 @@ class _Attempt:
     files: int = 0
     bytes: int = 0
     version: str = ""
+    unchanged: bool = False
 
 
 class _HostSync:
@@ -178,6 +184,18 @@ class _HostSync:
             if self.options.transport == "rsync" and not probe.has_rsync:
                 raise DestRefused(f"{self.host}: no {self.options.remote_rsync} on the host (use --transport auto or sftp)")
             result.method = "rsync" if use_rsync else "sftp"
+            if probe.current and probe.current_digest == self.manifest.digest and not self.checksum:
+                # The host claims this very dataset: check it in place; nothing to copy if it holds.
+                self.board.update(self.host, phase="verifying")
+                current_dir = self.layout.version_dir(probe.current)
+                out = self._run(verify_script(current_dir, self.expected), "verification").decode()
+                if "verify=ok" in out:
+                    result.unchanged = True
+                    result.version = probe.current
+                    self.board.update(self.host, checked=len(self.manifest.files), total=len(self.manifest.files))
+                    return result
+                log.warning("%s: the current copy differs from its manifest; copying again", self.host)
+                self.checksum = True
             self.board.update(self.host, phase="copying")
             if use_rsync:
                 self._copy_rsync(probe.current, result)
@@ -285,7 +303,7 @@ def sync_dataset(src: str, dest: str, hosts: list[Host], options: SyncOptions | 
                                    round(time.monotonic() - t0, 3), attempts, error=str(exc))
             board.update(host, phase="done")
             return HostOutcome(host, True, result.method, result.files, result.bytes,
-                               round(time.monotonic() - t0, 3), attempts, result.version)
+                               round(time.monotonic() - t0, 3), attempts, result.version, unchanged=result.unchanged)
 
         with ThreadPoolExecutor(max_workers=min(options.jobs, len(names)), thread_name_prefix="dataset-sync") as pool:
             outcomes = tuple(pool.map(one, names))

@@ -73,7 +73,8 @@ def new_version_name(digest: str, now: float | None = None) -> str:
 
 
 def probe_script(layout: Layout, remote_rsync: str) -> str:
-    """Script printing ``key=value`` lines: ``current`` (version name or empty), ``rsync``
+    """Script printing ``key=value`` lines: ``current`` (version name or empty),
+    ``current_digest`` (the digest its manifest file claims), ``rsync``
     (yes/no), ``staging`` (empty/partial), ``error`` (a refusal) and ``ok=1`` last.
     It creates the staging directory."""
     q = shlex.quote
@@ -84,7 +85,12 @@ if [ -L "$state" ] || {{ [ -e "$state" ] && [ ! -d "$state" ]; }}; then echo "er
 if [ -L "$dest" ]; then
   target=$(readlink -- "$dest")
   case "$target" in
-    {q(prefix)}v-*) cur=${{target#{q(prefix)}}}; if [ -d "$state/$cur" ]; then echo "current=$cur"; else echo current=; fi ;;
+    {q(prefix)}v-*) cur=${{target#{q(prefix)}}}
+      if [ -d "$state/$cur" ]; then
+        echo "current=$cur"
+        digest=$(sed -n 's/^ *"digest": *"\\([0-9a-f]*\\)",*$/\\1/p' "$state/$cur/{MANIFEST_NAME}" 2>/dev/null | head -n 1)
+        echo "current_digest=$digest"
+      else echo current=; fi ;;
     *) echo "error=$dest is a symlink not managed by dataset-sync (-> $target)"; exit 0 ;;
   esac
 elif [ -e "$dest" ]; then
@@ -109,6 +115,7 @@ class Probe:
     current: str
     has_rsync: bool
     staging_partial: bool
+    current_digest: str = ""
 
 
 class DestRefused(SyncError):
@@ -126,7 +133,8 @@ def parse_probe(output: str) -> Probe:
         raise DestRefused(values["error"])
     if values.get("ok") != "1":
         raise SyncError(f"unexpected answer from the host: {output.strip()[:200]!r}")
-    return Probe(values.get("current", ""), values.get("rsync") == "yes", values.get("staging") == "partial")
+    return Probe(values.get("current", ""), values.get("rsync") == "yes", values.get("staging") == "partial",
+                 values.get("current_digest", ""))
 
 
 def _listing_pipeline() -> str:
@@ -153,6 +161,17 @@ def seed_staging_script(layout: Layout, current: str) -> str:
     return f"""
 cd -- {q(layout.state)} || exit 3
 if [ -z "$(ls -A -- staging)" ]; then cp -al -- {q(current)}/. staging/ || exit 4; fi
+"""
+
+
+def verify_script(directory: str, expected_digest: str) -> str:
+    """Script printing ``verify=ok`` when ``directory``'s listing hashes to ``expected_digest``
+    (``manifest.listing_digest``), else ``verify=mismatch``; changes nothing."""
+    q = shlex.quote
+    return f"""
+cd -- {q(directory)} || exit 3
+got=$({_listing_pipeline()} | sha256sum | cut -c1-64)
+if [ "$got" = {q(expected_digest)} ]; then echo verify=ok; else echo verify=mismatch; fi
 """
 
 

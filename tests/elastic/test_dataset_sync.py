@@ -76,10 +76,20 @@ def test_full_sync_then_incremental_resyncs(sync_cluster, pod_ips, ssh_dir, tmp_
     for pod in WORKERS:
         assert_host_has(sync_cluster, pod, "/data/full", src)
 
-    # Unchanged data: nothing is sent again (rsync's own statistics), DEST still verified.
+    # Unchanged data: nothing is sent again; each host's copy is checked in place.
     proc, report = sync(ssh_dir, src, "/data/full", "--hosts", ",".join(ips))
     assert proc.returncode == 0, proc.stderr
-    assert [(h["files_sent"], h["bytes_sent"]) for h in report["hosts"]] == [(0, 0)] * 3
+    assert [(h["files_sent"], h["bytes_sent"], h["unchanged"]) for h in report["hosts"]] == [(0, 0, True)] * 3
+
+    # A copy damaged on a host is noticed by that check and repaired (rsync --checksum).
+    version = sync_cluster.ssh("worker-1", "readlink /data/full").stdout.strip()
+    damaged = sync_cluster.pod_data_dir("worker-1") / version / "class05" / "img0005.bin"
+    damaged.write_bytes(b"bit rot")
+    proc, report = sync(ssh_dir, src, "/data/full", "--hosts", ",".join(ips))
+    assert proc.returncode == 0, proc.stderr
+    repaired = hosts_by_name(report)[pod_ips["worker-1"]]
+    assert (repaired["unchanged"], repaired["files_sent"]) == (False, 1)
+    assert_host_has(sync_cluster, "worker-1", "/data/full", src)
 
     # One file changed, one added, one removed: only the two new contents travel.
     (src / "class01" / "img0001.bin").write_bytes(b"changed" * 100)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 import os
 import subprocess
 
@@ -201,3 +202,44 @@ def test_progress_rendering():
     lines = render_plain_lines(snap, {"h2": snap["h2"]})
     assert lines[0].startswith("progress: h1 copying") and lines[-1].startswith("progress: total:")
     assert render_plain_lines(snap, snap) == []
+
+
+def test_host_scripts_publish_a_verified_version_by_renaming(tmp_path):
+    """The probe/verify/commit scripts, run by a local shell on a local 'host' directory."""
+    from elastic.manifest import listing_digest
+    from elastic.sync_remote import probe_script, verify_commit_script, verify_script
+
+    src = _tree(tmp_path / "src")
+    m = build_manifest(str(src))
+    layout = Layout(str(tmp_path / "data" / "ds"))
+    sh = lambda script, stdin=b"": subprocess.run(["sh", "-c", script], input=stdin, capture_output=True,  # noqa: E731
+                                                  check=True).stdout.decode()
+    probe = parse_probe(sh(probe_script(layout, "rsync")))
+    assert (probe.current, probe.has_rsync, probe.staging_partial) == ("", True, False)
+    subprocess.run(["cp", "-a", f"{src}/.", layout.staging], check=True)
+    (tmp_path / "data" / "ds.partial").write_text("")  # unrelated names are not touched
+    out = sh(verify_commit_script(layout, listing_digest(m), "v-1", ""), m.to_json().encode())
+    assert "verify=ok" in out and "committed=v-1" in out
+    dest = tmp_path / "data" / "ds"
+    assert os.readlink(dest) == ".ds.dataset-sync/v-1" and (dest / "a" / "one").read_bytes() == b"1" * 10
+    assert Manifest.from_json((dest / MANIFEST_NAME).read_text()) == m
+    probe = parse_probe(sh(probe_script(layout, "/no/rsync")))
+    assert (probe.current, probe.current_digest, probe.has_rsync) == ("v-1", m.digest, False)
+    assert sh(verify_script(str(dest) + "/", listing_digest(m))).strip() == "verify=ok"
+
+    # A staging copy that differs is not published; DEST keeps v-1.
+    subprocess.run(["cp", "-a", f"{src}/.", layout.staging], check=True)
+    (Path(layout.staging) / "top").write_bytes(b"tampered")
+    out = sh(verify_commit_script(layout, listing_digest(m), "v-2", "v-1"), m.to_json().encode())
+    assert out.strip() == "verify=mismatch" and os.readlink(dest) == ".ds.dataset-sync/v-1"
+    (Path(layout.staging) / "top").write_bytes(b"top")
+    assert "committed=v-2" in sh(verify_commit_script(layout, listing_digest(m), "v-2", "v-1"), m.to_json().encode())
+    subprocess.run(["cp", "-a", f"{src}/.", layout.staging], check=True)
+    sh(verify_commit_script(layout, listing_digest(m), "v-3", "v-2"), m.to_json().encode())
+    assert sorted(os.listdir(layout.state)) == ["v-2", "v-3"]  # previous kept, older removed
+    assert sorted(os.listdir(tmp_path / "data")) == [".ds.dataset-sync", "ds", "ds.partial"]
+
+    # Something at DEST that dataset-sync did not make is refused.
+    other = Layout(str(tmp_path / "data" / "ds.partial"))
+    with pytest.raises(DestRefused, match="not managed by dataset-sync"):
+        parse_probe(sh(probe_script(other, "rsync")))
