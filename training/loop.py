@@ -3,7 +3,7 @@
 ``run(task, args) -> int`` initialises Horovod, builds the model and optimizer, resumes from
 the newest checkpoint in ``--checkpoint-dir`` (when there is one), and trains under
 ``hvd.elastic.run`` until ``--epochs`` are done; it returns 0 then. A SIGTERM makes the
-worker leave at its next step boundary with exit code 143 (rank 0 first writes a
+worker leave right after its next commit with exit code 143 (rank 0 first writes a
 checkpoint when it has a checkpoint directory); the other workers carry on.
 
 Elastic contract, per step of an epoch:
@@ -137,10 +137,15 @@ class Trainer:
                 "scaler_state": payload.get("scaler_state")}
 
     def on_reset(self, state) -> None:
-        """Reset callback: count the reset, drop uncommitted work, rescale the rate."""
+        """Reset callback: count the reset, drop uncommitted work, rescale the rate.
+
+        The count is saved at once: the sync that follows a reset broadcasts rank 0's
+        *saved* state, which would otherwise lose the increment.
+        """
         state.resets += 1
         self._clear_pending()
         self.set_lr(state)
+        state.save()
 
     # -- the elastic function ----------------------------------------------------------
     def train(self, state):
@@ -148,8 +153,12 @@ class Trainer:
         hvd = self.hvd
         self.sampler.reset()
         self._clear_pending()
+        if state.batch == 0 and self.sampler.processed_num == 0:
+            now = time.time()  # the epoch's clock starts with its first step, not at start-up
+            state.epoch_start, state.mark = now, (now, 0, 0)
         if self.scaler is not None and state.scaler_state is not None:
             self.scaler.load_state_dict(state.scaler_state)
+        self.check_signals(state)
         self.tracer.worker(rank=hvd.rank(), size=hvd.size(), epoch=state.epoch,
                            resets=state.resets)
         if hvd.rank() == 0:
@@ -166,22 +175,27 @@ class Trainer:
                             **self.loader_kwargs)
         batches = iter(loader)
         for step in steps:
-            self.check_signals(state)
             batch = next(batches) if step.indices else None
             self.set_lr(state)
             self.train_step(batch, step.total)
             self.sampler.record_step(step)
             self._pending.extend(step.indices)
             state.batch += 1
+            self.debug_delay()
             if state.batch % self.args.commit_every == 0:
                 self.commit(state)
         self.commit(state)
+
+    def debug_delay(self) -> None:
+        a = self.args
+        if a.debug_step_delay and (not a.debug_hold_file or os.path.exists(a.debug_hold_file)):
+            time.sleep(a.debug_step_delay)
 
     def train_step(self, batch, total: int) -> None:
         """One optimizer step; ``total`` is the step's sample count over all ranks."""
         model, opt = self.model, self.opt
         model.train()
-        opt.zero_grad(set_to_none=True)
+        opt.zero_grad()
         if batch is None:  # this rank has no sample in a short last step: zero gradients
             loss = sum(p.sum() for p in model.parameters()) * 0.0
         else:
@@ -227,13 +241,14 @@ class Trainer:
             state.scaler_state = self.scaler.state_dict()
         self.maybe_progress(state)
         state.save()
-        self.tracer.samples(state.epoch, self._pending)
+        self.tracer.samples(state.epoch, self._pending, size=hvd.size(), rank=hvd.rank())
         self._clear_pending()
         if after_save is not None:
             after_save()
         if self.flags.checkpoint and hvd.rank() == 0:
             self.flags.checkpoint = False
             self.write_checkpoint(state)
+        self.check_signals(state)
         state.check_host_updates()
 
     def _clear_pending(self) -> None:
@@ -336,6 +351,9 @@ class Trainer:
         log(f"checkpoint {path}")
 
     def check_signals(self, state) -> None:
+        """After a SIGTERM, leave now: called right after a commit (or on entry after a
+        reset), so the survivors lose no step and the trace matches the saved state; rank 0
+        writes that state as a checkpoint first."""
         if not self.flags.term:
             return
         if self.hvd.rank() == 0 and self.args.checkpoint_dir:

@@ -156,6 +156,12 @@ def parse(argv: list[str] | None, d: Defaults) -> argparse.Namespace:
     p.add_argument("--trace-dir", default=os.environ.get("TRAINING_TRACE_DIR") or _env("trace-dir", None, str),
                    help="debug: each worker writes the sample indices it commits and its final "
                         "parameter checksum here (also TRAINING_TRACE_DIR)")
+    p.add_argument("--debug-step-delay", type=_non_negative(float),
+                   default=_env("debug-step-delay", 0.0, float),
+                   help="debug: sleep this many seconds after every step, to watch or test "
+                        "elastic events on tiny data (default 0)")
+    p.add_argument("--debug-hold-file", default=_env("debug-hold-file", None, str),
+                   help="debug: apply --debug-step-delay only while this file exists")
     if d.image_size is not None:
         p.add_argument("--image-size", type=_positive(int),
                        default=_env("image-size", d.image_size, int),

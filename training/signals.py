@@ -1,7 +1,7 @@
-"""Leaving on request: SIGTERM (pod deletion, eviction) and SIGUSR1 (checkpoint now).
+"""Leaving on request: SIGTERM (pod deletion, eviction) and SIGUSR1 (checkpoint at the next commit).
 
-``StopFlags.install()`` sets handlers: SIGTERM marks ``term`` so the training loop leaves at
-its next step boundary, and arms a timer that ends the process with ``EXIT_TERM`` after
+``StopFlags.install()`` sets handlers: SIGTERM marks ``term`` so the training loop leaves right
+after its next commit, and arms a timer that ends the process with ``EXIT_TERM`` after
 ``grace`` seconds in case the loop is stuck in a collective; a second SIGTERM ends it at
 once. SIGUSR1 marks ``checkpoint``. The exit code is non-zero on purpose: horovodrun treats
 a worker that exits 0 as the end of the whole job, and any other code as a lost worker.

@@ -3,8 +3,8 @@
 Each worker process writes three files named ``<host>-<pid>.*`` in the trace directory:
 
 - ``.worker.json``  rewritten (atomically) each time the worker (re)enters training:
-  ``{"host", "pid", "rank", "size", "epoch", "resets"}``;
-- ``.samples``      one JSON line per commit: ``{"epoch": e, "indices": [...]}``, the sample
+  ``{"host", "pid", "time", "rank", "size", "epoch", "resets"}``;
+- ``.samples``      one JSON line per commit: ``{"epoch", "time", "size", "rank", "indices"}``, the sample
   indices this worker trained on since its previous commit. Lines are appended only after
   the state holding those steps was saved, and steps rolled back by a failure are never
   written, so the union over all workers of one epoch's lines is what the model learned from;
@@ -21,6 +21,7 @@ import json
 import os
 import socket
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -67,11 +68,13 @@ class Tracer:
     def worker(self, **fields) -> None:
         if self.dir is not None:
             write_json_atomic(self.dir / f"{self.stem}.worker.json",
-                              {"host": host_name(), "pid": os.getpid(), **fields})
+                              {"host": host_name(), "pid": os.getpid(), "time": time.time(),
+                               **fields})
 
-    def samples(self, epoch: int, indices: list[int]) -> None:
+    def samples(self, epoch: int, indices: list[int], **fields) -> None:
         if self.dir is not None and indices:
-            line = json.dumps({"epoch": epoch, "indices": indices}) + "\n"
+            line = json.dumps({"epoch": epoch, "time": time.time(), **fields,
+                               "indices": indices}) + "\n"
             fd = os.open(self.dir / f"{self.stem}.samples", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
             try:
                 os.write(fd, line.encode())

@@ -1,10 +1,15 @@
-"""Test helpers: small generated datasets on disk and reading what the workers traced."""
+"""Test helpers: small generated datasets, running jobs, and reading what the workers traced."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import os
 import random
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from training.idx import make_idx
@@ -96,3 +101,98 @@ def metrics_lines(path: Path) -> list[dict]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+# -- running jobs ----------------------------------------------------------------------------
+
+BIN = Path(sys.executable).parent
+HOROVODRUN = str(BIN / "horovodrun")
+
+
+def run_env(**extra) -> dict:
+    """This environment with the venv first on PATH (horovodrun hands it to every worker)."""
+    env = dict(os.environ)
+    env["PATH"] = f"{BIN}:{env.get('PATH', '')}"
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra)
+    return env
+
+
+def train_args(module: str, data: Path, tmp: Path, epochs: int, *extra: str) -> list[str]:
+    """``python -m training.<module>`` with the tracing and metrics files under ``tmp``."""
+    return [sys.executable, "-m", f"training.{module}", "--data-dir", str(data),
+            "--epochs", str(epochs), "--trace-dir", str(tmp / "trace"),
+            "--metrics-file", str(tmp / "metrics.jsonl"), *extra]
+
+
+class Job:
+    """A process (horovodrun or one worker) in its own session; output to a file.
+
+    ``stop()`` kills the whole session (horovodrun, its ssh clients, local workers); it is
+    safe to call twice and is what a test's ``finally`` calls.
+    """
+
+    def __init__(self, argv: list[str], log: Path, env: dict | None = None, cwd: str | None = None):
+        self.log = log
+        self._out = open(log, "w")
+        self.proc = subprocess.Popen(argv, stdout=self._out, stderr=subprocess.STDOUT,
+                                     env=env or run_env(), cwd=cwd, start_new_session=True,
+                                     stdin=subprocess.DEVNULL)
+
+    def output(self) -> str:
+        self._out.flush()
+        return self.log.read_text(errors="replace")
+
+    def wait_for(self, predicate, what: str, timeout: float = 180.0) -> None:
+        """Poll ``predicate`` until true; fail if the job exits or ``timeout`` passes."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            if self.proc.poll() is not None:
+                raise AssertionError(f"job exited ({self.proc.returncode}) while waiting for "
+                                     f"{what}:\n{self.output()[-4000:]}")
+            time.sleep(0.2)
+        raise AssertionError(f"timed out waiting for {what}:\n{self.output()[-4000:]}")
+
+    def finish(self, timeout: float = 240.0) -> int:
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"job still running after {timeout}s:\n{self.output()[-4000:]}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(timeout=30)
+        self._out.close()
+
+
+def live_workers(trace: Path, size: int, min_resets: int = 0) -> list[dict]:
+    """Workers whose latest (re)start saw world ``size`` after at least ``min_resets`` resets."""
+    return [w for w in workers(trace) if w["size"] == size and w["resets"] >= min_resets]
+
+
+def check_finished_run(tmp: Path, dataset_size: int, epochs: int, final_world: int) -> list[dict]:
+    """The contract of every run: equal parameters on all ranks, every epoch done, and each
+    epoch's committed samples cover the dataset exactly once. Returns the metrics records."""
+    trace = tmp / "trace"
+    done = finals(trace)
+    assert len(done) == final_world, done
+    assert len({f["params_sha256"] for f in done}) == 1, done
+    assert {f["epochs"] for f in done} == {epochs}
+    assert sorted(f["rank"] for f in done) == list(range(final_world))
+    per_epoch = committed_samples(trace)
+    assert sorted(per_epoch) == list(range(epochs))
+    for epoch, seen in per_epoch.items():
+        dupes = len(seen) - len(set(seen))
+        missing = set(range(dataset_size)) - set(seen)
+        assert not dupes and not missing, f"epoch {epoch}: {dupes} repeated, {len(missing)} lost"
+        assert len(seen) == dataset_size
+    records = metrics_lines(tmp / "metrics.jsonl")
+    assert [r["epoch"] for r in records if r["event"] == "epoch"][-1] == epochs
+    assert {r["epoch"] for r in records if r["event"] == "epoch"} == set(range(1, epochs + 1))
+    return records
