@@ -301,3 +301,46 @@ def test_latency_delays_every_request(lc, api, ns):
         assert time.monotonic() - start >= 0.4
     finally:
         lc.set_latency(0)
+
+
+def test_informer_follows_the_pods_and_relists_after_410(lc, api, ns):
+    from kubernetes.informer.informer import SharedInformer
+
+    make(api, ns, "a")
+    informer = SharedInformer(api.list_namespaced_pod, namespace=ns)
+    errors = queue.Queue()
+    informer.add_event_handler("ERROR", errors.put)
+    seen = queue.Queue()
+    for kind in ("ADDED", "MODIFIED", "DELETED"):
+        informer.add_event_handler(kind, lambda obj, kind=kind: seen.put((kind, obj.metadata.name)))
+    informer.start()
+    try:
+        assert seen.get(timeout=10) == ("ADDED", "a")
+        make(api, ns, "b")
+        assert seen.get(timeout=10) == ("ADDED", "b")
+        # writes elsewhere move the resourceVersion past what this informer saw; compact and cut
+        # its watch: it must get 410, relist, and keep following
+        make(api, ns + "-x", "elsewhere")
+        lc.compact_history()
+        deadline = time.monotonic() + 10
+        while lc.drop_watches() == 0:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        expired = None
+        while expired is None:
+            err = errors.get(timeout=15)
+            if getattr(err, "status", None) == 410:
+                expired = err
+        api.delete_namespaced_pod("a", ns, grace_period_seconds=0)
+        got = []
+        while ("DELETED", "a") not in got:
+            got.append(seen.get(timeout=15))
+        assert sorted(p.metadata.name for p in informer.cache.list()) == ["b"]
+    finally:
+        # the informer's stop() waits for its watch to yield; an event wakes it
+        stopper = threading.Thread(target=informer.stop, daemon=True)
+        stopper.start()
+        make(api, ns, "wake")
+        stopper.join(10)
+        assert not stopper.is_alive()
+        api.delete_namespaced_pod("elsewhere", ns + "-x", grace_period_seconds=0)
