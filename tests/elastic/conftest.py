@@ -6,9 +6,12 @@
 * ``sshd_factory``: throwaway Debian sshd servers on 127.x addresses this module picks, for
   host-key changes the cluster cannot make; each is stopped at the end of the test.
 * ``cli(name, *args)``: runs a console script of this venv as a real process.
+* ``make_dataset(root)`` builds a small test tree; ``assert_host_has(cluster, pod, dest, src)``
+  checks a pod's copy over SSH (``sha256sum -c``, no extra files, symlinks, the manifest).
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import socket
@@ -19,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from elastic.manifest import MANIFEST_NAME, Manifest, build_manifest
 
 BIN = Path(sys.executable).parent
 WORKERS = ("worker-0", "worker-1", "worker-2")
@@ -147,3 +152,36 @@ def sshd_factory(tmp_path):
     yield make
     for server in started:
         server.stop()
+
+
+def make_dataset(root: Path, small: int = 120, big_mib: int = 3) -> Path:
+    """Nested small files, one bigger file, an empty directory and an internal symlink."""
+    for i in range(small):
+        d = root / "class{:02d}".format(i % 6)
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"img{i:04d}.bin").write_bytes(hashlib.sha256(str(i).encode()).digest() * (1 + i % 40))
+    (root / "big.bin").write_bytes(os.urandom(big_mib * 2**20))
+    (root / "empty").mkdir()
+    (root / "latest").symlink_to("class00/img0000.bin")
+    return root
+
+
+def expected_sums(src: Path) -> str:
+    """``sha256sum -c`` input for every regular file of ``src``."""
+    m = build_manifest(str(src))
+    return "".join(f"{e.sha256}  {path}\n" for path, e in m.files.items())
+
+
+def assert_host_has(cluster, pod: str, dest: str, src: Path) -> None:
+    """Check the copy on the pod itself, over SSH: checksums, symlinks, no extra files, manifest."""
+    sums = expected_sums(src)
+    check = cluster.ssh(pod, f"cd {dest} && printf %s '{sums}' | sha256sum -c --quiet --strict - && "
+                             f"find . -type f ! -name {MANIFEST_NAME} | wc -l && readlink latest && "
+                             f"readlink {dest}", timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
+    count, latest, version = check.stdout.split()
+    assert int(count) == len(sums.splitlines())
+    assert latest == os.readlink(src / "latest")
+    assert version.startswith(f".{Path(dest).name}.dataset-sync/v-")
+    on_host = Manifest.from_json(cluster.ssh(pod, f"cat {dest}/{MANIFEST_NAME}").stdout)
+    assert on_host.digest == build_manifest(str(src)).digest

@@ -3,30 +3,14 @@
 Each test uses its own DEST so the tests do not depend on each other's order."""
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from elastic.manifest import MANIFEST_NAME, Manifest, build_manifest
-
-from .conftest import WORKERS, cli, tool, wait_for
-
-
-def make_dataset(root: Path, small: int = 120, big_mib: int = 3) -> Path:
-    """Nested small files, one bigger file, an empty directory and an internal symlink."""
-    for i in range(small):
-        d = root / "class{:02d}".format(i % 6)
-        d.mkdir(parents=True, exist_ok=True)
-        (d / f"img{i:04d}.bin").write_bytes(hashlib.sha256(str(i).encode()).digest() * (1 + i % 40))
-    (root / "big.bin").write_bytes(os.urandom(big_mib * 2**20))
-    (root / "empty").mkdir()
-    (root / "latest").symlink_to("class00/img0000.bin")
-    return root
+from .conftest import WORKERS, assert_host_has, cli, make_dataset, tool, wait_for
 
 
 def sync(ssh_dir: Path, src: Path, dest: str, *hosts_and_flags: str, timeout: float = 180):
@@ -35,27 +19,6 @@ def sync(ssh_dir: Path, src: Path, dest: str, *hosts_and_flags: str, timeout: fl
     proc = cli("dataset-sync", str(src), dest, "--ssh-config", str(ssh_dir / "ssh_config"), "--report", str(report),
                "--retry-delay", "0.2", *hosts_and_flags, timeout=timeout)
     return proc, json.loads(report.read_text()) if report.exists() else None
-
-
-def expected_sums(src: Path) -> str:
-    """``sha256sum -c`` input for every regular file of ``src``."""
-    m = build_manifest(str(src))
-    return "".join(f"{e.sha256}  {path}\n" for path, e in m.files.items())
-
-
-def assert_host_has(cluster, pod: str, dest: str, src: Path) -> None:
-    """Check the copy on the pod itself, over SSH: checksums, symlinks, no extra files, manifest."""
-    sums = expected_sums(src)
-    check = cluster.ssh(pod, f"cd {dest} && printf %s '{sums}' | sha256sum -c --quiet --strict - && "
-                             f"find . -type f ! -name {MANIFEST_NAME} | wc -l && readlink latest && "
-                             f"readlink {dest}", timeout=60)
-    assert check.returncode == 0, check.stdout + check.stderr
-    count, latest, version = check.stdout.split()
-    assert int(count) == len(sums.splitlines())
-    assert latest == os.readlink(src / "latest")
-    assert version.startswith(f".{Path(dest).name}.dataset-sync/v-")
-    on_host = Manifest.from_json(cluster.ssh(pod, f"cat {dest}/{MANIFEST_NAME}").stdout)
-    assert on_host.digest == build_manifest(str(src)).digest
 
 
 def hosts_by_name(report) -> dict:
