@@ -9,6 +9,7 @@ stored object (a dict that must not be mutated) or raises an ``ApiError`` subcla
 - ``replace(namespace, name, body, sub)``      -> pod;  400, 404, 409 Conflict, 422 (rv required)
 - ``patch(namespace, name, ctype, raw, sub)``  -> pod;  400, 404, 409, 415, 422
 - ``delete(namespace, name, grace, preconditions)`` -> pod (marked or removed); 404, 409
+- ``bind(namespace, name, node)``               -> pod;  409 if bound to another node
 - ``finish_deletion(namespace, name, uid)``    -> removes a marked pod once its finalizers are
   gone (its host stopped, or its grace period ran out); no-op for another incarnation.
 - ``update(namespace, name, fn, sub)``          -> applies ``fn(copy)`` (used by the kubelet).

@@ -10,8 +10,8 @@ to ``local``) or ``local`` -- pods of other nodes are left alone:
    as pid 1 of new pid, mount and UTS namespaces (``unshare``): the hostname is the pod name,
    ``DIR/pods/<pod>/data`` is bind-mounted on ``/data``, and "every process of the pod" is exactly
    the pid namespace. With ``isolation="none"`` (the non-root fallback) sshd runs directly: no
-   own hostname or ``/data`` (use ``DIR/pods/<pod>/data``), and the pod's processes are sshd's
-   descendants;
+   own hostname or ``/data`` (use ``DIR/pods/<pod>/data``); sshd runs below a child subreaper
+   (``localcluster.podinit``) and the pod's processes are that init's descendants;
 3. reports ``Running``, ``Ready=True`` and ``podIP`` once sshd answers with its banner, or
    ``Failed`` if sshd exits on its own;
 4. on deletion (``deletionTimestamp``) sends SIGTERM to every process of the pod but its init,
@@ -29,6 +29,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 from datetime import datetime, timezone
 
 from . import pods, procs, sshd
@@ -124,7 +125,7 @@ class PodRuntime:
                             "--", "/bin/sh", "-c", _INIT_SCRIPT, "pod-init", self.name[:63], str(data),
                             str(config), sshd.SSHD]
         else:
-            cmd = pdeath + [sshd.SSHD, "-D", "-e", "-f", str(config)]
+            cmd = pdeath + [sys.executable, "-m", "localcluster.podinit", sshd.SSHD, "-D", "-e", "-f", str(config)]
         try:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
                                          start_new_session=True, close_fds=True)
@@ -152,9 +153,11 @@ class PodRuntime:
             return []
         if self.ns is not None:
             found = procs.in_namespace(self.ns)
-        else:
-            found = procs.descendants(self.init_pid) + [self.init_pid]
-        return [p for p in found if include_init or p != self.init_pid]
+            return [p for p in found if include_init or p != self.init_pid]
+        # without namespaces, init is podinit and sshd is its first child: both count as "init"
+        found = procs.descendants(self.init_pid)
+        sshd_pid = procs.first_child(self.init_pid)
+        return [p for p in found if include_init or p != sshd_pid] + ([self.init_pid] if include_init else [])
 
     async def _serve(self) -> None:
         k = self.kubelet
