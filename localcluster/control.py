@@ -49,6 +49,9 @@ def running_state(paths: StatePaths) -> dict | None:
     if state is None:
         return None
     if not _alive(int(state.get("pid", 0))):
+        child = _CHILDREN.pop(int(state.get("pid", 0)), None)
+        if child is not None:
+            child.wait()
         for f in (paths.state, paths.kubeconfig):
             try:
                 f.unlink()

@@ -159,9 +159,7 @@ def test_too_old_resource_version_is_410_then_relist_works(api, lc, ns):
 
 def test_410_arrives_as_an_error_event_with_a_status_object(lc, ns):
     lc.compact_history()
-    lc.client  # raw HTTP, to see the wire format
-    raw = lc.client.request  # noqa: F841
-    import http.client, ssl
+    import http.client, ssl  # raw HTTP, to see the wire format
     ctx = ssl.create_default_context(cafile=lc.state["ca"])
     host, port = lc.api_url.split("//")[1].split(":")
     conn = http.client.HTTPSConnection(host, int(port), context=ctx, timeout=10)
@@ -344,3 +342,17 @@ def test_informer_follows_the_pods_and_relists_after_410(lc, api, ns):
         stopper.join(10)
         assert not stopper.is_alive()
         api.delete_namespaced_pod("elsewhere", ns + "-x", grace_period_seconds=0)
+
+
+def test_send_initial_events_ends_with_a_marked_bookmark(lc, api, ns):
+    make(api, ns, "a")
+    import http.client, ssl
+    ctx = ssl.create_default_context(cafile=lc.state["ca"])
+    host, port = lc.api_url.split("//")[1].split(":")
+    conn = http.client.HTTPSConnection(host, int(port), context=ctx, timeout=10)
+    conn.request("GET", f"/api/v1/namespaces/{ns}/pods?watch=true&sendInitialEvents=true&allowWatchBookmarks=true"
+                 "&resourceVersionMatch=NotOlderThan&timeoutSeconds=1", headers={"Authorization": f"Bearer {lc.token}"})
+    events = [json.loads(line) for line in conn.getresponse().read().decode().splitlines()]
+    conn.close()
+    assert [e["type"] for e in events[:2]] == ["ADDED", "BOOKMARK"]
+    assert events[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}

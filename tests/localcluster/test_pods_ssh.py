@@ -102,3 +102,17 @@ def _exists(pid):
             return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
     except (OSError, IndexError):
         return False
+
+
+def test_pods_die_with_the_cluster_process(tmp_path):
+    import signal
+    from localcluster.testing import running_cluster
+
+    with running_cluster(tmp_path / "c", workers=1) as lc:
+        pids = _pods_processes(lc, "worker-0")
+        assert pids
+        os.kill(lc.state["pid"], signal.SIGKILL)  # no chance to clean up
+        deadline = time.monotonic() + 10
+        while [p for p in pids if _exists(p)]:
+            assert time.monotonic() < deadline, "pod processes outlived the cluster process"
+            time.sleep(0.05)
