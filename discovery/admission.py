@@ -74,7 +74,7 @@ class Admission:
         return st
 
     def forget(self, live_uids: set[str]) -> None:
-        """Drop state (and cancel work) for uids that are no longer candidate hosts' pods."""
+        """Drop state (and cancel work) for uids whose pods no longer exist."""
         for uid in [u for u in self._state if u not in live_uids]:
             del self._state[uid]
             task = self._tasks.pop(uid, None)

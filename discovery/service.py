@@ -139,7 +139,8 @@ class DiscoveryService:
         result = self._builder.result(pods)
         state = None
         if self.admission is not None:
-            self.admission.forget({h.uid for h in result.hosts})
+            # forget an incarnation only when its pod is gone: a readiness flap keeps the uid
+            self.admission.forget({(p.get("metadata") or {}).get("uid") for p in pods})
             state = self.admission.state
         old = self.table
         table = make_table(old.generation + 1, result, len(pods), state)

@@ -113,6 +113,8 @@ class Daemon:
                 self.proc.kill()
                 self.proc.wait()
         self._reader.join(5)
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
         return self.proc.returncode
 
 
