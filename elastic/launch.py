@@ -11,8 +11,10 @@
    for ``discover-hosts`` and, with an identity, ssh-bootstrap's pinning ``ssh`` wrapper first
    on its PATH (``elastic.ssh_config.horovodrun_env``: checks the job's pinned host keys, keeps
    them out of ``~/.ssh/known_hosts``); SIGINT/SIGTERM to the launcher are forwarded to it;
-4. at the end (always): the host recorder and a daemon we started are stopped, the timeline
-   is printed to stderr (and written as JSON to ``config.timeline_file`` if given).
+4. at the end (always): the host recorder is stopped; the job's processes left on the hosts
+   it saw are stopped (``elastic.run_reap``: workers carry ``ELASTIC_RUN_ID``; horovodrun
+   stopped by a signal leaves them running otherwise; hosts still served are checked); a daemon we started is stopped; the
+   timeline is printed to stderr (and written as JSON to ``config.timeline_file`` if given).
 
 The exit code is horovodrun's (128+N when it died of signal N). Errors before horovodrun
 starts raise ``ElasticError`` subclasses; the CLI turns them into one line.
@@ -28,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -36,6 +39,7 @@ from . import timeline
 from .errors import LaunchError, SSHError, SyncError
 from .run_command import HorovodrunOptions, build_horovodrun_command, horovodrun_environment
 from .run_daemon import DaemonSpec, ManagedDaemon, fetch_hosts, probe
+from .run_reap import RUN_ID_ENV, reap_hosts
 from .run_prepare import parse_dataset, prepare_argv, ssh_dir_lock
 from .run_tools import tool
 from .run_watch import HostRecorder
@@ -111,6 +115,7 @@ def exit_code(returncode: int) -> int:
 def run(config: LaunchConfig) -> int:
     """Run the job; see the module docstring. Blocks; returns horovodrun's exit code."""
     start = time.time()
+    run_id = uuid.uuid4().hex
     workdir = Path(tempfile.mkdtemp(prefix="elastic-run-"))
     ssh_dir = Path(config.ssh_dir) if config.ssh_dir else workdir / "ssh"
     ssh_dir.mkdir(parents=True, exist_ok=True)
@@ -156,6 +161,7 @@ def run(config: LaunchConfig) -> int:
         argv = build_horovodrun_command(opts, config.command)
         env = horovodrun_environment(opts, os.environ)
         env["DISCOVERY_URL"] = url
+        env[RUN_ID_ENV] = run_id
         env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
         if opts.ssh_identity_file:
             env["PATH"] = f"{BootstrapDir(ssh_dir).bin_dir}{os.pathsep}{env['PATH']}"
@@ -179,11 +185,31 @@ def run(config: LaunchConfig) -> int:
     finally:
         if recorder is not None:
             recorder.stop()
+            _reap(config, ssh_dir, recorder, run_id)
         if daemon is not None:
             daemon.stop()
         if returncode is not None:
             _report(config, start, time.time(), recorder, exit_code(returncode))
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _reap(config: LaunchConfig, ssh_dir: Path, recorder: HostRecorder, run_id: str) -> None:
+    snapshots = recorder.snapshots()
+    # hosts still served; a pod that left the set took its processes with it
+    hosts = _host_names(snapshots[-1][1]) if snapshots else []
+    opts = config.horovodrun
+    wrapper = BootstrapDir(ssh_dir).ssh_wrapper
+    if opts.ssh_identity_file and wrapper.exists():
+        ssh = [str(wrapper), "-o", "BatchMode=yes"]
+    else:
+        ssh = ["ssh", "-o", "BatchMode=yes"]
+        if opts.ssh_port is not None:
+            ssh += ["-p", str(opts.ssh_port)]
+        if opts.ssh_identity_file:
+            ssh += ["-i", opts.ssh_identity_file]
+    failed = reap_hosts(hosts, ssh, run_id)
+    if failed:
+        log.warning("could not check for leftover training processes on %s", ", ".join(failed))
 
 
 def _quote(arg: str) -> str:
