@@ -140,7 +140,8 @@ class Job:
                                      stdin=subprocess.DEVNULL)
 
     def output(self) -> str:
-        self._out.flush()
+        if not self._out.closed:
+            self._out.flush()
         return self.log.read_text(errors="replace")
 
     def wait_for(self, predicate, what: str, timeout: float = 180.0) -> None:
