@@ -160,6 +160,7 @@ class PodWatcher:
         left at the last version seen, so the outer loop resumes the watch from there.
         """
         if self._rv is None:
+            started = self._clock()
             pods, rv = self._api.list()
             if self._stop.is_set():
                 return
@@ -172,7 +173,8 @@ class PodWatcher:
                                        resource_version=rv, last_event_at=self._clock(),
                                        lists=s.lists + 1, relists=s.relists + (1 if s.lists else 0))
             log.info("listed", extra={"fields": {
-                "pods": len(pods), "resource_version": rv, "added": len(diff.added),
+                "pods": len(pods), "resource_version": rv, "seconds": round(self._clock() - started, 3),
+                "added": len(diff.added),
                 "deleted": len(diff.deleted), "modified": len(diff.modified)}})
             self._on_change()
         while not self._stop.is_set():

@@ -1,0 +1,54 @@
+"""The watch component: backoff rule, and a real watch that stops on request."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from discovery.cache import PodCache
+from discovery.errors import ConfigError
+from discovery.kube import PodAPI, PodQuery, load_api_client
+from discovery.watch import PodWatcher, backoff_delay
+from tests.discovery.conftest import SELECTOR, fake_pod
+
+
+@pytest.mark.parametrize("attempt,rand,expected", [(0, 0.0, 0.1), (0, 1.0, 0.2), (3, 0.0, 0.8),
+                                                   (10, 0.999999, 5.0), (10**6, 0.0, 2.5)])
+def test_backoff_doubles_with_jitter_up_to_the_cap(attempt: int, rand: float, expected: float) -> None:
+    assert backoff_delay(attempt, 0.2, 5.0, lambda: rand) == pytest.approx(expected, rel=1e-5)
+
+
+def test_constructor_checks_arguments_and_starts_nothing() -> None:
+    before = threading.active_count()
+    with pytest.raises(ValueError, match="backoff_base"):
+        PodWatcher(None, PodCache(), backoff_base=0)  # type: ignore[arg-type]
+    w = PodWatcher(None, PodCache())  # type: ignore[arg-type]
+    assert threading.active_count() == before and not w.alive
+
+
+def test_missing_kubeconfig_is_a_config_error(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_api_client(str(tmp_path / "nope"))
+
+
+def test_watch_follows_the_api_and_stop_interrupts_a_blocking_read(cluster) -> None:  # type: ignore[no-untyped-def]
+    cache = PodCache()
+    changed = threading.Condition()
+
+    def on_change() -> None:
+        with changed:
+            changed.notify_all()
+
+    api = PodAPI(load_api_client(str(cluster.kubeconfig)), PodQuery("default", SELECTOR))
+    w = PodWatcher(api, cache, on_change=on_change, watch_timeout=300)
+    w.start()
+    try:
+        with changed:
+            assert changed.wait_for(lambda: w.status.synced, 30)
+        fake_pod(cluster, "w-1", "10.9.0.1")
+        with changed:
+            assert changed.wait_for(lambda: len(cache) == 1 and cache.snapshot()[1][0]["status"].get("podIP"), 30)
+        assert w.status.connected and w.status.lists == 1 and w.status.events >= 1
+    finally:
+        w.stop(timeout=10)  # the open watch would otherwise block for 300 s
+    assert not w.alive
