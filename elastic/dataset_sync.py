@@ -10,13 +10,16 @@ is touched; failures of single hosts never raise -- they are in the report, the 
 carry on.  Per host, with at most ``jobs`` hosts at once, retried with backoff
 (``sync_retry``) unless the failure cannot heal (host key refused, DEST not managed by us):
 
-1. open a shared SSH connection and probe the host (``sync_remote.probe_script``): current
-   version, rsync present, DEST state.  When the current version's manifest has SRC's digest,
-   the current copy is verified in place (``verify_script``) and, if it holds, nothing is
-   copied (``unchanged``); a copy that fails this check is copied again with ``--checksum``;
-2. copy SRC into the staging directory: rsync with ``--link-dest`` to the current version,
+1. probe the host over one plain SSH connection (``sync_remote.probe_script``): DEST state,
+   current version, rsync present.  When the current version's manifest has SRC's digest the
+   probe also checks that copy in place -- ``verify_unchanged="quick"``: every path, size and
+   mtime (the content was checksummed when that version was made), ``"checksum"``: SHA-256 of
+   everything -- and if it holds nothing is copied (``unchanged``); a copy that fails the check
+   is copied again with ``rsync --checksum``;
+2. open a shared SSH connection (ControlMaster) for the remaining steps;
+3. copy SRC into the staging directory: rsync with ``--link-dest`` to the current version,
    or the SFTP fallback when the host has no rsync (``transport="auto"``) or when forced;
-3. verify and commit in one step on the host: the sorted ``sha256sum`` listing of staging must
+4. verify and commit in one step on the host: the sorted ``sha256sum`` listing of staging must
    hash to the manifest's ``listing_digest``; then write the manifest, rename staging to a new
    version and swap the DEST symlink.  A difference fails the attempt with the list of
    differences (the next attempt uses ``rsync --checksum``).
@@ -36,12 +39,12 @@ from dataclasses import asdict, dataclass, field
 
 from elastic.errors import ConfigError, SSHError, SyncError
 from elastic.hostlist import Host
-from elastic.manifest import Manifest, build_manifest, compare, listing_digest, parse_listing
+from elastic.manifest import Manifest, build_manifest, compare, listing_digest, parse_listing, quick_digest
 from elastic.ssh_exec import HostKeyUnverified, SSHClient
 from elastic.sync_cancel import CancelToken
 from elastic.sync_progress import ProgressBoard
 from elastic.sync_remote import (DestRefused, Layout, listing_script, new_version_name, parse_probe,
-                                 probe_script, seed_staging_script, verify_commit_script, verify_script)
+                                 probe_script, seed_staging_script, verify_commit_script)
 from elastic.sync_retry import RetryPolicy, retry_call
 from elastic.sync_rsync import Interrupted, RsyncProgress, rsync_argv, run_rsync
 from elastic.sync_safety import DEFAULT_ALLOWED_ROOTS, check_dest, check_source
@@ -68,6 +71,7 @@ class SyncOptions:
     bwlimit_kbps: int | None = None
     connect_timeout: int = 10
     command_timeout: float = 600.0
+    verify_unchanged: str = "quick"
 
     def __post_init__(self) -> None:
         if self.jobs < 1:
@@ -77,6 +81,8 @@ class SyncOptions:
         if not self.remote_rsync or self.remote_rsync.startswith("-") or any(
                 c.isspace() or c in "'\"`$;&|<>()\\" for c in self.remote_rsync):
             raise ConfigError(f"bad remote rsync command {self.remote_rsync!r}")
+        if self.verify_unchanged not in ("quick", "checksum"):
+            raise ConfigError(f"--verify-unchanged must be quick or checksum, got {self.verify_unchanged!r}")
         if self.bwlimit_kbps is not None and self.bwlimit_kbps < 1:
             raise ConfigError(f"--bwlimit must be >= 1 KiB/s, got {self.bwlimit_kbps}")
 
@@ -155,6 +161,7 @@ class _HostSync:
         self.options, self.client, self.board, self.cancel = options, client, board, cancel
         self.checksum = False
         self.expected = listing_digest(manifest)
+        self.quick = quick_digest(manifest)
         self.last = _Attempt()
 
     def _check(self) -> None:
@@ -174,28 +181,25 @@ class _HostSync:
     def attempt(self, number: int) -> _Attempt:
         self.last = result = _Attempt()
         self.board.update(self.host, phase="connecting", bytes_sent=0, files_sent=0, checked=0)
-        self._check()
-        t0 = time.monotonic()
+        # One plain connection answers the common case (the host already has this dataset);
+        # a shared connection is opened only when there is something to copy.
+        check = "checksum" if self.checksum or self.options.verify_unchanged == "checksum" else "quick"
+        probe = parse_probe(self._run(probe_script(self.layout, self.options.remote_rsync, self.manifest.digest, check,
+                                                   self.expected if check == "checksum" else self.quick),
+                                      "probe").decode())
+        use_rsync = self.options.transport == "rsync" or (self.options.transport == "auto" and probe.has_rsync)
+        if self.options.transport == "rsync" and not probe.has_rsync:
+            raise DestRefused(f"{self.host}: no {self.options.remote_rsync} on the host (use --transport auto or sftp)")
+        result.method = "rsync" if use_rsync else "sftp"
+        if probe.unchanged:
+            result.unchanged, result.version = True, probe.current
+            self.board.update(self.host, checked=len(self.manifest.files), total=len(self.manifest.files))
+            return result
+        if probe.current and probe.current_digest == self.manifest.digest:
+            log.warning("%s: the current copy differs from its manifest; copying again", self.host)
+            self.checksum = True
         self.client.open_master(self.host, timeout=self.options.connect_timeout + 30)
-        log.debug("%s: connect took %.3fs", self.host, time.monotonic() - t0)
         try:
-            probe = parse_probe(self._run(probe_script(self.layout, self.options.remote_rsync), "probe").decode())
-            use_rsync = self.options.transport == "rsync" or (self.options.transport == "auto" and probe.has_rsync)
-            if self.options.transport == "rsync" and not probe.has_rsync:
-                raise DestRefused(f"{self.host}: no {self.options.remote_rsync} on the host (use --transport auto or sftp)")
-            result.method = "rsync" if use_rsync else "sftp"
-            if probe.current and probe.current_digest == self.manifest.digest and not self.checksum:
-                # The host claims this very dataset: check it in place; nothing to copy if it holds.
-                self.board.update(self.host, phase="verifying")
-                current_dir = self.layout.version_dir(probe.current)
-                out = self._run(verify_script(current_dir, self.expected), "verification").decode()
-                if "verify=ok" in out:
-                    result.unchanged = True
-                    result.version = probe.current
-                    self.board.update(self.host, checked=len(self.manifest.files), total=len(self.manifest.files))
-                    return result
-                log.warning("%s: the current copy differs from its manifest; copying again", self.host)
-                self.checksum = True
             self.board.update(self.host, phase="copying")
             if use_rsync:
                 self._copy_rsync(probe.current, result)

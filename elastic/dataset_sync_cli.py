@@ -2,7 +2,7 @@
 
     dataset-sync SRC DEST [--hosts h1,h2 | --hosts-file F | --host H] [--ssh-config FILE] [--jobs N]
                  [--allowed-root DIR]... [--transport auto|rsync|sftp] [--retries N] [--retry-delay S]
-                 [--bwlimit KBPS] [--report FILE]
+                 [--verify-unchanged quick|checksum] [--bwlimit KBPS] [--report FILE]
 
 Without a host flag the hosts are those ``discover-hosts`` prints.  Progress goes to stderr
 (one refreshing line on a terminal, plain lines otherwise), the per-host table to stdout;
@@ -13,7 +13,7 @@ DEST keeps its previous copy everywhere).
 
 Environment: ELASTIC_SSH_CONFIG (--ssh-config), ELASTIC_SYNC_JOBS, ELASTIC_SYNC_ALLOWED_ROOTS
 (colon-separated), ELASTIC_SYNC_TRANSPORT, ELASTIC_REMOTE_RSYNC, ELASTIC_SYNC_RETRIES,
-ELASTIC_HOSTS, ELASTIC_HOSTS_FILE, DISCOVER_HOSTS_CMD.  Python API: ``elastic.dataset_sync``.
+ELASTIC_SYNC_VERIFY, ELASTIC_HOSTS, ELASTIC_HOSTS_FILE, DISCOVER_HOSTS_CMD.  Python API: ``elastic.dataset_sync``.
 """
 
 from __future__ import annotations
@@ -54,6 +54,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--retries", type=int, default=None,
                         help="attempts per host (default 3) [ELASTIC_SYNC_RETRIES]")
     parser.add_argument("--retry-delay", type=float, default=1.0, help="first backoff in seconds, doubling (default 1)")
+    parser.add_argument("--verify-unchanged", default=env_default("ELASTIC_SYNC_VERIFY", "quick"),
+                        choices=("quick", "checksum"),
+                        help="how to check a host that already has this dataset: quick (paths, sizes, mtimes; "
+                             "the content was checksummed when copied) or checksum (default %(default)s) "
+                             "[ELASTIC_SYNC_VERIFY]")
     parser.add_argument("--bwlimit", type=int, default=None, help="rsync bandwidth limit per host, KiB/s")
     parser.add_argument("--connect-timeout", type=int, default=10, help="SSH connect timeout, seconds (default 10)")
     parser.add_argument("--report", help="also write the result as JSON to this file")
@@ -85,7 +90,7 @@ def _options(ns: argparse.Namespace):
                        jobs=ns.jobs if ns.jobs is not None else env_int("ELASTIC_SYNC_JOBS", 8),
                        allowed_roots=roots, transport=ns.transport, remote_rsync=ns.remote_rsync,
                        retry=RetryPolicy(attempts=retries, base=ns.retry_delay), bwlimit_kbps=ns.bwlimit,
-                       connect_timeout=ns.connect_timeout)
+                       connect_timeout=ns.connect_timeout, verify_unchanged=ns.verify_unchanged)
 
 
 def _run(ns: argparse.Namespace) -> int:

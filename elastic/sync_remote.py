@@ -72,13 +72,17 @@ def new_version_name(digest: str, now: float | None = None) -> str:
     return f"v-{stamp}-{digest[:12]}-{secrets.token_hex(3)}"
 
 
-def probe_script(layout: Layout, remote_rsync: str) -> str:
+def probe_script(layout: Layout, remote_rsync: str, manifest_digest: str = "", check: str = "quick",
+                 check_digest: str = "") -> str:
     """Script printing ``key=value`` lines: ``current`` (version name or empty),
-    ``current_digest`` (the digest its manifest file claims), ``rsync``
-    (yes/no), ``staging`` (empty/partial), ``error`` (a refusal) and ``ok=1`` last.
+    ``current_digest`` (the digest its manifest file claims), ``unchanged`` (yes when that is
+    ``manifest_digest`` and the current copy's listing -- ``check`` ``quick``: sizes and
+    mtimes, ``checksum``: SHA-256 -- hashes to ``check_digest``), ``rsync`` (yes/no),
+    ``staging`` (empty/partial), ``error`` (a refusal) and ``ok=1`` last.
     It creates the staging directory."""
     q = shlex.quote
     prefix = f"{layout.state_name}/"
+    pipeline = _quick_pipeline() if check == "quick" else _listing_pipeline()
     return f"""
 dest={q(layout.dest)}; state={q(layout.state)}
 if [ -L "$state" ] || {{ [ -e "$state" ] && [ ! -d "$state" ]; }}; then echo "error=$state is not a directory"; exit 0; fi
@@ -90,6 +94,10 @@ if [ -L "$dest" ]; then
         echo "current=$cur"
         digest=$(sed -n 's/^ *"digest": *"\\([0-9a-f]*\\)",*$/\\1/p' "$state/$cur/{MANIFEST_NAME}" 2>/dev/null | head -n 1)
         echo "current_digest=$digest"
+        if [ -n {q(manifest_digest)} ] && [ "$digest" = {q(manifest_digest)} ]; then
+          got=$(cd -- "$state/$cur" && {pipeline} | sha256sum | cut -c1-64)
+          if [ "$got" = {q(check_digest)} ]; then echo unchanged=yes; else echo unchanged=no; fi
+        fi
       else echo current=; fi ;;
     *) echo "error=$dest is a symlink not managed by dataset-sync (-> $target)"; exit 0 ;;
   esac
@@ -116,6 +124,7 @@ class Probe:
     has_rsync: bool
     staging_partial: bool
     current_digest: str = ""
+    unchanged: bool = False
 
 
 class DestRefused(SyncError):
@@ -134,7 +143,7 @@ def parse_probe(output: str) -> Probe:
     if values.get("ok") != "1":
         raise SyncError(f"unexpected answer from the host: {output.strip()[:200]!r}")
     return Probe(values.get("current", ""), values.get("rsync") == "yes", values.get("staging") == "partial",
-                 values.get("current_digest", ""))
+                 values.get("current_digest", ""), values.get("unchanged") == "yes")
 
 
 def _listing_pipeline() -> str:
@@ -143,6 +152,17 @@ def _listing_pipeline() -> str:
         "{ find . -mindepth 1 -type d -printf 'D %P\\0';"
         " find . -type l -printf 'L %P\\001%l\\0';"
         f" find . -type f ! -path ./{MANIFEST_NAME} -printf '%P\\0' | LC_ALL=C xargs -0r sha256sum -z -- | sed -z 's/^/F /';"
+        " } | LC_ALL=C sort -z"
+    )
+
+
+def _quick_pipeline() -> str:
+    """Commands (run inside the directory) printing the sorted ``manifest.quick_records``."""
+    return (
+        "{ find . -mindepth 1 -type d -printf 'D %P\\0';"
+        " find . -type l -printf 'L %P\\001%l\\0';"
+        f" find . -type f ! -path ./{MANIFEST_NAME} -printf 'Q %s %T@ %P\\0'"
+        " | sed -z 's/^\\(Q [0-9]* [0-9]*\\)\\.[0-9]* /\\1 /';"
         " } | LC_ALL=C sort -z"
     )
 

@@ -206,7 +206,7 @@ def test_progress_rendering():
 
 def test_host_scripts_publish_a_verified_version_by_renaming(tmp_path):
     """The probe/verify/commit scripts, run by a local shell on a local 'host' directory."""
-    from elastic.manifest import listing_digest
+    from elastic.manifest import listing_digest, quick_digest
     from elastic.sync_remote import probe_script, verify_commit_script, verify_script
 
     src = _tree(tmp_path / "src")
@@ -224,8 +224,19 @@ def test_host_scripts_publish_a_verified_version_by_renaming(tmp_path):
     assert os.readlink(dest) == ".ds.dataset-sync/v-1" and (dest / "a" / "one").read_bytes() == b"1" * 10
     assert Manifest.from_json((dest / MANIFEST_NAME).read_text()) == m
     probe = parse_probe(sh(probe_script(layout, "/no/rsync")))
-    assert (probe.current, probe.current_digest, probe.has_rsync) == ("v-1", m.digest, False)
+    assert (probe.current, probe.current_digest, probe.has_rsync, probe.unchanged) == ("v-1", m.digest, False, False)
     assert sh(verify_script(str(dest) + "/", listing_digest(m))).strip() == "verify=ok"
+
+    # The probe recognises an unchanged copy: quick (sizes, mtimes) or by checksum.
+    assert parse_probe(sh(probe_script(layout, "rsync", m.digest, "quick", quick_digest(m)))).unchanged
+    assert parse_probe(sh(probe_script(layout, "rsync", m.digest, "checksum", listing_digest(m)))).unchanged
+    (dest / "top").write_bytes(b"TOP")  # same size and (second-resolution) mtime, different bytes
+    os.utime(dest / "top", ns=(m.files["top"].mtime_ns, m.files["top"].mtime_ns))
+    assert parse_probe(sh(probe_script(layout, "rsync", m.digest, "quick", quick_digest(m)))).unchanged
+    assert not parse_probe(sh(probe_script(layout, "rsync", m.digest, "checksum", listing_digest(m)))).unchanged
+    (dest / "top").write_bytes(b"top, longer")
+    assert not parse_probe(sh(probe_script(layout, "rsync", m.digest, "quick", quick_digest(m)))).unchanged
+    (dest / "top").write_bytes(b"top")
 
     # A staging copy that differs is not published; DEST keeps v-1.
     subprocess.run(["cp", "-a", f"{src}/.", layout.staging], check=True)
