@@ -37,11 +37,13 @@ def _env_int(name: str, default: int | None) -> int | None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--state-dir", default=os.environ.get("LOCAL_CLUSTER_STATE_DIR") or str(default_state_dir()),
-                        help="state directory (env LOCAL_CLUSTER_STATE_DIR; default %(default)s)")
-    p = argparse.ArgumentParser(prog="local-cluster", description=__doc__.split("\n\n")[0].strip("`: "),
-                                parents=[common])
+    default_dir = os.environ.get("LOCAL_CLUSTER_STATE_DIR") or str(default_state_dir())
+    helptext = f"state directory (env LOCAL_CLUSTER_STATE_DIR; default {default_dir})"
+    p = argparse.ArgumentParser(prog="local-cluster", description="A loopback Kubernetes pod API whose pods "
+                                "are sshd hosts on this machine.")
+    p.add_argument("--state-dir", default=default_dir, help=helptext)
+    common = argparse.ArgumentParser(add_help=False)  # --state-dir also after the command
+    common.add_argument("--state-dir", default=argparse.SUPPRESS, help=helptext)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def pod_opts(sp):
