@@ -15,8 +15,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-
-import torch
+from typing import Any
 
 from training.errors import DatasetError
 
@@ -32,8 +31,8 @@ FILES = {
 class Split:
     """One MNIST split: ``images`` uint8 (N, H, W), ``labels`` int64 (N,)."""
 
-    images: torch.Tensor
-    labels: torch.Tensor
+    images: Any  # torch.Tensor (torch is imported only once the files have been checked)
+    labels: Any
 
     def __len__(self) -> int:
         return int(self.labels.shape[0])
@@ -87,10 +86,12 @@ def split_from_idx(images_idx: bytes, labels_idx: bytes, images_name: str,
             f"{images_name} has {idims[0]} images but {labels_name} has {ldims[0]} labels")
     if idims[0] == 0:
         raise DatasetError(f"{images_name}: no images")
+    if max(lpayload) > 9:
+        raise DatasetError(f"{labels_name}: label {max(lpayload)} is not a digit 0-9")
+    import torch
+
     images = torch.frombuffer(bytearray(ipayload), dtype=torch.uint8).reshape(idims)
     labels = torch.frombuffer(bytearray(lpayload), dtype=torch.uint8).to(torch.int64)
-    if int(labels.max()) > 9:
-        raise DatasetError(f"{labels_name}: label {int(labels.max())} is not a digit 0-9")
     return Split(images=images, labels=labels)
 
 

@@ -10,10 +10,6 @@ from __future__ import annotations
 
 import sys
 
-import torch
-import torch.nn.functional as F
-from torch import nn
-
 from training import options
 from training.cli import guarded
 
@@ -23,39 +19,22 @@ DEFAULTS = options.Defaults(
     warmup_epochs=0.0, lr_milestones="", synthetic_size=6000)
 
 
-class Net(nn.Module):
-    """The convolutional network of Horovod's MNIST example (logits out)."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 10, kernel_size=5)
-        self.conv2 = nn.Conv2d(10, 20, kernel_size=5)
-        self.conv2_drop = nn.Dropout2d()
-        self.fc1 = nn.Linear(320, 50)
-        self.fc2 = nn.Linear(50, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.relu(F.max_pool2d(self.conv1(x), 2))
-        x = F.relu(F.max_pool2d(self.conv2_drop(self.conv2(x)), 2))
-        x = x.flatten(1)
-        x = F.dropout(F.relu(self.fc1(x)), training=self.training)
-        return self.fc2(x)
-
-
 def make_task(args):
     """The MNIST ``Task``: datasets (checked now) and the model factory."""
-    from training.datasets import MnistDataset, SyntheticDataset
-    from training.loop import Task
-
     if args.data_dir:
         from training.idx import load_mnist
 
-        splits = load_mnist(args.data_dir)
+        splits = load_mnist(args.data_dir)  # checked before torch and Horovod are imported
+    from training.datasets import MnistDataset, SyntheticDataset
+    from training.loop import Task
+    from training.models import MnistNet
+
+    if args.data_dir:
         train, val = MnistDataset(splits["train"]), MnistDataset(splits["test"])
     else:
         train = SyntheticDataset(args.synthetic_size, (1, 28, 28), 10, seed=args.seed)
         val = SyntheticDataset(max(1, args.synthetic_size // 6), (1, 28, 28), 10, seed=args.seed + 1)
-    return Task(name="mnist", train_set=train, val_set=val, build_model=Net)
+    return Task(name="mnist", train_set=train, val_set=val, build_model=MnistNet)
 
 
 def main(argv: list[str] | None = None) -> int:

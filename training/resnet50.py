@@ -24,23 +24,19 @@ DEFAULTS = options.Defaults(
     num_classes=1000)
 
 
-def build_model(num_classes: int):
-    """torchvision's ResNet-50, randomly initialised, with ``num_classes`` outputs."""
-    from torchvision.models import resnet50
-
-    return resnet50(weights=None, num_classes=num_classes)
-
-
 def make_task(args):
     """The ResNet-50 ``Task``: datasets (scanned now) and the model factory."""
-    from training.datasets import ImageListDataset, SyntheticDataset, image_transforms
-    from training.loop import Task
-
-    shape = (3, args.image_size, args.image_size)
+    found = None
     if args.data_dir:
         from training.imagefolder import scan
 
-        found = scan(args.data_dir)
+        found = scan(args.data_dir)  # checked before torch and Horovod are imported
+    from training.datasets import ImageListDataset, SyntheticDataset, image_transforms
+    from training.loop import Task
+    from training.models import resnet50
+
+    shape = (3, args.image_size, args.image_size)
+    if found is not None:
         train_tf, val_tf = image_transforms(args.image_size)
         train = ImageListDataset(found.train, train_tf)
         val = ImageListDataset(found.val, val_tf) if found.val else None
@@ -50,7 +46,7 @@ def make_task(args):
         train = SyntheticDataset(args.synthetic_size, shape, classes, seed=args.seed)
         val = SyntheticDataset(max(1, args.synthetic_size // 10), shape, classes, seed=args.seed + 1)
     return Task(name="resnet50", train_set=train, val_set=val,
-                build_model=partial(build_model, classes), channels_last=True)
+                build_model=partial(resnet50, classes), channels_last=True)
 
 
 def main(argv: list[str] | None = None) -> int:

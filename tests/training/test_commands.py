@@ -1,0 +1,111 @@
+"""The commands end to end on this machine: one-line errors for bad datasets, resuming from
+the last checkpoint after a SIGTERM, and ResNet-50 on a tiny tiny-imagenet tree."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from training import checkpoint
+from trainhelp import (HOROVODRUN, Job, check_finished_run, committed_samples, finals,
+                       metrics_lines, run_env, train_args, write_mnist, write_tiny_imagenet)
+
+pytestmark = pytest.mark.timeout(400)
+ROOT = str(Path(__file__).parents[2])
+
+
+def command(module: str, *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", f"training.{module}", *argv], capture_output=True,
+                          text=True, timeout=120, env=run_env(), cwd=ROOT)
+
+
+def assert_one_line_error(r: subprocess.CompletedProcess, *fragments: str) -> None:
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+def test_missing_mnist_file_is_one_line(tmp_path):
+    write_mnist(tmp_path, train=10, test=10)
+    (tmp_path / "t10k-images-idx3-ubyte").unlink()
+    r = command("mnist", "--data-dir", str(tmp_path), "--epochs", "1")
+    assert_one_line_error(r, "t10k-images-idx3-ubyte[.gz] not found in", str(tmp_path))
+    assert command("mnist", "--data-dir", str(tmp_path / "nope")).returncode == 2
+
+
+def test_malformed_tiny_imagenet_is_one_line(tmp_path):
+    root = write_tiny_imagenet(tmp_path / "tiny", classes=2, per_class=1, val_per_class=1)
+    (root / "val" / "val_annotations.txt").unlink()
+    r = command("resnet50", "--data-dir", str(root), "--image-size", "64")
+    assert_one_line_error(r, "val_annotations.txt not found")
+
+
+def test_bad_flag_is_one_line_and_help_exits_zero():
+    assert_one_line_error(command("mnist", "--synthetic", "--epochs", "-1"), "--epochs")
+    r = command("resnet50", "--help")
+    assert r.returncode == 0 and "--image-size" in r.stdout and "--commit-every" in r.stdout
+
+
+def test_sigterm_then_a_new_job_resumes_from_the_checkpoint(tmp_path):
+    data = write_mnist(tmp_path / "mnist", train=200, test=20)
+    hold = tmp_path / "hold"
+    hold.write_text("")
+    ckpt = tmp_path / "ckpt"
+    argv = train_args("mnist", data, tmp_path, 3, "--batch-size", "10", "--commit-every", "2",
+                      "--checkpoint-dir", str(ckpt), "--debug-step-delay", "0.05",
+                      "--debug-hold-file", str(hold))
+    first = Job(argv, tmp_path / "first.log", cwd=ROOT)
+    try:
+        first.wait_for(lambda: len(committed_samples(tmp_path / "trace").get(1, ())) >= 60,
+                       "60 samples committed in epoch 2")
+        first.proc.terminate()
+        assert first.finish(60) == 143, first.output()
+    finally:
+        first.stop()
+    assert "SIGTERM: rank 0 leaves the job (exit 143)" in first.output()
+    (epoch, processed), _ = checkpoint.latest(ckpt)
+    assert epoch == 1 and 60 <= processed < 200
+    assert finals(tmp_path / "trace") == []
+
+    hold.unlink()
+    second = Job(argv, tmp_path / "second.log", cwd=ROOT)
+    try:
+        assert second.finish(180) == 0, second.output()
+    finally:
+        second.stop()
+    assert f"(epoch 2, {processed} samples done)" in second.output()
+    records = check_finished_run(tmp_path, 200, 3, final_world=1)
+    second_records = [r for r in records if r["time"] >= first_records_end(records)]
+    assert [r["epoch"] for r in second_records if r["event"] == "epoch"] == [2, 3]
+    assert checkpoint.latest(ckpt)[0] == (3, 0)
+
+
+def first_records_end(records: list[dict]) -> float:
+    """The time of the first job's last record (its epoch-1 line)."""
+    return min(r["time"] for r in records if r["event"] == "epoch" and r["epoch"] == 1) + 1e-6
+
+
+def test_resnet50_on_tiny_imagenet_with_two_workers(tmp_path):
+    root = write_tiny_imagenet(tmp_path / "tiny", classes=3, per_class=4, val_per_class=2)
+    argv = [HOROVODRUN, "-np", "2", "-H", "localhost:2", "--network-interface", "lo",
+            *train_args("resnet50", root, tmp_path, 2, "--image-size", "64", "--batch-size", "4",
+                        "--val-batch-size", "4", "--commit-every", "1", "--log-every", "1",
+                        "--warmup-epochs", "1", "--fp16-allreduce")]
+    job = Job(argv, tmp_path / "horovodrun.log", cwd=ROOT)
+    try:
+        assert job.finish(300) == 0, job.output()[-4000:]
+    finally:
+        job.stop()
+    records = check_finished_run(tmp_path, 12, 2, final_world=2)
+    epochs = [r for r in records if r["event"] == "epoch"]
+    assert all(r["world_size"] == 2 and r["samples"] == 12 for r in epochs)
+    assert all(0.0 <= r["val_accuracy"] <= 1.0 for r in epochs)
+    progress = [r for r in records if r["event"] == "progress"]
+    assert progress and all(r["samples_per_sec"] > 0 for r in progress)
+    # warm-up: the rate ramps from the base (0.0125) towards 2 x base over the first epoch
+    assert progress[0]["lr"] < epochs[-1]["lr"] == pytest.approx(0.025)
