@@ -72,8 +72,6 @@ class Trainer:
         self.channels_last = self.cuda and task.channels_last
         workers = args.workers if args.workers is not None else (4 if self.cuda else 0)
         self.loader_kwargs = {"num_workers": workers, "pin_memory": self.cuda}
-        if workers:
-            self.loader_kwargs["persistent_workers"] = False
         self.writer = metrics.MetricsWriter(args.metrics_file)
         self.tracer = Tracer(args.trace_dir)
         self.n = len(task.train_set)

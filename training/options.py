@@ -134,7 +134,8 @@ def parse(argv: list[str] | None, d: Defaults) -> argparse.Namespace:
                    default=_env("commit-every", 10, int),
                    help="commit the elastic state every N steps (default %(default)s)")
     p.add_argument("--log-every", type=_non_negative(int), default=_env("log-every", 50, int),
-                   help="a progress metrics line every N steps, 0 = only per epoch (default %(default)s)")
+                   help="a progress metrics line every N steps (written at the next commit), "
+                        "0 = only per epoch (default %(default)s)")
     p.add_argument("--checkpoint-dir", default=_env("checkpoint-dir", None, str),
                    help="rank 0 writes a checkpoint here each epoch; a new job resumes from the newest")
     p.add_argument("--keep-checkpoints", type=_positive(int),
