@@ -8,7 +8,8 @@ to ``local``) or ``local`` -- pods of other nodes are left alone:
    ``data/``, a host key and an ``sshd_config``;
 2. starts ``/usr/sbin/sshd -D`` on ``ip:ssh_port``. With ``isolation="namespaces"`` (root) it runs
    as pid 1 of new pid, mount and UTS namespaces (``unshare``): the hostname is the pod name,
-   ``DIR/pods/<pod>/data`` is bind-mounted on ``/data``, and "every process of the pod" is exactly
+   ``DIR/pods/<pod>/data`` is bind-mounted on ``/data``, ``/etc/hosts`` maps the pod name to
+   its IP (as in Kubernetes), and "every process of the pod" is exactly
    the pid namespace. With ``isolation="none"`` (the non-root fallback) sshd runs directly: no
    own hostname or ``/data`` (use ``DIR/pods/<pod>/data``); sshd runs below a child subreaper
    (``localcluster.podinit``) and the pod's processes are that init's descendants;
@@ -43,7 +44,15 @@ log = logging.getLogger("localcluster.kubelet")
 
 NODE = "local"
 HOST_IP = "127.0.0.1"
-_INIT_SCRIPT = 'set -e; hostname "$1"; mount --bind "$2" /data; exec "$4" -D -e -f "$3"'
+_INIT_SCRIPT = ('set -e; hostname "$1"; mount --bind "$2" /data; mount --bind "$5" /etc/hosts; '
+                'exec "$4" -D -e -f "$3"')
+
+
+def hosts_file(ip: str, hostname: str) -> str:
+    """The pod's /etc/hosts, as the kubelet writes it: localhost plus ``ip hostname``."""
+    return ("# Kubernetes-managed hosts file (localcluster).\n127.0.0.1\tlocalhost\n"
+            "::1\tlocalhost ip6-localhost ip6-loopback\nfe00::0\tip6-localnet\nfe00::1\tip6-allnodes\n"
+            f"fe00::2\tip6-allrouters\n{ip}\t{hostname}\n")
 
 
 def managed(pod: dict) -> bool:
@@ -118,12 +127,14 @@ class PodRuntime:
         sshd.make_host_key(str(key))
         config = self.dir / "sshd_config"
         write_atomic(config, sshd.render_config(self.ip, k.ssh_port, str(key), str(k.paths.authorized_keys)))
+        hosts = self.dir / "hosts"
+        write_atomic(hosts, hosts_file(self.ip, self.name[:63]))
         logf = open(self.dir / "sshd.log", "ab")
         pdeath = ["setpriv", "--pdeathsig", "KILL", "--"]
         if k.isolation == "namespaces":
             cmd = pdeath + ["unshare", "--mount", "--uts", "--pid", "--fork", "--kill-child", "--mount-proc",
                             "--", "/bin/sh", "-c", _INIT_SCRIPT, "pod-init", self.name[:63], str(data),
-                            str(config), sshd.SSHD]
+                            str(config), sshd.SSHD, str(hosts)]
         else:
             cmd = pdeath + [sys.executable, "-m", "localcluster.podinit", sshd.SSHD, "-D", "-e", "-f", str(config)]
         try:
@@ -300,6 +311,8 @@ class Kubelet:
                 self._handle(event.type, event.object)
             except ApiError as exc:
                 log.warning("kubelet: %s", exc)
+            except Exception:  # one bad event must not stop the kubelet
+                log.exception("kubelet: failed to handle a %s event", event.type)
 
     def _handle(self, kind: str, pod: dict) -> None:
         if not managed(pod):

@@ -14,6 +14,8 @@ def test_two_pods_are_separate_ssh_hosts_and_deletion_kills_their_processes(clus
     assert ip_a != ip_b and ip_a.startswith("127.") and ip_a.rsplit(".", 1)[0] == ip_b.rsplit(".", 1)[0]
 
     # reach each by its podIP with the cluster key (pod_ip is what cluster.ssh uses)
+    resolved = cluster.ssh("alpha", "getent hosts $(hostname)")
+    assert resolved.stdout.split() == [ip_a, "alpha"], resolved.stderr  # /etc/hosts as in Kubernetes
     a = cluster.ssh("alpha", "hostname; echo from-alpha > /data/marker; ls /data")
     b = cluster.ssh("beta", "hostname; ls -A /data")
     assert a.returncode == 0, a.stderr
