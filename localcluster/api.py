@@ -362,13 +362,13 @@ class ApiServer:
                         request.transport.abort()
                     return resp
                 event: Event = item
-                if event.resource_version <= start:
-                    continue
-                view = watch_view(event, scope)
-                if view:
-                    await send(*view)
-        except (ConnectionResetError, asyncio.CancelledError):
-            raise
+                if event.resource_version > start:
+                    view = watch_view(event, scope)
+                    if view:
+                        await send(*view)
+                if bookmarks and loop.time() >= next_bookmark:  # also while events keep coming
+                    await send("BOOKMARK", _bookmark(store.resource_version))
+                    next_bookmark = loop.time() + self.bookmark_interval
         finally:
             store.unsubscribe(token)
             self._watches.discard(watch)

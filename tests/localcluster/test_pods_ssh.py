@@ -118,3 +118,20 @@ def test_pods_die_with_the_cluster_process(tmp_path):
         while [p for p in pids if _exists(p)]:
             assert time.monotonic() < deadline, "pod processes outlived the cluster process"
             time.sleep(0.05)
+
+
+def test_a_pod_whose_sshd_dies_is_failed_not_ready(cluster):
+    import signal
+    cluster.create_pod("fragile")
+    cluster.wait_ready("fragile")
+    init = [p for p in _pods_processes(cluster, "fragile") if _cmdline(p).startswith("sshd:") and "[listener]" in _cmdline(p)]
+    assert len(init) == 1
+    os.kill(init[0], signal.SIGKILL)
+    deadline = time.monotonic() + 15
+    while (pod := cluster.client.get_pod("fragile"))["status"]["phase"] != "Failed":
+        assert time.monotonic() < deadline, pod["status"]
+        time.sleep(0.05)
+    conditions = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
+    assert conditions["Ready"] == "False" and "sshd exited" in pod["status"]["message"]
+    cluster.delete_pod("fragile")
+    cluster.wait_gone("fragile")
