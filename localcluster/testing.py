@@ -6,7 +6,8 @@ the ``with`` block stops it and every pod process, also when the block raised. O
 ``history`` (events kept for watches, 1000), ``bookmark_interval`` (seconds, 5.0), ``auth`` (True).
 
 ``ClusterHandle`` attributes: ``kubeconfig``, ``identity``, ``ssh_port``, ``api_url``, ``token``,
-``state_dir``; methods: ``core_v1()``, ``create_pod``, ``delete_pod``, ``wait_ready`` (-> ip),
+``state_dir``, ``state`` (state.json), ``client`` (a ``localcluster.client.Client``: ``get_pod``,
+``list_pods``, ``create_pod``, ``delete_pod``, ``patch_pod``, ``request``); methods: ``core_v1()``, ``create_pod``, ``delete_pod``, ``wait_ready`` (-> ip),
 ``wait_gone``, ``status()``, ``set_ready``, ``pod_data_dir``, ``ssh``, and the faults
 ``restart_api(down_seconds)``, ``drop_watches()``, ``compact_history()``, ``set_latency(seconds)``.
 Waits raise ``ClusterError`` on timeout.
