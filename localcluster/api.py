@@ -22,7 +22,6 @@ import asyncio
 import base64
 import json
 import logging
-from typing import Callable
 
 from aiohttp import web
 
@@ -104,8 +103,7 @@ class _Watch:
 class ApiServer:
     """The loopback pod API. ``start(host, port)`` -> the bound port; ``stop()``; faults."""
 
-    def __init__(self, service: PodService, token: str | None = None, bookmark_interval: float = 5.0,
-                 on_request: Callable[[], None] | None = None) -> None:
+    def __init__(self, service: PodService, token: str | None = None, bookmark_interval: float = 5.0) -> None:
         self.service = service
         self.token = token
         self.bookmark_interval = bookmark_interval
@@ -114,7 +112,6 @@ class ApiServer:
         self.port = 0
         self._runner: web.AppRunner | None = None
         self._watches: set[_Watch] = set()
-        self._on_request = on_request
         self._ssl = None
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -147,7 +144,7 @@ class ApiServer:
         if self._runner is not None:
             await self.stop()
         await asyncio.sleep(max(0.0, down_seconds))
-        for attempt in range(50):
+        for _ in range(50):
             try:
                 await self.start(self.host, self.port)
                 return
@@ -169,8 +166,6 @@ class ApiServer:
     # -- plumbing --------------------------------------------------------------------------
     @web.middleware
     async def _middleware(self, request: web.Request, handler):
-        if self._on_request is not None:
-            self._on_request()
         if self.latency > 0:
             await asyncio.sleep(self.latency)
         try:
@@ -181,6 +176,11 @@ class ApiServer:
             return await handler(request)
         except ApiError as err:
             return _status(err)
+        except web.HTTPException:
+            raise
+        except Exception:  # a bug: answer like Kubernetes does, keep serving
+            log.exception("%s %s failed", request.method, request.path_qs)
+            return _status(ApiError("Internal error occurred: see the cluster's daemon.log"))
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         parts = [p for p in request.path.split("/") if p]

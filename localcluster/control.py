@@ -22,7 +22,7 @@ from pathlib import Path
 
 from . import pods as podrules
 from .client import Client
-from .errors import ApiError, ClusterError, NotFound
+from .errors import ClusterError, NotFound
 from .statefiles import StatePaths
 
 WORKER_LABELS = {"app": "elastic-horovod", "role": "worker"}

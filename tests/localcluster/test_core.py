@@ -1,5 +1,5 @@
 """PodService: create defaults, updates and their limits, graceful deletion."""
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 import pytest
 
