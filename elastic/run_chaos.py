@@ -2,7 +2,7 @@
 job trains, each step waiting until the previous one took effect in the training.
 
     python -m elastic.run_chaos --state-dir DIR --metrics-file FILE [--steps add,delete,add]
-                                [--delete-pod worker-1] [--timeout 900]
+                                [--delete-pod worker-1] [--hold-file F] [--timeout 900]
 
 Steps are ``add`` (``local-cluster add-pod``) and ``delete`` (``local-cluster delete-pod``;
 the pod named by ``--delete-pod``, default the second of the pods the cluster started with).
@@ -13,12 +13,17 @@ The decision is a pure function of rank 0's metrics records (``next_step``):
   size that step should have produced (one slot per pod), i.e. the job has reset and is
   training again -- so a delete lands mid-epoch, with the job running at full size.
 
+With ``--hold-file`` the file exists from the start until the last step has taken effect:
+give the same path to the training's ``--debug-hold-file`` (with ``--debug-step-delay``) and
+the training slows down only while the schedule runs, so a short job cannot end before it.
+
 Prints one line per step on stderr; exits 0 when every step ran, 1 when the timeout passed or
 an action failed (the line says which), 2 on bad input.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -54,10 +59,13 @@ def next_step(steps: tuple[str, ...], progress: Progress, records: list[dict]) -
     running = [r for r in records if "world_size" in r and "time" in r]
     if progress.done == 0:
         return steps[0] if running else None
-    after = [r for r in running if r["time"] > progress.last_time]
-    if after and after[-1]["world_size"] == progress.expected_world:
-        return steps[progress.done]
-    return None
+    return steps[progress.done] if took_effect(progress, records) else None
+
+
+def took_effect(progress: Progress, records: list[dict]) -> bool:
+    """True once a record written after the last step shows the world size it should make."""
+    after = [r for r in records if "world_size" in r and r.get("time", 0) > progress.last_time]
+    return bool(after) and after[-1]["world_size"] == progress.expected_world
 
 
 def after_step(step: str, progress: Progress, records: list[dict], now: float) -> Progress:
@@ -85,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--metrics-file", required=True, help="rank 0's JSON-lines metrics file")
     p.add_argument("--steps", default="add,delete,add", help="comma list of add/delete (default %(default)s)")
     p.add_argument("--delete-pod", default="worker-1", help="the pod a delete step removes (default %(default)s)")
+    p.add_argument("--hold-file", default=None,
+                   help="a file that exists until the last step took effect (the training's --debug-hold-file)")
     p.add_argument("--timeout", type=float, default=900.0, help="give up after this many seconds")
     p.add_argument("--interval", type=float, default=0.5, help="seconds between looks at the metrics")
     args = p.parse_args(argv)
@@ -93,6 +103,19 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.hold_file:
+        open(args.hold_file, "a").close()
+    try:
+        return _run(args, steps)
+    finally:
+        if args.hold_file:
+            try:
+                os.unlink(args.hold_file)
+            except FileNotFoundError:
+                pass
+
+
+def _run(args: argparse.Namespace, steps: tuple[str, ...]) -> int:
     progress, deadline = Progress(), time.monotonic() + args.timeout
     while progress.done < len(steps):
         if time.monotonic() > deadline:
@@ -114,6 +137,13 @@ def main(argv: list[str] | None = None) -> int:
         what = f"deleted {args.delete_pod}" if step == "delete" else f"added a pod {out}".rstrip()
         print(f"chaos: step {progress.done}/{len(steps)}: {what}; expecting world size "
               f"{progress.expected_world}", file=sys.stderr, flush=True)
+    while not took_effect(progress, read_metrics(args.metrics_file)):
+        if time.monotonic() > deadline:
+            print(f"error: chaos: world size {progress.expected_world} not seen after "
+                  f"{args.timeout:.0f}s", file=sys.stderr)
+            return 1
+        time.sleep(args.interval)
+    print(f"chaos: done, the training runs at world size {progress.expected_world}", file=sys.stderr, flush=True)
     return 0
 
 

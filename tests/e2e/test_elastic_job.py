@@ -1,0 +1,88 @@
+"""End to end, what scripts/demo does with a shorter schedule: a local cluster of two pods,
+a generated MNIST-format dataset, elastic-run (its own discovery daemon, dataset-sync,
+horovodrun) and the real elastic MNIST training while a pod is added and one is deleted
+mid-epoch. The job finishes, the world size change shows in its timeline, and the pod that
+joined later got the dataset before it trained."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from localcluster.testing import running_cluster
+
+BIN = Path(sys.executable).parent
+
+
+def env() -> dict:
+    e = dict(os.environ)
+    e["PATH"] = f"{BIN}:{e.get('PATH', '')}"
+    e["PYTHONUNBUFFERED"] = "1"
+    for name in ("DISCOVERY_URL", "DISCOVERY_SELECTOR", "DISCOVERY_PORT", "ELASTIC_DATASET"):
+        e.pop(name, None)
+    return e
+
+
+@pytest.mark.timeout(600)
+def test_elastic_mnist_survives_a_pod_added_and_one_deleted(tmp_path):
+    data = tmp_path / "mnist"
+    gen = subprocess.run([sys.executable, "-m", "elastic.run_mnistgen", str(data), "--train", "1200", "--test", "200"],
+                         capture_output=True, text=True, timeout=120)
+    assert gen.returncode == 0, gen.stderr
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.touch()
+    timeline_file = tmp_path / "timeline.json"
+    chaos_log = tmp_path / "chaos.log"
+    hold = tmp_path / "hold"  # the training steps slowly while the chaos schedule runs
+    with running_cluster(tmp_path / "cluster", workers=2) as c, open(chaos_log, "w") as chaos_out:
+        chaos = subprocess.Popen(
+            [sys.executable, "-m", "elastic.run_chaos", "--state-dir", str(c.state_dir),
+             "--metrics-file", str(metrics), "--steps", "add,delete", "--delete-pod", "worker-1",
+             "--hold-file", str(hold), "--timeout", "400"],
+            stdout=subprocess.DEVNULL, stderr=chaos_out, env=env())
+        try:
+            run = subprocess.run(
+                [str(BIN / "elastic-run"), "--selector", "app=elastic-horovod,role=worker",
+                 "--kubeconfig", str(c.kubeconfig), "--ssh-port", str(c.ssh_port),
+                 "--ssh-identity-file", str(c.identity), "--network-interface", "lo",
+                 "--min-np", "2", "--max-np", "3", "--elastic-timeout", "120",
+                 "--blacklist-cooldown-range", "5", "30",
+                 "--dataset", f"{data}:/data/mnist", "--metrics-file", str(metrics),
+                 "--timeline-file", str(timeline_file), "-x", "OMP_NUM_THREADS=1", "--",
+                 "python", "-m", "training.mnist", "--data-dir", "/data/mnist", "--epochs", "2",
+                 "--batch-size", "16", "--lr", "0.05", "--commit-every", "3", "--log-every", "3",
+                 "--debug-step-delay", "0.5", "--debug-hold-file", str(hold),
+                 "--metrics-file", str(metrics)],
+                capture_output=True, text=True, timeout=480, env=env())
+            try:
+                chaos.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+        finally:
+            if chaos.poll() is None:
+                chaos.kill()
+                chaos.wait()
+        chaos_err = chaos_log.read_text()
+        report = f"elastic-run ({run.returncode}):\n{run.stderr[-4000:]}\nchaos ({chaos.returncode}):\n{chaos_err}"
+        assert run.returncode == 0, report
+        assert chaos.returncode == 0, report
+
+        # the pod added mid-run got the dataset, byte for byte, before it trained
+        joined = c.pod_data_dir("worker-2") / "mnist"
+        for name in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"):
+            assert (joined / name).read_bytes() == (data / name).read_bytes()
+
+    doc = json.loads(timeline_file.read_text())
+    summary = doc["summary"]
+    assert summary["exit_code"] == 0
+    assert summary["epochs"] == 2
+    assert summary["final_accuracy"] is not None
+    # 2 pods, one added (3), one deleted (2): the training saw every change
+    assert summary["world_sizes"][:3] == [2, 3, 2], summary
+    assert summary["resets"] >= 2
+    assert summary["host_changes"] >= 2
+    kinds = [e["kind"] for e in doc["events"]]
+    assert kinds[-1] == "exit"
+    assert "timeline:" in run.stderr and "world sizes 2 -> 3 -> 2" in run.stderr
