@@ -6,6 +6,7 @@
 - pods: ``/api/v1/pods`` and ``/api/v1/namespaces/{ns}/pods[/{name}[/status]]`` with GET (get,
   list, ``watch=true|1``), POST, PUT, PATCH (merge, JSON, strategic), DELETE, deletecollection;
   the legacy ``/api/v1/watch/...`` paths; kubectl's server-side ``Table`` when asked for.
+- ``events``: an always-empty list (kubectl describe asks for it);
 - errors as ``Status`` objects; 401 without the bearer token (when a token is set).
 
 A watch stream starts with ADDED events for the current state when no resourceVersion (or
@@ -45,6 +46,8 @@ API_RESOURCES = {
          "shortNames": ["po"], "categories": ["all"]},
         {"name": "pods/status", "singularName": "", "namespaced": True, "kind": "Pod",
          "verbs": ["get", "patch", "update"]},
+        {"name": "events", "singularName": "event", "namespaced": True, "kind": "Event", "verbs": ["list"],
+         "shortNames": ["ev"]},
     ],
 }
 
@@ -210,6 +213,10 @@ class ApiServer:
             elif rest == ["namespaces"] and method == "GET":
                 return _json({"kind": "NamespaceList", "apiVersion": "v1", "metadata": {},
                               "items": [_namespace("default")]})
+            if rest == ["events"] and method == "GET" and not watch_path and not _flag(request.query.get("watch")):
+                # no events are recorded; an empty list keeps `kubectl describe` and `get events` happy
+                return _json({"kind": "EventList", "apiVersion": "v1", "items": [],
+                              "metadata": {"resourceVersion": str(self.service.store.resource_version)}})
             if rest and rest[0] == "pods" and len(rest) <= 3:
                 name = rest[1] if len(rest) >= 2 else None
                 sub = rest[2] if len(rest) == 3 else None
