@@ -10,6 +10,17 @@ from training.errors import TrainingError
 EXIT_ERROR = 2
 
 
+def one_line(exc: BaseException) -> str:
+    """The message of ``exc`` on one line. An error re-raised by a DataLoader worker carries
+    the worker's traceback in its message; its last line holds the original message."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if len(lines) <= 1:
+        return lines[0] if lines else type(exc).__name__
+    last = lines[-1]
+    prefix = f"{type(exc).__module__}.{type(exc).__name__}: "
+    return last[len(prefix):] if last.startswith(prefix) else last
+
+
 def guarded(body: Callable[[], int]) -> int:
     """Run ``body``; a ``TrainingError`` becomes ``error: <message>`` on stderr and exit 2.
 
@@ -20,7 +31,7 @@ def guarded(body: Callable[[], int]) -> int:
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 0
     except TrainingError as exc:
-        sys.stderr.write(f"error: {exc}\n")
+        sys.stderr.write(f"error: {one_line(exc)}\n")
         sys.stderr.flush()
         return EXIT_ERROR
     except KeyboardInterrupt:

@@ -42,3 +42,14 @@ def test_bad_values_are_config_errors(monkeypatch, argv, env, fragment):
 def test_image_size_minimum():
     with pytest.raises(ConfigError, match="--image-size 32 is below the minimum of 64"):
         options.parse(["--synthetic", "--image-size", "32"], resnet50.DEFAULTS)
+
+
+def test_one_line_keeps_a_plain_message_and_unwraps_a_loader_worker_traceback():
+    from training.cli import one_line
+    from training.errors import DatasetError
+
+    assert one_line(DatasetError("x.jpg: cannot decode image")) == "x.jpg: cannot decode image"
+    wrapped = DatasetError("Caught DatasetError in DataLoader worker process 0.\nOriginal Traceback"
+                           " (most recent call last):\n  File \"a.py\", line 1\n"
+                           "training.errors.DatasetError: x.jpg: cannot decode image\n")
+    assert one_line(wrapped) == "x.jpg: cannot decode image"
