@@ -376,7 +376,7 @@ def run(task: Task, args) -> int:
     hvd.init()
     if torch.cuda.is_available() and not args.no_cuda:
         torch.cuda.set_device(hvd.local_rank())
-    else:
+    elif not os.environ.get("OMP_NUM_THREADS"):  # share the cores among this host's workers
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, hvd.local_size())))
     trainer = Trainer(task, args, hvd, flags)
     state = trainer.build()
