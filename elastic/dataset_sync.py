@@ -39,7 +39,8 @@ from dataclasses import asdict, dataclass, field
 
 from elastic.errors import ConfigError, SSHError, SyncError
 from elastic.hostlist import Host
-from elastic.manifest import Manifest, build_manifest, compare, listing_digest, parse_listing, quick_digest
+from elastic.manifest import (Manifest, build_manifest, cache_path, compare, listing_digest, load_cache, parse_listing,
+                              quick_digest, save_cache)
 from elastic.ssh_exec import HostKeyUnverified, SSHClient
 from elastic.sync_cancel import CancelToken
 from elastic.sync_progress import ProgressBoard
@@ -72,6 +73,8 @@ class SyncOptions:
     connect_timeout: int = 10
     command_timeout: float = 600.0
     verify_unchanged: str = "quick"
+    hash_cache: bool = True
+    cache_dir: str | None = None
 
     def __post_init__(self) -> None:
         if self.jobs < 1:
@@ -256,10 +259,17 @@ class _HostSync:
 
 
 def prepare(src: str, dest: str, options: SyncOptions) -> tuple[str, Layout, Manifest]:
-    """Check SRC and DEST and build the manifest (raises ``ConfigError``; blocks while hashing)."""
+    """Check SRC and DEST and build the manifest (raises ``ConfigError``; blocks while hashing;
+    files unchanged since the last run are not hashed again, see ``manifest.build_manifest``)."""
     dest_norm = check_dest(dest, options.allowed_roots)
     src_real = check_source(src)
-    return src_real, Layout(dest_norm), build_manifest(src_real)
+    if not options.hash_cache:
+        return src_real, Layout(dest_norm), build_manifest(src_real)
+    path = cache_path(src_real, options.cache_dir)
+    cache = load_cache(path, src_real)
+    manifest = build_manifest(src_real, cache)
+    save_cache(path, src_real, cache)
+    return src_real, Layout(dest_norm), manifest
 
 
 def sync_dataset(src: str, dest: str, hosts: list[Host], options: SyncOptions | None = None, *,

@@ -2,7 +2,7 @@
 
     dataset-sync SRC DEST [--hosts h1,h2 | --hosts-file F | --host H] [--ssh-config FILE] [--jobs N]
                  [--allowed-root DIR]... [--transport auto|rsync|sftp] [--retries N] [--retry-delay S]
-                 [--verify-unchanged quick|checksum] [--bwlimit KBPS] [--report FILE]
+                 [--verify-unchanged quick|checksum] [--no-hash-cache] [--bwlimit KBPS] [--report FILE]
 
 Without a host flag the hosts are those ``discover-hosts`` prints.  Progress goes to stderr
 (one refreshing line on a terminal, plain lines otherwise), the per-host table to stdout;
@@ -59,6 +59,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="how to check a host that already has this dataset: quick (paths, sizes, mtimes; "
                              "the content was checksummed when copied) or checksum (default %(default)s) "
                              "[ELASTIC_SYNC_VERIFY]")
+    parser.add_argument("--no-hash-cache", action="store_true",
+                        help="hash every SRC file even if unchanged since the last run (cache: "
+                             "$XDG_CACHE_HOME/elastic-horovod/dataset-sync)")
     parser.add_argument("--bwlimit", type=int, default=None, help="rsync bandwidth limit per host, KiB/s")
     parser.add_argument("--connect-timeout", type=int, default=10, help="SSH connect timeout, seconds (default 10)")
     parser.add_argument("--report", help="also write the result as JSON to this file")
@@ -90,7 +93,8 @@ def _options(ns: argparse.Namespace):
                        jobs=ns.jobs if ns.jobs is not None else env_int("ELASTIC_SYNC_JOBS", 8),
                        allowed_roots=roots, transport=ns.transport, remote_rsync=ns.remote_rsync,
                        retry=RetryPolicy(attempts=retries, base=ns.retry_delay), bwlimit_kbps=ns.bwlimit,
-                       connect_timeout=ns.connect_timeout, verify_unchanged=ns.verify_unchanged)
+                       connect_timeout=ns.connect_timeout, verify_unchanged=ns.verify_unchanged,
+                       hash_cache=not ns.no_hash_cache)
 
 
 def _run(ns: argparse.Namespace) -> int:

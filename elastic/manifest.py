@@ -19,6 +19,7 @@ import os
 import posixpath
 import stat
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from elastic.errors import ConfigError, SyncError
 
@@ -57,7 +58,7 @@ class Manifest:
         """Sum of the sizes of all regular files."""
         return sum(entry.size for entry in self.files.values())
 
-    @property
+    @cached_property
     def digest(self) -> str:
         """SHA-256 over the content-relevant fields (paths, sizes, checksums, link targets, dirs)."""
         canonical = json.dumps(
@@ -124,13 +125,20 @@ def _check_name(rel: str) -> None:
         raise ConfigError(f"SRC contains a name with a control character: {rel!r}")
 
 
-def build_manifest(src: str) -> Manifest:
+HashCache = dict[str, tuple[int, int, int, int, str]]
+"""rel path -> (size, mtime_ns, ctime_ns, inode, sha256): checksums of files seen before."""
+
+
+def build_manifest(src: str, cache: HashCache | None = None) -> Manifest:
     """Walk the directory ``src`` and return its manifest (blocks while hashing every file).
 
+    With ``cache``, a file whose size, mtime, ctime and inode are those recorded is not read
+    again (any write changes its ctime); the cache is updated in place for every file.
     Raises ``UnsafeSymlink`` for a link leaving SRC, ``ConfigError`` for special files or an
     unreadable entry.
     """
     src_real = os.path.realpath(src)
+    seen: HashCache = {}
     files: dict[str, FileEntry] = {}
     links: dict[str, str] = {}
     dirs: list[str] = []
@@ -159,14 +167,53 @@ def build_manifest(src: str) -> Manifest:
                     dirs.append(rel)
                     stack.append(rel)
                 elif stat.S_ISREG(st.st_mode):
-                    with open(entry.path, "rb") as handle:
-                        digest = hashlib.file_digest(handle, "sha256").hexdigest()
+                    key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+                    known = cache.get(rel) if cache is not None else None
+                    if known is not None and tuple(known[:4]) == key:
+                        digest = known[4]
+                    else:
+                        with open(entry.path, "rb") as handle:
+                            digest = hashlib.file_digest(handle, "sha256").hexdigest()
+                    seen[rel] = (*key, digest)
                     files[rel] = FileEntry(st.st_size, digest, stat.S_IMODE(st.st_mode), st.st_mtime_ns)
                 else:
                     raise ConfigError(f"SRC contains {rel}, which is not a regular file, directory or symlink")
             except OSError as exc:
                 raise ConfigError(f"cannot read {entry.path}: {exc.strerror}") from exc
+    if cache is not None:
+        cache.clear()
+        cache.update(seen)
     return Manifest(dict(sorted(files.items())), dict(sorted(links.items())), tuple(sorted(dirs)))
+
+
+def cache_path(src_real: str, cache_dir: str | None = None) -> str:
+    """Where the hash cache of SRC lives (``$XDG_CACHE_HOME/elastic-horovod/dataset-sync``)."""
+    base = cache_dir or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+                                     "elastic-horovod", "dataset-sync")
+    return os.path.join(base, hashlib.sha256(src_real.encode()).hexdigest()[:32] + ".json")
+
+
+def load_cache(path: str, src_real: str) -> HashCache:
+    """Read a hash cache; an unreadable or foreign one is an empty cache (never an error)."""
+    try:
+        with open(path) as handle:
+            doc = json.load(handle)
+        if doc.get("src") != src_real:
+            return {}
+        return {str(k): tuple(v) for k, v in doc["files"].items()}  # type: ignore[misc]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def save_cache(path: str, src_real: str, cache: HashCache) -> None:
+    """Write a hash cache atomically; failures are ignored (the cache is only an optimisation)."""
+    from elastic.atomicfile import write_atomic
+
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        write_atomic(path, json.dumps({"src": src_real, "files": cache}, separators=(",", ":")), 0o600)
+    except OSError:
+        pass
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,11 @@ def cli(name: str, *args: str, timeout: float = 180, env: dict | None = None) ->
                           stdin=subprocess.DEVNULL, env=env)
 
 
+def private_cache(tmp_path: Path, env: dict | None = None) -> dict:
+    """An environment whose XDG_CACHE_HOME (dataset-sync's hash cache) is under ``tmp_path``."""
+    return dict(env if env is not None else os.environ, XDG_CACHE_HOME=str(tmp_path / "xdg-cache"))
+
+
 def wait_for(condition, timeout: float = 30.0, what: str = "condition"):
     """Poll ``condition()`` until it returns a truthy value; fail the test after ``timeout``."""
     deadline = time.monotonic() + timeout

@@ -10,14 +10,14 @@ import subprocess
 
 import pytest
 
-from .conftest import WORKERS, assert_host_has, cli, make_dataset, tool, wait_for
+from .conftest import WORKERS, assert_host_has, cli, make_dataset, private_cache, tool, wait_for
 
 
 def sync(ssh_dir: Path, src: Path, dest: str, *hosts_and_flags: str, timeout: float = 180):
     """Run dataset-sync with the bootstrap's ssh_config; return (process, JSON report or None)."""
     report = src.parent / f"report-{os.urandom(4).hex()}.json"
     proc = cli("dataset-sync", str(src), dest, "--ssh-config", str(ssh_dir / "ssh_config"), "--report", str(report),
-               "--retry-delay", "0.2", *hosts_and_flags, timeout=timeout)
+               "--retry-delay", "0.2", *hosts_and_flags, timeout=timeout, env=private_cache(src.parent))
     return proc, json.loads(report.read_text()) if report.exists() else None
 
 
@@ -79,7 +79,7 @@ def test_interrupted_sync_keeps_the_previous_copy_and_a_rerun_completes(sync_clu
     killed = subprocess.Popen([tool("dataset-sync"), str(src), "/data/interrupt", "--host", host, "--ssh-config",
                                str(ssh_dir / "ssh_config"), "--bwlimit", "2048", "--report", str(report)],
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)
+                              start_new_session=True, env=private_cache(tmp_path))
     staging = sync_cluster.pod_data_dir("worker-0") / ".interrupt.dataset-sync" / "staging"
     try:
         wait_for(lambda: len([p for p in staging.glob("part*.bin") if p.stat().st_size == 2**20]) >= 3,

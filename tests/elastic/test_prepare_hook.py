@@ -7,7 +7,7 @@ import shlex
 import subprocess
 import time
 
-from .conftest import BIN, assert_host_has, cli, make_dataset, tool, wait_for
+from .conftest import BIN, assert_host_has, cli, make_dataset, private_cache, tool, wait_for
 
 
 def served(socket_path) -> list[str]:
@@ -26,7 +26,7 @@ def test_a_pod_that_joins_later_is_served_only_once_its_data_is_there(cluster, t
             f" --ssh-config {ssh_dir}/ssh_config --bwlimit 2048 --host \"$0\"")
     sock = tmp_path / "discovery.sock"
     log = open(tmp_path / "daemon.log", "w")
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    env = private_cache(tmp_path, dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"))
     cluster.create_pod("worker-0")
     first = cluster.wait_ready("worker-0")
     daemon = subprocess.Popen(

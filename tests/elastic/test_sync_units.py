@@ -254,3 +254,26 @@ def test_host_scripts_publish_a_verified_version_by_renaming(tmp_path):
     other = Layout(str(tmp_path / "data" / "ds.partial"))
     with pytest.raises(DestRefused, match="not managed by dataset-sync"):
         parse_probe(sh(probe_script(other, "rsync")))
+
+
+def test_hash_cache_skips_unchanged_files_but_notices_any_write(tmp_path):
+    from elastic.manifest import cache_path, load_cache, save_cache
+
+    src = _tree(tmp_path / "src")
+    cache: dict = {}
+    first = build_manifest(str(src), cache)
+    assert set(cache) == set(first.files)
+    # A stale checksum planted in the cache is believed only while the file's stat is the same...
+    fake = dict(cache)
+    fake["top"] = (*cache["top"][:4], "f" * 64)
+    assert build_manifest(str(src), fake).files["top"].sha256 == "f" * 64
+    # ...a rewrite with the same size and the old mtime still changes ctime: hashed again.
+    st = (src / "top").stat()
+    (src / "top").write_bytes(b"TOP")
+    os.utime(src / "top", ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert build_manifest(str(src), fake).files["top"].sha256 == hashlib.sha256(b"TOP").hexdigest()
+    path = cache_path(str(src), str(tmp_path / "cache"))
+    save_cache(path, str(src), cache)
+    assert load_cache(path, str(src)) == cache and load_cache(path, "/other/src") == {}
+    Path(path).write_text("not json")
+    assert load_cache(path, str(src)) == {}
