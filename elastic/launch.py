@@ -107,6 +107,14 @@ class _SignalForwarder:
                 pass
 
 
+class Interrupted(LaunchError):
+    """SIGTERM arrived before horovodrun was started (what was started is stopped)."""
+
+
+def _interrupt(signum, _frame) -> None:
+    raise Interrupted(f"stopped by signal {signum} before the training started")
+
+
 def exit_code(returncode: int) -> int:
     """A Popen returncode as a shell exit code (signals as 128+N)."""
     return 128 - returncode if returncode < 0 else returncode
@@ -122,6 +130,7 @@ def run(config: LaunchConfig) -> int:
     daemon: ManagedDaemon | None = None
     recorder: HostRecorder | None = None
     returncode: int | None = None
+    previous_term = signal.signal(signal.SIGTERM, _interrupt)  # clean up, like SIGINT does
     try:
         url = config.discovery_url
         opts = config.horovodrun
@@ -174,6 +183,7 @@ def run(config: LaunchConfig) -> int:
             proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
         except OSError as exc:
             raise LaunchError(f"cannot run {argv[0]}: {exc.strerror or exc}") from exc
+        signal.signal(signal.SIGTERM, previous_term)  # from here on the forwarder handles it
         with _SignalForwarder(proc):
             while True:
                 try:
@@ -183,6 +193,7 @@ def run(config: LaunchConfig) -> int:
                     continue
         return exit_code(returncode)
     finally:
+        signal.signal(signal.SIGTERM, previous_term)
         if recorder is not None:
             recorder.stop()
             _reap(config, ssh_dir, recorder, run_id)

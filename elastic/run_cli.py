@@ -164,6 +164,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ElasticError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("error: interrupted before the training started", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
