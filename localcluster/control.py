@@ -23,7 +23,9 @@ from pathlib import Path
 from . import pods as podrules
 from .client import Client
 from .errors import ClusterError, NotFound
+from .keys import ensure_cluster_key
 from .statefiles import StatePaths
+from .tls import ensure_certs
 
 WORKER_LABELS = {"app": "elastic-horovod", "role": "worker"}
 SLOTS_ANNOTATION = "elastic-horovod/slots"
@@ -88,6 +90,10 @@ def start(paths: StatePaths, ssh_port: int = 2222, isolation: str = "namespaces"
         return state, False
     check_prerequisites(isolation)
     paths.root.mkdir(parents=True, exist_ok=True)
+    # made here too (the daemon would make them) so that a process starting many clusters pays
+    # the imports once and each daemon starts faster
+    ensure_cluster_key(paths)
+    ensure_certs(paths.tls_dir)
     cmd = [sys.executable, "-m", "localcluster.daemon", "--state-dir", str(paths.root), "--ssh-port",
            str(ssh_port), "--isolation", isolation, "--history", str(history),
            "--bookmark-interval", str(bookmark_interval)] + ([] if auth else ["--no-auth"])

@@ -23,7 +23,6 @@ import logging
 import os
 import secrets
 import signal
-import subprocess
 import sys
 import time
 from datetime import datetime, timezone
@@ -34,33 +33,14 @@ from . import pods
 from .addresses import claim_block
 from .api import ApiServer
 from .core import PodService
-from .errors import ClusterError, LocalClusterError
+from .errors import LocalClusterError
 from .kubelet import Kubelet, managed
 from .tls import ensure_certs, server_context
+from .keys import ensure_cluster_key
 from .statefiles import StatePaths, render_kubeconfig, write_atomic
 from .store import Event, Store
 
 log = logging.getLogger("localcluster.daemon")
-
-
-def ensure_cluster_key(paths: StatePaths) -> None:
-    """Create ``DIR/ssh/id_ed25519`` (if missing) and ``authorized_keys`` from its public half."""
-    paths.ssh_dir.mkdir(parents=True, exist_ok=True)
-    os.chmod(paths.ssh_dir, 0o700)
-    if not paths.identity.exists():
-        tmp = paths.ssh_dir / ".id_ed25519.tmp"
-        for p in (tmp, tmp.with_name(tmp.name + ".pub")):
-            if p.exists():
-                p.unlink()
-        try:
-            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "local-cluster", "-f", str(tmp)],
-                           check=True, capture_output=True, timeout=30)
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise ClusterError(f"ssh-keygen failed to make the cluster key: {exc}") from exc
-        os.replace(tmp.with_name(tmp.name + ".pub"), paths.identity.with_suffix(".pub"))
-        os.replace(tmp, paths.identity)
-    public = paths.identity.with_suffix(".pub").read_text()
-    write_atomic(paths.authorized_keys, public, 0o644)
 
 
 class Reaper:
