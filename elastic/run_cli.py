@@ -34,8 +34,16 @@ def _env_int(name: str) -> int | None:
         raise ConfigError(f"{name} must be an integer, got {value!r}") from None
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error (``error: ...``, exit 2) instead of usage + message."""
+
+    def error(self, message: str):  # type: ignore[override]
+        print(f"error: {message} (see elastic-run --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="elastic-run",
         usage="elastic-run [options] -- COMMAND [ARGS...]",
         description="Run COMMAND as an elastic Horovod job: find or start the discovery daemon, "

@@ -108,6 +108,7 @@ def test_sigterm_is_forwarded_and_the_job_stops(two_pods, tmp_path):
     (["--dataset", "/nonexistent/mnist:/data/mnist", "--", "true"], "--dataset source /nonexistent/mnist: no such directory", 2),
     (["--ssh-identity-file", "/nonexistent/key", "--", "true"], "--ssh-identity-file /nonexistent/key: no such file", 2),
     (["--min-np", "4", "--max-np", "2", "--", "true"], "--max-np 2 is below --min-np 4", 2),
+    (["--min-np", "many", "--", "true"], "argument --min-np: invalid int value: 'many' (see elastic-run --help)", 2),
     (["--dataset", "nocolon", "--", "true"], "--dataset wants SRC:DEST, got 'nocolon'", 2),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, code):
