@@ -78,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--group-by", default=_env("DISCOVERY_GROUP_BY"),
       help="serve each value of this pod label separately: /hosts?group=VALUE (env DISCOVERY_GROUP_BY)")
     a("--hostfile", default=_env("DISCOVERY_HOSTFILE"),
-      help="also write 'host slots=N' lines here, atomically, on every change (env DISCOVERY_HOSTFILE)")
+      help="also write 'host slots=N' lines (every group's hosts) here, atomically, on every "
+           "change (env DISCOVERY_HOSTFILE)")
     a("--prepare-cmd", default=_env("DISCOVERY_PREPARE_CMD"),
       help="run 'CMD HOST' once per pod uid; serve the host only after it exits 0 "
            "(env DISCOVERY_PREPARE_CMD)")

@@ -1,4 +1,4 @@
-"""The pure rule: pods (dicts as the Kubernetes API returns them) -> Horovod hosts.
+"""The pure rule: pods (dicts as the Kubernetes API returns them, parsed JSON) -> Horovod hosts.
 
 Standard library only, no I/O, no clock: ``discover-hosts --fallback api`` imports it too.
 
@@ -110,7 +110,7 @@ class HostResult:
 
 def _get(d: Any, *keys: str) -> Any:
     for k in keys:
-        if not isinstance(d, Mapping):
+        if not isinstance(d, dict):
             return None
         d = d.get(k)
     return d
@@ -148,8 +148,8 @@ def _dns_name(pod: Mapping[str, Any], namespace: str, rules: Rules) -> str | Non
 
 def classify(pod: Mapping[str, Any], rules: Rules) -> Verdict:
     """One pod -> ``Host`` | ``Skipped`` | ``Waiting``. Never raises on odd input."""
-    meta = pod.get("metadata") if isinstance(pod, Mapping) else None
-    meta = meta if isinstance(meta, Mapping) else {}
+    meta = pod.get("metadata") if isinstance(pod, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
     name = str(meta.get("name") or "")
     namespace = str(meta.get("namespace") or "")
     uid = str(meta.get("uid") or "")
@@ -163,7 +163,7 @@ def classify(pod: Mapping[str, Any], rules: Rules) -> Verdict:
     ready = False
     if isinstance(conditions, list):
         for cond in conditions:
-            if isinstance(cond, Mapping) and cond.get("type") == "Ready":
+            if isinstance(cond, dict) and cond.get("type") == "Ready":
                 ready = cond.get("status") == "True"
     if not ready:
         return Waiting(namespace, name, uid, WAIT_NOT_READY)
@@ -174,12 +174,12 @@ def classify(pod: Mapping[str, Any], rules: Rules) -> Verdict:
     group = None
     if rules.group_by is not None:
         labels = meta.get("labels")
-        group = labels.get(rules.group_by) if isinstance(labels, Mapping) else None
+        group = labels.get(rules.group_by) if isinstance(labels, dict) else None
         if not group:
             return Waiting(namespace, name, uid, WAIT_NO_GROUP)
 
     annotations = meta.get("annotations")
-    raw = annotations.get(SLOTS_ANNOTATION) if isinstance(annotations, Mapping) else None
+    raw = annotations.get(SLOTS_ANNOTATION) if isinstance(annotations, dict) else None
     if raw is not None:
         try:
             slots = parse_slots(raw)
@@ -228,7 +228,7 @@ def collect(verdicts: Iterable[Verdict]) -> HostResult:
             skipped.append(v)
         else:
             waiting[v.reason] = waiting.get(v.reason, 0) + 1
-    hosts.sort()
+    hosts.sort(key=lambda h: (h.created, h.namespace, h.pod))
     seen: set[tuple[str | None, str]] = set()
     unique: list[Host] = []
     for h in hosts:
