@@ -2,7 +2,8 @@
 
 ``ApiServer(service, token, ...)`` serves, on loopback:
 
-- discovery: ``/api``, ``/api/v1`` (pods, pods/status), ``/apis``, ``/version``, health paths;
+- discovery: ``/api``, ``/api/v1`` (pods, pods/status), ``/apis``, ``/version``, health paths,
+  and a minimal ``/openapi/v3`` (Pods accept server-side field validation; no schemas);
 - pods: ``/api/v1/pods`` and ``/api/v1/namespaces/{ns}/pods[/{name}[/status]]`` with GET (get,
   list, ``watch=true|1``), POST, PUT, PATCH (merge, JSON, strategic), DELETE, deletecollection;
   the legacy ``/api/v1/watch/...`` paths; kubectl's server-side ``Table`` when asked for.
@@ -49,6 +50,30 @@ API_RESOURCES = {
         {"name": "events", "singularName": "event", "namespaced": True, "kind": "Event", "verbs": ["list"],
          "shortNames": ["ev"]},
     ],
+}
+
+
+# A minimal OpenAPI v3 description of core/v1: enough for kubectl to see that Pods support
+# server-side field validation (so `kubectl apply`/`create -f` need no client-side schema).
+OPENAPI_HASH = "localcluster-1"
+OPENAPI_ROOT = {"paths": {"api/v1": {"serverRelativeURL": f"/openapi/v3/api/v1?hash={OPENAPI_HASH}"}}}
+OPENAPI_V1 = {
+    "openapi": "3.0.0",
+    "info": {"title": "Kubernetes (localcluster)", "version": "v1.32.0"},
+    "paths": {"/api/v1/namespaces/{namespace}/pods/{name}": {"patch": {
+        "operationId": "patchCoreV1NamespacedPod",
+        "x-kubernetes-action": "patch",
+        "x-kubernetes-group-version-kind": {"group": "", "kind": "Pod", "version": "v1"},
+        "parameters": [{"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": True}}],
+        "responses": {"200": {"description": "OK"}},
+    }}},
+    "components": {"schemas": {
+        "io.k8s.api.core.v1.Pod": {
+            "description": "Pod is a collection of containers that can run on a host.",
+            "type": "object",
+            "x-kubernetes-group-version-kind": [{"group": "", "kind": "Pod", "version": "v1"}],
+        },
+    }},
 }
 
 
@@ -199,6 +224,10 @@ class ApiServer:
             return _json({"kind": "APIGroupList", "apiVersion": "v1", "groups": []})
         if parts == ["api", "v1"]:
             return _json(API_RESOURCES)
+        if parts == ["openapi", "v3"]:
+            return _json(OPENAPI_ROOT)
+        if parts == ["openapi", "v3", "api", "v1"]:
+            return _json(OPENAPI_V1)
         if len(parts) >= 2 and parts[:2] == ["api", "v1"]:
             rest = parts[2:]
             watch_path = bool(rest) and rest[0] == "watch"

@@ -75,3 +75,27 @@ def test_get_watch_ends_cleanly_with_request_timeout(cluster):
     cluster.create_pod("w", node_name="elsewhere")
     proc = kubectl(cluster, "get", "pods", "-w", "--request-timeout=2s", timeout=30)  # exits 0 by itself
     assert [r[:3] for r in rows(proc.stdout)] == [["w", "0/1", "Pending"]]
+
+
+POD_YAML = """apiVersion: v1
+kind: Pod
+metadata:
+  name: applied
+  labels: {app: elastic-horovod, role: worker%s}
+spec:
+  nodeName: elsewhere
+  containers:
+  - name: w
+    image: example/worker
+"""
+
+
+def test_apply_creates_then_patches(cluster, tmp_path):
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(POD_YAML % "")
+    assert "pod/applied created" in kubectl(cluster, "apply", "-f", str(manifest)).stdout
+    manifest.write_text(POD_YAML % ", extra: '1'")
+    assert "pod/applied configured" in kubectl(cluster, "apply", "-f", str(manifest)).stdout
+    pod = cluster.client.get_pod("applied")
+    assert pod["metadata"]["labels"] == {"app": "elastic-horovod", "role": "worker", "extra": "1"}
+    assert "kubectl.kubernetes.io/last-applied-configuration" in pod["metadata"]["annotations"]
