@@ -89,7 +89,10 @@ def start(paths: StatePaths, ssh_port: int = 2222, isolation: str = "namespaces"
     if state is not None:
         return state, False
     check_prerequisites(isolation)
-    paths.root.mkdir(parents=True, exist_ok=True)
+    try:
+        paths.root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ClusterError(f"cannot create the state directory {paths.root}: {exc}") from exc
     # made here too (the daemon would make them) so that a process starting many clusters pays
     # the imports once and each daemon starts faster
     ensure_cluster_key(paths)
@@ -100,9 +103,12 @@ def start(paths: StatePaths, ssh_port: int = 2222, isolation: str = "namespaces"
     env = dict(os.environ)
     pkg_parent = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    with open(paths.log, "ab") as log:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
-                                start_new_session=True, close_fds=True)
+    try:
+        with open(paths.log, "ab") as log:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+                                    start_new_session=True, close_fds=True)
+    except OSError as exc:
+        raise ClusterError(f"cannot start the cluster process ({sys.executable}): {exc}") from exc
     _CHILDREN[proc.pid] = proc
     deadline = time.monotonic() + timeout
     while True:
