@@ -161,8 +161,16 @@ class Daemon:
         await self.api.stop()
         task = asyncio.create_task(self.api.restart(down))
         self._bg.add(task)
-        task.add_done_callback(self._bg.discard)
+        task.add_done_callback(self._restarted)
         return web.json_response({"restarting": True, "down_seconds": down})
+
+    def _restarted(self, task: asyncio.Task) -> None:
+        self._bg.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("the API server could not listen again: %s; stopping the cluster", task.exception())
+            self.stopping.set()
+        else:
+            log.info("API server listening again")
 
     async def _drop(self, request):
         self._authorized(request)

@@ -75,9 +75,15 @@ class ClusterHandle:
         return control.status(self.state)
 
     def set_ready(self, name: str, ready: bool, namespace: str = "default") -> dict:
-        """Set the pod's Ready condition through the API (``PATCH .../status``)."""
-        cond = {"type": "Ready", "status": "True" if ready else "False"}
-        return self.client.patch_pod(name, {"status": {"conditions": [cond]}}, namespace, "status",
+        """Set the pod's readiness through the API (``PATCH .../status``), as a kubelet whose
+        readiness probe passes or fails would: the Ready and ContainersReady conditions and
+        each container status' ``ready``. Returns the patched pod."""
+        value = "True" if ready else "False"
+        status: dict = {"conditions": [{"type": "Ready", "status": value}, {"type": "ContainersReady", "status": value}]}
+        current = self.client.get_pod(name, namespace).get("status") or {}
+        if current.get("containerStatuses"):
+            status["containerStatuses"] = [{"name": c["name"], "ready": ready} for c in current["containerStatuses"]]
+        return self.client.patch_pod(name, {"status": status}, namespace, "status",
                                      "application/strategic-merge-patch+json")
 
     def pod_data_dir(self, name: str, namespace: str = "default") -> Path:

@@ -135,3 +135,18 @@ def test_a_pod_whose_sshd_dies_is_failed_not_ready(cluster):
     assert conditions["Ready"] == "False" and "sshd exited" in pod["status"]["message"]
     cluster.delete_pod("fragile")
     cluster.wait_gone("fragile")
+
+
+def test_set_ready_false_is_what_kubectl_and_clients_see(cluster):
+    import subprocess
+    cluster.create_pod("probe")
+    cluster.wait_ready("probe")
+    pod = cluster.set_ready("probe", False)
+    assert {c["type"]: c["status"] for c in pod["status"]["conditions"]}["Ready"] == "False"
+    assert [c["ready"] for c in pod["status"]["containerStatuses"]] == [False]
+    assert cluster.status()["pods"][0]["ready"] is False
+    out = subprocess.run(["kubectl", "--kubeconfig", str(cluster.kubeconfig), "get", "pod", "probe", "--no-headers"],
+                         capture_output=True, text=True, timeout=60).stdout.split()
+    assert out[:3] == ["probe", "0/1", "Running"]
+    cluster.set_ready("probe", True)
+    assert cluster.wait_ready("probe", timeout=5) == cluster.pod_ip("probe")
