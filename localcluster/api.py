@@ -77,8 +77,23 @@ OPENAPI_V1 = {
 }
 
 
-def _json(obj, status: int = 200) -> web.Response:
-    return web.Response(body=dumps(obj), status=status, content_type="application/json")
+def _json(obj, status: int = 200, warnings: list[str] | None = None) -> web.Response:
+    resp = web.Response(body=dumps(obj), status=status, content_type="application/json")
+    for w in warnings or []:
+        text = w.replace("\\", "\\\\").replace('"', '\\"')
+        resp.headers.add("Warning", f'299 - "{text}"')
+    return resp
+
+
+def _field_validation(query, body) -> list[str]:
+    """``fieldValidation``: Strict -> 400 on unknown fields; Warn (default) -> warnings; Ignore."""
+    mode = query.get("fieldValidation") or "Warn"
+    if mode not in ("Strict", "Warn", "Ignore"):
+        raise BadRequest(f"fieldValidation must be Strict, Warn or Ignore, got {mode!r}")
+    unknown = [] if mode == "Ignore" else pods.unknown_fields(body)
+    if unknown and mode == "Strict":
+        raise BadRequest("strict decoding error: " + ", ".join(f'unknown field "{f}"' for f in unknown))
+    return [f'unknown field "{f}"' for f in unknown]
 
 
 def _status(err: ApiError) -> web.Response:
@@ -278,12 +293,21 @@ class ApiServer:
             return self._render(request, pod)
         if method == "POST" and name is None:
             body = await self._body(request)
-            return _json(svc.create(namespace, body if body is not None else {}), 201)
+            warnings = _field_validation(q, body)
+            return _json(svc.create(namespace, body if body is not None else {}), 201, warnings)
         if method == "PUT" and name is not None:
-            return _json(svc.replace(namespace, name, await self._body(request), sub))
+            body = await self._body(request)
+            warnings = _field_validation(q, body)
+            return _json(svc.replace(namespace, name, body, sub), 200, warnings)
         if method == "PATCH" and name is not None:
             raw = await request.read()
-            return _json(svc.patch(namespace, name, request.headers.get("Content-Type", ""), raw, sub))
+            try:
+                body = json.loads(raw) if raw else None
+            except ValueError:
+                body = None  # patch.apply reports it
+            warnings = _field_validation(q, body if isinstance(body, dict) else None)
+            return _json(svc.patch(namespace, name, request.headers.get("Content-Type", ""), raw, sub), 200,
+                         warnings)
         if method == "DELETE" and sub is None:
             opts = await self._body(request) or {}
             if not isinstance(opts, dict):

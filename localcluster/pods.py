@@ -311,3 +311,39 @@ def failed_status(pod: dict, message: str, now: datetime, exit_code: int | None)
                                                 "finishedAt": rfc3339(now)}}}
                       for c in pod["spec"].get("containers") or []])
     return status
+
+
+# Known fields, for ``fieldValidation`` (checked to the container level, as far as a Pod goes).
+_POD_FIELDS = {"apiVersion", "kind", "metadata", "spec", "status"}
+_META_FIELDS = {"name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
+                "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations",
+                "ownerReferences", "finalizers", "managedFields"}
+_SPEC_FIELDS = {"activeDeadlineSeconds", "affinity", "automountServiceAccountToken", "containers", "dnsConfig",
+                "dnsPolicy", "enableServiceLinks", "ephemeralContainers", "hostAliases", "hostIPC", "hostNetwork",
+                "hostPID", "hostUsers", "hostname", "imagePullSecrets", "initContainers", "nodeName",
+                "nodeSelector", "os", "overhead", "preemptionPolicy", "priority", "priorityClassName",
+                "readinessGates", "resourceClaims", "resources", "restartPolicy", "runtimeClassName",
+                "schedulerName", "schedulingGates", "securityContext", "serviceAccount", "serviceAccountName",
+                "setHostnameAsFQDN", "shareProcessNamespace", "subdomain", "terminationGracePeriodSeconds",
+                "tolerations", "topologySpreadConstraints", "volumes"}
+_CONTAINER_FIELDS = {"args", "command", "env", "envFrom", "image", "imagePullPolicy", "lifecycle", "livenessProbe",
+                     "name", "ports", "readinessProbe", "resizePolicy", "resources", "restartPolicy",
+                     "securityContext", "startupProbe", "stdin", "stdinOnce", "terminationMessagePath",
+                     "terminationMessagePolicy", "tty", "volumeDevices", "volumeMounts", "workingDir"}
+
+
+def unknown_fields(body) -> list[str]:
+    """Paths of fields a Pod does not have (``spec.containers[0].imagee``), for fieldValidation."""
+    if not isinstance(body, dict):
+        return []
+    out = [k for k in body if k not in _POD_FIELDS]
+    meta, spec = body.get("metadata"), body.get("spec")
+    if isinstance(meta, dict):
+        out += [f"metadata.{k}" for k in meta if k not in _META_FIELDS]
+    if isinstance(spec, dict):
+        out += [f"spec.{k}" for k in spec if k not in _SPEC_FIELDS and not k.startswith("$")]
+        for key in ("containers", "initContainers"):
+            for i, c in enumerate(spec.get(key) or []):
+                if isinstance(c, dict):
+                    out += [f"spec.{key}[{i}].{k}" for k in c if k not in _CONTAINER_FIELDS and not k.startswith("$")]
+    return out

@@ -99,3 +99,12 @@ def test_apply_creates_then_patches(cluster, tmp_path):
     pod = cluster.client.get_pod("applied")
     assert pod["metadata"]["labels"] == {"app": "elastic-horovod", "role": "worker", "extra": "1"}
     assert "kubectl.kubernetes.io/last-applied-configuration" in pod["metadata"]["annotations"]
+
+
+def test_unknown_fields_are_refused_under_strict_validation(cluster, tmp_path):
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text((POD_YAML % "").replace("image: example/worker", "image: example/worker\n    imagee: typo"))
+    proc = kubectl(cluster, "apply", "-f", str(manifest), check=False)
+    assert proc.returncode != 0 and 'unknown field "spec.containers[0].imagee"' in proc.stderr
+    proc = kubectl(cluster, "apply", "--validate=warn", "-f", str(manifest))
+    assert 'unknown field "spec.containers[0].imagee"' in proc.stderr  # created, with a warning
