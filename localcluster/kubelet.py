@@ -84,7 +84,6 @@ class PodRuntime:
         self.kill_at: float | None = None  # loop time at which to stop waiting for SIGTERM
         self.wake = asyncio.Event()
         self.task: asyncio.Task | None = None
-        self.removed = False
 
     # -- requests from the kubelet ---------------------------------------------------------
     def terminate(self, grace_seconds: float) -> None:

@@ -1,5 +1,6 @@
 """Finding and signalling the processes of one pod (reads /proc; no other state).
 
+- ``all_pids()`` -> every pid on the machine (from /proc).
 - ``namespace_of(pid)`` -> the pid-namespace id (``pid:[inode]``) of a process, or None.
 - ``in_namespace(ns)`` -> pids of every process in that pid namespace (exact: what a pod runs).
 - ``descendants(pid)`` -> pids of every process below ``pid`` (used without namespaces).
@@ -18,7 +19,7 @@ def namespace_of(pid: int) -> str | None:
         return None
 
 
-def _pids() -> list[int]:
+def all_pids() -> list[int]:
     return [int(p) for p in os.listdir("/proc") if p.isdigit()]
 
 
@@ -32,12 +33,12 @@ def _is_zombie(pid: int) -> bool:
 
 def in_namespace(ns: str) -> list[int]:
     """Live (non-zombie) processes whose pid namespace is ``ns``."""
-    return [p for p in _pids() if namespace_of(p) == ns and not _is_zombie(p)]
+    return [p for p in all_pids() if namespace_of(p) == ns and not _is_zombie(p)]
 
 
 def _ppid_map() -> dict[int, int]:
     out = {}
-    for p in _pids():
+    for p in all_pids():
         try:
             with open(f"/proc/{p}/stat", "rb") as fh:
                 out[p] = int(fh.read().rsplit(b")", 1)[1].split()[1])

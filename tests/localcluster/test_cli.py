@@ -17,7 +17,7 @@ def lc(state_dir, *args, timeout=180):
 
 def daemon_pids(state_dir):
     out = []
-    for pid in procs._pids():
+    for pid in procs.all_pids():
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as fh:
                 cmd = fh.read().decode(errors="replace")

@@ -81,7 +81,7 @@ def test_pods_status_reports_ready_with_ip(cluster):
 def _pods_processes(cluster, name):
     """Host pids of every process of pod ``name`` (its pid namespace, found from its sshd)."""
     config = str(cluster.pod_data_dir(name).parent / "sshd_config")
-    for pid in procs._pids():
+    for pid in procs.all_pids():
         cmd = _cmdline(pid)
         if cmd.startswith("sshd:") and config in cmd:
             ns = procs.namespace_of(pid)
