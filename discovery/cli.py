@@ -109,14 +109,10 @@ def is_loopback(host: str) -> bool:
 
 
 async def _serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
-    from aiohttp import web
-
     from discovery.admission import PrepareSettings
     from discovery.hosts import Rules
-    from discovery.kube import PodAPI, PodQuery, load_api_client
-    from discovery.server import make_app
-    from discovery.service import DiscoveryService
 
+    # settings first: a bad flag fails before the slow imports (kubernetes, aiohttp)
     if not args.selector:
         raise ConfigError("--selector (or DISCOVERY_SELECTOR) is required, e.g. app=elastic-horovod")
     try:
@@ -144,6 +140,14 @@ async def _serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
         raise ConfigError(f"--watch-timeout must be >= 1, got {args.watch_timeout!r}")
     if args.hostfile and not os.path.isdir(os.path.dirname(os.path.abspath(args.hostfile))):
         raise ConfigError(f"--hostfile directory does not exist: {args.hostfile}")
+
+    if args.kubeconfig and not os.path.exists(args.kubeconfig):
+        raise ConfigError(f"kubeconfig {args.kubeconfig} does not exist")
+    from aiohttp import web
+
+    from discovery.kube import PodAPI, PodQuery, load_api_client
+    from discovery.server import make_app
+    from discovery.service import DiscoveryService
 
     api = PodAPI(load_api_client(args.kubeconfig),
                  PodQuery(args.namespace, args.selector, args.field_selector))

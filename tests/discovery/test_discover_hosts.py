@@ -151,18 +151,18 @@ def test_token_group_and_unix_socket(cluster, daemon, tmp_path: Path) -> None:
     labels = {"app": "elastic-horovod", "role": "worker"}
     fake_pod(cluster, "a-1", "10.9.0.1", labels={**labels, "job": "a"})
     fake_pod(cluster, "b-1", "10.9.0.2", labels={**labels, "job": "b"})
-    d = daemon(cluster, "--group-by", "job", token="t0k")
-    d.wait_hosts(["10.9.0.1:1"], group="a")
-    r = run(env={"DISCOVERY_URL": d.url, "DISCOVERY_GROUP": "a"})
-    assert r.returncode == 1 and "HTTP 401" in r.stderr
-    r = run("--group", "b", env={"DISCOVERY_URL": d.url, "DISCOVERY_TOKEN": "t0k"})
-    assert (r.returncode, r.stdout) == (0, "10.9.0.2:1\n")
-    r = run(env={"DISCOVERY_URL": d.url, "DISCOVERY_TOKEN": "t0k"})
-    assert r.returncode == 1 and "group required" in r.stderr
+    fake_pod(cluster, "b-2", "10.9.0.3", labels={**labels, "job": "b"})
     sock = tmp_path / "d.sock"
-    s = daemon(cluster, "--socket", str(sock))
-    assert s.url == f"unix:{sock}"
+    d = daemon(cluster, "--group-by", "job", "--socket", str(sock), token="t0k")
+    assert d.url == f"unix:{sock}"
+    env = {"DISCOVERY_URL": d.url, "DISCOVERY_TOKEN": "t0k"}
     deadline = time.monotonic() + 20
-    while (r := run(env={"DISCOVERY_URL": s.url})).stdout.count("\n") != 2 and time.monotonic() < deadline:
+    while (r := run("--group", "b", env=env)).stdout.count("\n") != 2 and time.monotonic() < deadline:
         pass
-    assert r.returncode == 0 and sorted(r.stdout.splitlines()) == ["10.9.0.1:1", "10.9.0.2:1"]
+    assert r.returncode == 0 and sorted(r.stdout.splitlines()) == ["10.9.0.2:1", "10.9.0.3:1"]
+    r = run(env={**env, "DISCOVERY_GROUP": "a"})
+    assert (r.returncode, r.stdout, r.stderr) == (0, "10.9.0.1:1\n", "")
+    r = run(env={"DISCOVERY_URL": d.url, "DISCOVERY_GROUP": "a"})  # no token
+    assert r.returncode == 1 and r.stdout == "" and "HTTP 401" in r.stderr
+    r = run(env=env)  # no group
+    assert r.returncode == 1 and r.stdout == "" and "group required" in r.stderr
