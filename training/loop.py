@@ -182,7 +182,8 @@ class Trainer:
             self.debug_delay()
             if state.batch % self.args.commit_every == 0:
                 self.commit(state)
-        self.commit(state)
+        if steps and state.batch % self.args.commit_every != 0:
+            self.commit(state)
 
     def debug_delay(self) -> None:
         a = self.args
@@ -243,9 +244,10 @@ class Trainer:
         self._clear_pending()
         if after_save is not None:
             after_save()
-        if self.flags.checkpoint and hvd.rank() == 0:
+        if self.flags.checkpoint:
             self.flags.checkpoint = False
-            self.write_checkpoint(state)
+            if hvd.rank() == 0 and self.args.checkpoint_dir:
+                self.write_checkpoint(state)
         self.check_signals(state)
         state.check_host_updates()
 
