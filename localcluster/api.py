@@ -7,6 +7,7 @@
 - pods: ``/api/v1/pods`` and ``/api/v1/namespaces/{ns}/pods[/{name}[/status]]`` with GET (get,
   list, ``watch=true|1``), POST, PUT, PATCH (merge, JSON, strategic), DELETE, deletecollection;
   the legacy ``/api/v1/watch/...`` paths; kubectl's server-side ``Table`` when asked for.
+- ``pods/{name}/log``: the pod's sshd log (``tailLines``, ``follow``), for ``kubectl logs``;
 - ``events``: an always-empty list (kubectl describe asks for it);
 - errors as ``Status`` objects; 401 without the bearer token (when a token is set).
 
@@ -24,6 +25,8 @@ import asyncio
 import base64
 import json
 import logging
+from pathlib import Path
+from typing import Callable
 
 from aiohttp import web
 
@@ -47,6 +50,7 @@ API_RESOURCES = {
          "shortNames": ["po"], "categories": ["all"]},
         {"name": "pods/status", "singularName": "", "namespaced": True, "kind": "Pod",
          "verbs": ["get", "patch", "update"]},
+        {"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod", "verbs": ["get"]},
         {"name": "events", "singularName": "event", "namespaced": True, "kind": "Event", "verbs": ["list"],
          "shortNames": ["ev"]},
     ],
@@ -156,6 +160,8 @@ class ApiServer:
         self._runner: web.AppRunner | None = None
         self._watches: set[_Watch] = set()
         self._ssl = None
+        # pod -> its log file, for pods/log (set by the owner of the kubelet); None: no logs
+        self.log_path: Callable[[dict], Path | None] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self, host: str = "127.0.0.1", port: int = 0, ssl_context=None) -> int:
@@ -264,6 +270,8 @@ class ApiServer:
             if rest and rest[0] == "pods" and len(rest) <= 3:
                 name = rest[1] if len(rest) >= 2 else None
                 sub = rest[2] if len(rest) == 3 else None
+                if sub == "log" and namespace is not None and method == "GET" and not watch_path:
+                    return await self._log(request, namespace, name)
                 if sub not in (None, "status") or (name is None and namespace is None and method != "GET"):
                     raise NotFound("the server could not find the requested resource")
                 if watch_path:
@@ -272,6 +280,43 @@ class ApiServer:
                     return await self._watch(request, namespace, name)
                 return await self._pods(request, namespace, name, sub)
         raise NotFound("the server could not find the requested resource")
+
+    async def _log(self, request: web.Request, namespace: str, name: str) -> web.StreamResponse:
+        """``pods/{name}/log``: the pod's sshd log (``tailLines``, ``follow`` until the pod is gone)."""
+        pod = self.service.get(namespace, name)
+        path = self.log_path(pod) if self.log_path is not None else None
+        if path is None:
+            raise BadRequest(f'pod "{name}" does not run on this machine (node "{pod["spec"].get("nodeName")}")',
+                             name=name)
+        tail = _int_param(request.query, "tailLines")
+        try:
+            data = path.read_bytes()
+        except OSError:
+            data = b""
+        lines = data.splitlines(keepends=True)
+        if tail is not None:
+            lines = lines[-tail:] if tail > 0 else []
+        resp = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        await resp.write(b"".join(lines))
+        if _flag(request.query.get("follow")):
+            offset, uid = len(data), pod["metadata"]["uid"]
+            while True:
+                current = self.service.store.find(namespace, name)
+                if current is None or current["metadata"]["uid"] != uid:
+                    break
+                try:
+                    with open(path, "rb") as fh:
+                        fh.seek(offset)
+                        more = fh.read()
+                except OSError:
+                    break
+                if more:
+                    offset += len(more)
+                    await resp.write(more)
+                await asyncio.sleep(0.2)
+        return resp
 
     async def _body(self, request: web.Request):
         raw = await request.read()

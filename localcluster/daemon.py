@@ -100,6 +100,7 @@ class Daemon:
         ensure_cluster_key(paths)
         prefix, lock = claim_block()
         self.kubelet = Kubelet(self.service, paths, prefix, args.ssh_port, args.isolation)
+        self.api.log_path = self.kubelet.log_path
         ca, cert, key = ensure_certs(paths.tls_dir)
         api_port = await self.api.start("127.0.0.1", args.api_port, server_context(cert, key))
         admin_port = await self._start_admin()

@@ -300,6 +300,12 @@ class Kubelet:
         if self._runtimes.get(rt.uid) is rt:
             del self._runtimes[rt.uid]
 
+    def log_path(self, pod: dict):
+        """The sshd log of a pod this kubelet runs, or None for pods of other nodes."""
+        if not managed(pod):
+            return None
+        return self.paths.pod_dir(pod["metadata"]["namespace"], pod["metadata"]["name"]) / "sshd.log"
+
     def runtime(self, uid: str) -> PodRuntime | None:
         return self._runtimes.get(uid)
 

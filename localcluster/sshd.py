@@ -43,7 +43,7 @@ def render_config(address: str, port: int, host_key: str, authorized_keys: str, 
         "PrintLastLog no",
         "AcceptEnv LANG LC_* HOROVOD_* ELASTIC_*",
         "PermitUserEnvironment no",
-        "LogLevel ERROR",
+        "LogLevel INFO",  # one line per accepted connection: `kubectl logs POD` shows the sessions
         f"Subsystem sftp {sftp}",
         "",
     ])

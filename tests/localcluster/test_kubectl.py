@@ -47,6 +47,12 @@ def test_get_label_annotate_json_and_delete(cluster):
     missing = kubectl(cluster, "get", "pod", "nope", check=False)
     assert missing.returncode != 0 and 'pods "nope" not found' in missing.stderr
 
+    # kubectl logs shows the pod's sshd log: one line per accepted session
+    assert cluster.ssh("worker-1", "true").returncode == 0
+    logs = kubectl(cluster, "logs", "worker-1").stdout
+    assert "Accepted publickey for" in logs
+    assert kubectl(cluster, "logs", "driver", check=False).returncode != 0  # not run here
+
     # kubectl delete waits (by watching) until the pod is really gone
     out = kubectl(cluster, "delete", "pod", "worker-0").stdout
     assert 'pod "worker-0" deleted' in out
