@@ -10,16 +10,16 @@ is touched; failures of single hosts never raise -- they are in the report, the 
 carry on.  Per host, with at most ``jobs`` hosts at once, retried with backoff
 (``sync_retry``) unless the failure cannot heal (host key refused, DEST not managed by us):
 
-1. probe the host over one plain SSH connection (``sync_remote.probe_script``): DEST state,
+1. probe the host over one SSH connection (``sync_remote.probe_script``): DEST state,
    current version, rsync present.  When the current version's manifest has SRC's digest the
    probe also checks that copy in place -- ``verify_unchanged="quick"``: every path, size and
    mtime (the content was checksummed when that version was made), ``"checksum"``: SHA-256 of
    everything -- and if it holds nothing is copied (``unchanged``); a copy that fails the check
-   is copied again with ``rsync --checksum``;
-2. open a shared SSH connection (ControlMaster) for the remaining steps;
-3. copy SRC into the staging directory: rsync with ``--link-dest`` to the current version,
+   is copied again with ``rsync --checksum``.  That connection stays open (ControlMaster) for
+   the other steps and is closed when the host is done;
+2. copy SRC into the staging directory: rsync with ``--link-dest`` to the current version,
    or the SFTP fallback when the host has no rsync (``transport="auto"``) or when forced;
-4. verify and commit in one step on the host: the sorted ``sha256sum`` listing of staging must
+3. verify and commit in one step on the host: the sorted ``sha256sum`` listing of staging must
    hash to the manifest's ``listing_digest``; then write the manifest, rename staging to a new
    version and swap the DEST symlink.  A difference fails the attempt with the list of
    differences (the next attempt uses ``rsync --checksum``).
@@ -184,9 +184,15 @@ class _HostSync:
     def attempt(self, number: int) -> _Attempt:
         self.last = result = _Attempt()
         self.board.update(self.host, phase="connecting", bytes_sent=0, files_sent=0, checked=0)
-        # One plain connection answers the common case (the host already has this dataset);
-        # a shared connection is opened only when there is something to copy.
+        # The probe's connection stays open as the master the later steps reuse; it also answers
+        # the common case alone (the host already has this dataset).
         check = "checksum" if self.checksum or self.options.verify_unchanged == "checksum" else "quick"
+        try:
+            return self._attempt(result, check)
+        finally:
+            self.client.close_master(self.host)
+
+    def _attempt(self, result: _Attempt, check: str) -> _Attempt:
         probe = parse_probe(self._run(probe_script(self.layout, self.options.remote_rsync, self.manifest.digest, check,
                                                    self.expected if check == "checksum" else self.quick),
                                       "probe").decode())
@@ -201,29 +207,25 @@ class _HostSync:
         if probe.current and probe.current_digest == self.manifest.digest:
             log.warning("%s: the current copy differs from its manifest; copying again", self.host)
             self.checksum = True
-        self.client.open_master(self.host, timeout=self.options.connect_timeout + 30)
-        try:
-            self.board.update(self.host, phase="copying")
-            if use_rsync:
-                self._copy_rsync(probe.current, result)
-            else:
-                self._copy_sftp(probe.current, result)
-            self.board.update(self.host, phase="verifying")
-            version = new_version_name(self.manifest.digest)
-            out = self._run(verify_commit_script(self.layout, self.expected, version, probe.current),
-                            "verification and commit", stdin=self.manifest.to_json().encode()).decode()
-            if "verify=mismatch" in out:
-                self.checksum = True
-                listing = parse_listing(self._run(listing_script(self.layout.staging), "listing staging"))
-                problems = compare(self.manifest, listing) or ["listing differs"]
-                more = f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""
-                raise VerifyFailed(f"{self.host}: copy does not match the manifest: {'; '.join(problems[:3])}{more}")
-            if f"committed={version}" not in out:
-                raise SyncError(f"{self.host}: commit did not confirm: {out.strip()[:200]!r}")
-            result.version = version
-            return result
-        finally:
-            self.client.close_master(self.host)
+        self.board.update(self.host, phase="copying")
+        if use_rsync:
+            self._copy_rsync(probe.current, result)
+        else:
+            self._copy_sftp(probe.current, result)
+        self.board.update(self.host, phase="verifying")
+        version = new_version_name(self.manifest.digest)
+        out = self._run(verify_commit_script(self.layout, self.expected, version, probe.current),
+                        "verification and commit", stdin=self.manifest.to_json().encode()).decode()
+        if "verify=mismatch" in out:
+            self.checksum = True
+            listing = parse_listing(self._run(listing_script(self.layout.staging), "listing staging"))
+            problems = compare(self.manifest, listing) or ["listing differs"]
+            more = f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""
+            raise VerifyFailed(f"{self.host}: copy does not match the manifest: {'; '.join(problems[:3])}{more}")
+        if f"committed={version}" not in out:
+            raise SyncError(f"{self.host}: commit did not confirm: {out.strip()[:200]!r}")
+        result.version = version
+        return result
 
     def _copy_rsync(self, current: str, result: _Attempt) -> None:
         argv = rsync_argv(self.src, self.host, self.layout, current, self.client.rsh(),

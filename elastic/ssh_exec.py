@@ -7,16 +7,15 @@ when ssh itself fails (exit 255: refused, unreachable, authentication, host key)
 last line of ssh's stderr, so callers can tell a host problem from a failing remote command.
 Remote scripts run under ``sh -c`` whatever the login shell is.
 
-With ``control_dir`` set, one master connection per host is opened by ``open_master`` (ssh
-``-M -N -f``, detached from our pipes) and reused by later calls and by rsync (``rsh``);
-``close_master`` ends it.
+With ``control_dir`` set, the first call to a host leaves a master connection behind
+(``ControlMaster=auto``, ``ControlPersist``; the backgrounded master does not hold our pipes)
+that later calls and rsync (``rsh``) reuse; ``close_master`` ends it.
 """
 
 from __future__ import annotations
 
 import shlex
 import subprocess
-import tempfile
 from dataclasses import dataclass
 
 from elastic.errors import SSHError
@@ -48,17 +47,17 @@ class SSHClient:
     connect_timeout: int = 10
     control_dir: str | None = None
 
-    def base(self, master: bool = False) -> list[str]:
+    def base(self) -> list[str]:
         """ssh and its options, without host or command."""
         args = [self.ssh]
         if self.config:
             args += ["-F", self.config]
         args += ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.connect_timeout}"]
         if self.control_dir:
-            args += ["-o", f"ControlPath={self.control_dir}/%C",
-                     "-o", "ControlMaster=yes" if master else "ControlMaster=no"]
-            if master:
-                args += ["-o", "ControlPersist=60"]  # idle masters of a killed run go away
+            # The first call to a host becomes the (background) master, later ones reuse it;
+            # an idle master of a killed run goes away by itself after 60 s.
+            args += ["-o", f"ControlPath={self.control_dir}/%C", "-o", "ControlMaster=auto",
+                     "-o", "ControlPersist=60"]
         return args
 
     def argv(self, host: str, script: str) -> list[str]:
@@ -81,24 +80,6 @@ class SSHClient:
         if proc.returncode == 255:
             raise ssh_failure(host, proc.stderr)
         return proc
-
-    def open_master(self, host: str, timeout: float = 60) -> None:
-        """Open the shared connection to ``host`` (no-op without ``control_dir``); raise ``SSHError``."""
-        if not self.control_dir:
-            return
-        argv = self.base(master=True) + ["-N", "-f", "--", host]
-        # The backgrounded master keeps its stdio: give it a file, not a pipe we would wait on.
-        with tempfile.TemporaryFile() as errors:
-            try:
-                proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                      stderr=errors, timeout=timeout, check=False)
-            except subprocess.TimeoutExpired as exc:
-                raise SSHError(f"{host}: no answer within {timeout:g}s") from exc
-            except OSError as exc:
-                raise SSHError(f"cannot run {self.ssh}: {exc.strerror}") from exc
-            if proc.returncode != 0:
-                errors.seek(0)
-                raise ssh_failure(host, errors.read())
 
     def close_master(self, host: str) -> None:
         """End the shared connection to ``host`` if there is one (never raises)."""

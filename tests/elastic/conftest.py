@@ -182,11 +182,10 @@ def assert_host_has(cluster, pod: str, dest: str, src: Path) -> None:
     sums = expected_sums(src)
     check = cluster.ssh(pod, f"cd {dest} && printf %s '{sums}' | sha256sum -c --quiet --strict - && "
                              f"find . -type f ! -name {MANIFEST_NAME} | wc -l && readlink latest && "
-                             f"readlink {dest}", timeout=60)
+                             f"readlink {dest} && cat {MANIFEST_NAME}", timeout=60)
     assert check.returncode == 0, check.stdout + check.stderr
-    count, latest, version = check.stdout.split()
+    count, latest, version, manifest = check.stdout.split("\n", 3)
     assert int(count) == len(sums.splitlines())
     assert latest == os.readlink(src / "latest")
     assert version.startswith(f".{Path(dest).name}.dataset-sync/v-")
-    on_host = Manifest.from_json(cluster.ssh(pod, f"cat {dest}/{MANIFEST_NAME}").stdout)
-    assert on_host.digest == build_manifest(str(src)).digest
+    assert Manifest.from_json(manifest).digest == build_manifest(str(src)).digest
