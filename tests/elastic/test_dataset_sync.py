@@ -91,6 +91,21 @@ def test_interrupted_sync_keeps_the_previous_copy_and_a_rerun_completes(sync_clu
     # DEST is still the complete previous copy.
     assert_host_has(sync_cluster, "worker-0", "/data/interrupt", previous)
 
+    # SIGTERM (a pod being stopped) ends the run cleanly: exit 130, its rsync gone, DEST intact.
+    before = {p.name for p in staging.glob("part*.bin")}
+    stopped = subprocess.Popen([tool("dataset-sync"), str(src), "/data/interrupt", "--host", host, "--ssh-config",
+                                str(ssh_dir / "ssh_config"), "--bwlimit", "2048"],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=private_cache(tmp_path))
+    wait_for(lambda: {p.name for p in staging.glob("part*.bin")} - before, timeout=60, what="the copy to resume")
+    stopped.send_signal(signal.SIGTERM)
+    out, err = stopped.communicate(timeout=60)
+    assert stopped.returncode == 130, err
+    assert "interrupted; DEST keeps its previous copy" in err and "FAILED" in out
+    rsyncs = subprocess.run(["pgrep", "-f", f"rsync .*{host}:/data/.interrupt"], capture_output=True, text=True)
+    assert rsyncs.stdout == ""
+    assert_host_has(sync_cluster, "worker-0", "/data/interrupt", previous)
+
     proc, result = sync(ssh_dir, src, "/data/interrupt", "--host", host)
     assert proc.returncode == 0, proc.stderr
     sent = result["hosts"][0]["bytes_sent"]
