@@ -2,7 +2,7 @@
 
 - ``start(paths, ...)`` -> ``(state, started)``: the running cluster of ``paths`` if there is one
   (``started`` False), else a new background process (``python -m localcluster.daemon``) once
-  its API answers. ``ClusterError`` with the log's last lines if it does not come up.
+  its API answers; with ``die_with_parent`` it is killed if the calling process dies. ``ClusterError`` with the log's last lines if it does not come up.
 - ``running_state(paths)`` -> state dict of a live cluster or None (removes a stale state.json).
 - ``stop(paths)`` -> True if a cluster was stopped; waits until its process (and so every pod
   process) is gone.
@@ -84,7 +84,8 @@ def check_prerequisites(isolation: str) -> None:
 
 
 def start(paths: StatePaths, ssh_port: int = 2222, isolation: str = "namespaces", timeout: float = 60.0,
-          history: int = 1000, bookmark_interval: float = 5.0, auth: bool = True) -> tuple[dict, bool]:
+          history: int = 1000, bookmark_interval: float = 5.0, auth: bool = True,
+          die_with_parent: bool = False) -> tuple[dict, bool]:
     state = running_state(paths)
     if state is not None:
         return state, False
@@ -97,7 +98,9 @@ def start(paths: StatePaths, ssh_port: int = 2222, isolation: str = "namespaces"
     # the imports once and each daemon starts faster
     ensure_cluster_key(paths)
     ensure_certs(paths.tls_dir)
-    cmd = [sys.executable, "-m", "localcluster.daemon", "--state-dir", str(paths.root), "--ssh-port",
+    # die_with_parent: a test's cluster must not outlive a killed test run (its pods die with it)
+    cmd = (["setpriv", "--pdeathsig", "KILL", "--"] if die_with_parent else []) + [
+           sys.executable, "-m", "localcluster.daemon", "--state-dir", str(paths.root), "--ssh-port",
            str(ssh_port), "--isolation", isolation, "--history", str(history),
            "--bookmark-interval", str(bookmark_interval)] + ([] if auth else ["--no-auth"])
     env = dict(os.environ)

@@ -1,7 +1,8 @@
 """Test API: ``running_cluster(state_dir, workers=0, **opts)`` yields a ``ClusterHandle``.
 
 The cluster is a real background process (the same one ``local-cluster up`` starts); leaving
-the ``with`` block stops it and every pod process, also when the block raised. Options:
+the ``with`` block stops it and every pod process, also when the block raised; if the test
+process is killed, the cluster dies with it. Options:
 ``ssh_port`` (2222), ``isolation`` ("namespaces"), ``slots``, ``gpus``, ``timeout`` (60 s),
 ``history`` (events kept for watches, 1000), ``bookmark_interval`` (seconds, 5.0), ``auth`` (True).
 
@@ -135,7 +136,7 @@ def running_cluster(state_dir, workers: int = 0, *, ssh_port: int = 2222, isolat
     if control.running_state(paths) is not None:
         raise ClusterError(f"a cluster is already running with state dir {paths.root}")
     state, _ = control.start(paths, ssh_port=ssh_port, isolation=isolation, timeout=timeout, history=history,
-                             bookmark_interval=bookmark_interval, auth=auth)
+                             bookmark_interval=bookmark_interval, auth=auth, die_with_parent=True)
     try:
         handle = ClusterHandle(paths, state)
         if workers:

@@ -150,3 +150,20 @@ def test_set_ready_false_is_what_kubectl_and_clients_see(cluster):
     assert out[:3] == ["probe", "0/1", "Running"]
     cluster.set_ready("probe", True)
     assert cluster.wait_ready("probe", timeout=5) == cluster.pod_ip("probe")
+
+
+def test_a_test_cluster_dies_with_a_killed_test_process(tmp_path):
+    import subprocess
+    import sys
+    script = ("import os, sys\n"
+              "from localcluster.testing import running_cluster\n"
+              f"with running_cluster({str(tmp_path / 'c')!r}, workers=1) as c:\n"
+              "    print(c.state['pid'], flush=True)\n"
+              "    os._exit(0)  # no cleanup, as if killed\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    state_dir = str(tmp_path / "c")
+    deadline = time.monotonic() + 10
+    while left := [p for p in procs.all_pids() if state_dir in _cmdline(p) and _exists(p)]:
+        assert time.monotonic() < deadline, [_cmdline(p) for p in left]
+        time.sleep(0.05)
