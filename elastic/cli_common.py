@@ -59,10 +59,11 @@ def hosts_from_args(hosts: str | None, hosts_file: str | None, host: str | None,
 
 
 def setup_logging(verbose: bool) -> None:
-    """Log to stderr: INFO, or DEBUG with ``verbose``; paramiko only says warnings."""
+    """Log to stderr: INFO, or DEBUG with ``verbose``; paramiko and urllib3 stay quiet."""
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, stream=sys.stderr,
                         format="%(name)s: %(message)s")
     logging.getLogger("paramiko").setLevel(logging.DEBUG if verbose else logging.CRITICAL)
+    logging.getLogger("urllib3").setLevel(logging.DEBUG if verbose else logging.ERROR)  # its retry chatter
 
 
 def run_main(prog: str, body: Callable[[], int]) -> int:

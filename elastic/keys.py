@@ -141,6 +141,7 @@ def apply_secret(pair: KeyPair, name: str, namespace: str, kubeconfig: str | Non
     except ApiException as exc:
         raise ConfigError(f"cannot write Secret {namespace}/{name}: HTTP {exc.status} {exc.reason}") from exc
     except (OSError, URLLib3Error) as exc:
-        raise ConfigError(f"cannot reach the Kubernetes API: {exc}") from exc
+        reason = str(getattr(exc, "reason", None) or exc).rsplit(": ", 1)[-1]
+        raise ConfigError(f"cannot reach the Kubernetes API at {api_client.configuration.host}: {reason}") from exc
     finally:
         api_client.close()
