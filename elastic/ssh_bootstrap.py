@@ -11,8 +11,8 @@ input (missing identity, unwritable DIR).  Per host, in parallel (``jobs`` at on
 3. for the hosts with a good pin, run ``hostname`` through ``DIR/bin/ssh`` -- the same wrapper
    horovodrun will use -- so the table proves the exact path training takes.
 
-``DIR/hostfile`` lists the hosts that passed.  ``discover_hosts(cmd)`` reads the default host
-list from ``discover-hosts`` (re-exported from ``elastic.hostsource``).
+``DIR/hostfile`` lists the hosts that passed.  (The default host list, from ``discover-hosts``,
+is ``elastic.hostsource.discover_hosts``.)
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import contextlib
 import fcntl
 import os
 import shutil
-import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -32,7 +31,6 @@ from typing import Iterator
 from elastic.atomicfile import write_atomic
 from elastic.errors import ConfigError, SSHError
 from elastic.hostlist import Host, render_hostfile
-from elastic.hostsource import discover_hosts  # noqa: F401 - part of this module's API
 from elastic.known_hosts import KnownHosts, host_key_name, mismatch_error, pin
 from elastic.ssh_config import BootstrapDir, render_settings, render_ssh_config, render_ssh_wrapper
 from elastic.ssh_exec import SSHClient

@@ -92,7 +92,8 @@ def _print_horovodrun(d: BootstrapDir, hostfile: bool) -> None:
 
 
 def _hosts(ns: argparse.Namespace) -> int:
-    from elastic.ssh_bootstrap import bootstrap_hosts, discover_hosts, render_results
+    from elastic.hostsource import discover_hosts
+    from elastic.ssh_bootstrap import bootstrap_hosts, render_results
 
     identity = _require(ns.identity, "--identity")
     out = _require(ns.out, "--out")
