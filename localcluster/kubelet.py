@@ -84,6 +84,9 @@ class PodRuntime:
         self.kill_at: float | None = None  # loop time at which to stop waiting for SIGTERM
         self.wake = asyncio.Event()
         self.task: asyncio.Task | None = None
+        # the previous incarnation of a pod of the same name, still being cleaned up (it owns
+        # DIR/pods/<pod>/ until it is done)
+        self.previous: asyncio.Task | None = None
 
     # -- requests from the kubelet ---------------------------------------------------------
     def terminate(self, grace_seconds: float) -> None:
@@ -97,6 +100,8 @@ class PodRuntime:
     async def run(self) -> None:
         k = self.kubelet
         try:
+            if self.previous is not None and not self.previous.done():
+                await asyncio.wait([self.previous])
             self._spawn()
             await self._serve()
         except KubeletError as exc:
@@ -104,8 +109,9 @@ class PodRuntime:
             self._report_failed(str(exc), None)
             if self.kill_at is None:
                 await self.wake.wait()
-        except Exception:  # keep the kubelet alive whatever one pod does
+        except Exception as exc:  # keep the kubelet alive whatever one pod does
             log.exception("pod %s/%s failed", self.namespace, self.name)
+            self._report_failed(f"internal error in the kubelet: {exc!r}", None)
         finally:
             await self._stop()
             if self.ip:
@@ -344,5 +350,8 @@ class Kubelet:
             return
         if rt is None and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
             rt = PodRuntime(self, pod)
+            key = (rt.namespace, rt.name)
+            older = [r.task for r in self._runtimes.values() if (r.namespace, r.name) == key and r.task]
+            rt.previous = older[-1] if older else None
             self._runtimes[rt.uid] = rt
             rt.task = asyncio.create_task(rt.run())

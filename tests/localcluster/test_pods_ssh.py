@@ -167,3 +167,16 @@ def test_a_test_cluster_dies_with_a_killed_test_process(tmp_path):
     while left := [p for p in procs.all_pids() if state_dir in _cmdline(p) and _exists(p)]:
         assert time.monotonic() < deadline, [_cmdline(p) for p in left]
         time.sleep(0.05)
+
+
+def test_force_delete_and_recreate_under_the_same_name(cluster):
+    cluster.create_pod("again")
+    first = cluster.wait_ready("again")
+    cluster.ssh("again", "echo old > /data/f")
+    cluster.delete_pod("again", grace_seconds=0)  # removed at once; its host is still stopping
+    cluster.create_pod("again")
+    second = cluster.wait_ready("again")
+    assert second != first
+    out = cluster.ssh("again", "hostname; ls -A /data")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["again"]  # a fresh /data, not the old one
