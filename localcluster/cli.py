@@ -5,6 +5,7 @@
     local-cluster scale N [--slots S] [--gpus G]
     local-cluster add-pod [--name NAME] [--slots S] [--gpus G]
     local-cluster delete-pod NAME [--grace SECONDS]
+    local-cluster fault restart-api|drop-watches|compact|latency [--seconds S]
     local-cluster down
 
 Every command takes ``--state-dir DIR`` (``LOCAL_CLUSTER_STATE_DIR``; default
@@ -72,6 +73,12 @@ def build_parser() -> argparse.ArgumentParser:
     ad.add_argument("--name", help="pod name (default: the next free worker-<n>)")
     pod_opts(ad)
     ad.add_argument("--timeout", type=float, default=120.0)
+    fa = sub.add_parser("fault", parents=[common], help="inject an API fault (for trying clients' resilience)")
+    fa.add_argument("kind", choices=["restart-api", "drop-watches", "compact", "latency"],
+                    help="restart-api: go away for --seconds keeping state; drop-watches: cut open watches; "
+                         "compact: forget history (watches from older resourceVersions get 410); "
+                         "latency: delay every request by --seconds (0 to stop)")
+    fa.add_argument("--seconds", type=float, default=0.0)
     dp = sub.add_parser("delete-pod", parents=[common], help="delete a pod (graceful)")
     dp.add_argument("name")
     dp.add_argument("--grace", type=int, default=None, help="grace period in seconds")
@@ -131,6 +138,11 @@ def run(args: argparse.Namespace) -> int:
         pod = control.add_pod(state, args.name, args.slots, args.gpus)
         ips = control.wait_ready(state, [pod["metadata"]["name"]], args.timeout)
         print(f"{pod['metadata']['name']} {ips[pod['metadata']['name']]}")
+    elif args.command == "fault":
+        if args.seconds < 0:
+            raise LocalClusterError(f"--seconds must be >= 0, got {args.seconds}")
+        query = {"restart-api": {"down": args.seconds}, "latency": {"seconds": args.seconds}}.get(args.kind, {})
+        print(json.dumps(control.admin(state, args.kind, **query)))
     elif args.command == "delete-pod":
         control.client(state).delete_pod(args.name, args.namespace, args.grace)
         print(f"{args.name} deleting")

@@ -61,6 +61,13 @@ def test_up_status_scale_and_down_leaves_no_process(tmp_path):
                 "extra", "worker-1"]:
             assert time.monotonic() < deadline, names
             time.sleep(0.1)
+        fault = lc(state, "fault", "restart-api", "--seconds", "0.5")
+        assert fault.returncode == 0 and json.loads(fault.stdout)["restarting"] is True
+        deadline = time.monotonic() + 15  # back by itself, same state
+        while (st := lc(state, "status", "--json")).returncode != 0:
+            assert time.monotonic() < deadline, st.stderr
+            time.sleep(0.1)
+        assert lc(state, "fault", "latency", "--seconds", "-1").stderr.startswith("error: --seconds must be >= 0")
         missing = lc(state, "delete-pod", "nope")
         assert missing.returncode == 1 and missing.stderr.strip() == 'error: pods "nope" not found'
         assert daemon_pids(state)
