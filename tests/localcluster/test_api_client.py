@@ -356,3 +356,24 @@ def test_send_initial_events_ends_with_a_marked_bookmark(lc, api, ns):
     conn.close()
     assert [e["type"] for e in events[:2]] == ["ADDED", "BOOKMARK"]
     assert events[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+
+
+def test_the_asyncio_client_lists_and_watches(lc, api, ns):
+    import asyncio
+
+    from kubernetes.aio import client as aclient, config as aconfig, watch as awatch
+
+    make(api, ns, "a", {"role": "worker"})
+
+    async def run():
+        api_client = await aconfig.new_client_from_config(config_file=str(lc.kubeconfig))
+        async with api_client:
+            v1 = aclient.CoreV1Api(api_client)
+            listed = await v1.list_namespaced_pod(ns, label_selector="role=worker")
+            events = []
+            async for ev in awatch.Watch().stream(v1.list_namespaced_pod, ns, timeout_seconds=1):
+                events.append((ev["type"], ev["object"].metadata.name))
+            return [p.metadata.name for p in listed.items], events
+
+    names_, events = asyncio.run(run())
+    assert names_ == ["a"] and events == [("ADDED", "a")]
