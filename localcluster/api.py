@@ -32,7 +32,7 @@ from aiohttp import web
 
 from . import pods
 from .core import PodService, dumps
-from .errors import ApiError, BadRequest, MethodNotAllowed, NotFound, Unauthorized
+from .errors import ApiError, BadRequest, MethodNotAllowed, NotFound, Timeout, Unauthorized
 from .selectors import parse_fields, parse_labels
 from .store import Event, Scope, watch_view
 
@@ -412,6 +412,8 @@ class ApiServer:
         table = _wants_table(request)
         include = q.get("includeObject", "Metadata")
         store = self.service.store
+        if rv_param and int(rv_param) > store.resource_version:  # e.g. from before a `down` + `up`
+            raise Timeout(f"Too large resource version: {rv_param}, current: {store.resource_version}")
         watch = _Watch(request)
         token = store.subscribe(watch.queue.put_nowait)
         self._watches.add(watch)

@@ -17,7 +17,7 @@ from .errors import ApiError, ClusterError
 
 _BY_CODE = {400: errors.BadRequest, 401: errors.Unauthorized, 404: errors.NotFound,
             405: errors.MethodNotAllowed, 409: errors.Conflict, 410: errors.Expired,
-            415: errors.UnsupportedMediaType, 422: errors.Invalid}
+            415: errors.UnsupportedMediaType, 422: errors.Invalid, 504: errors.Timeout}
 
 
 class Client:

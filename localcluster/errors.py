@@ -12,7 +12,8 @@
     │   ├── AlreadyExists     409     a pod of that name exists (reason AlreadyExists)
     │   ├── Expired           410     resourceVersion older than the retained history
     │   ├── UnsupportedMediaType 415  unknown patch content type
-    │   └── Invalid           422     the object breaks a validation rule
+    │   ├── Invalid           422     the object breaks a validation rule
+    │   └── Timeout           504     a watch asked for a resourceVersion this server never issued
     ├── KubeletError                  a pod could not be run (sshd, namespaces, addresses)
     └── ClusterError                  the cluster as a whole: not running, not root, start failed,
                                       unusable state directory
@@ -89,6 +90,10 @@ class UnsupportedMediaType(ApiError):
 
 class Invalid(ApiError):
     code, reason = 422, "Invalid"
+
+
+class Timeout(ApiError):
+    code, reason = 504, "Timeout"
 
 
 class KubeletError(LocalClusterError):

@@ -377,3 +377,10 @@ def test_the_asyncio_client_lists_and_watches(lc, api, ns):
 
     names_, events = asyncio.run(run())
     assert names_ == ["a"] and events == [("ADDED", "a")]
+
+
+def test_watch_from_a_resource_version_never_issued_is_504(api, ns):
+    future = int(api.list_namespaced_pod(ns).metadata.resource_version) + 1000
+    with pytest.raises(ApiException) as info:
+        list(watch.Watch().stream(api.list_namespaced_pod, ns, resource_version=str(future), timeout_seconds=1))
+    assert info.value.status == 504 and "Too large resource version" in info.value.body
