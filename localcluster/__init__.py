@@ -1,1 +1,1 @@
-"""localcluster package."""
+"""A loopback Kubernetes pod API whose pods are sshd hosts on this machine (see README.md)."""
