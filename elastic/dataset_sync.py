@@ -284,11 +284,13 @@ def sync_dataset(src: str, dest: str, hosts: list[Host], options: SyncOptions | 
     cancel = cancel or CancelToken()
     if not hosts:
         raise ConfigError("no hosts to sync to")
+    names = [h.name for h in hosts]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"a host is listed twice: {', '.join(sorted({n for n in names if names.count(n) > 1}))}")
     started = time.monotonic()
     src_real, layout, manifest = prepare(src, dest, options)
     log.info("manifest: %d files, %s, digest %s", len(manifest.files), human_bytes(manifest.total_bytes),
              manifest.digest[:12])
-    names = [h.name for h in hosts]
     board = ProgressBoard(names, len(manifest.files), manifest.total_bytes)
     if board_hook is not None:
         board_hook(board)
@@ -312,7 +314,10 @@ def sync_dataset(src: str, dest: str, hosts: list[Host], options: SyncOptions | 
 
             try:
                 result, _ = retry_call(counted, options.retry, _retryable, cancel.wait, on_retry)
-            except (SSHError, SyncError) as exc:
+            except Exception as exc:  # noqa: BLE001 - one host's failure, whatever it is, stays that host's
+                if not isinstance(exc, (SSHError, SyncError)):
+                    log.debug("%s: unexpected error", host, exc_info=True)
+                    exc = SyncError(f"{host}: unexpected error: {exc!r}")
                 board.update(host, phase="failed")
                 last = worker.last
                 return HostOutcome(host, False, last.method, last.files, last.bytes,
