@@ -372,7 +372,7 @@ class Trainer:
 
 def run(task: Task, args) -> int:
     """Train ``task`` as one Horovod worker; 0 when all epochs are done."""
-    flags = StopFlags().install()
+    flags = StopFlags(grace=args.term_grace).install()
     import horovod.torch as hvd
 
     hvd.init()

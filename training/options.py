@@ -154,6 +154,9 @@ def parse(argv: list[str] | None, d: Defaults) -> argparse.Namespace:
                    help="data-loading processes per worker (default 4 on CUDA, 0 on CPU)")
     p.add_argument("--seed", type=int, default=_env("seed", 42, int),
                    help="seed of the model initialisation and the epoch shuffles (default %(default)s)")
+    p.add_argument("--term-grace", type=_positive(float), default=_env("term-grace", 20.0, float),
+                   help="after SIGTERM, seconds to reach the next commit before leaving anyway "
+                        "(default %(default)s; keep it below the pod's termination grace period)")
     p.add_argument("--trace-dir", default=os.environ.get("TRAINING_TRACE_DIR") or _env("trace-dir", None, str),
                    help="debug: each worker writes the sample indices it commits and its final "
                         "parameter checksum here (also TRAINING_TRACE_DIR)")

@@ -11,7 +11,7 @@ import pytest
 
 from training import checkpoint
 from trainhelp import (HOROVODRUN, Job, check_finished_run, committed_samples, finals,
-                       metrics_lines, run_env, train_args, write_mnist, write_tiny_imagenet)
+                       run_env, train_args, write_mnist, write_tiny_imagenet)
 
 pytestmark = pytest.mark.timeout(400)
 ROOT = str(Path(__file__).parents[2])
