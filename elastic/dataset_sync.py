@@ -155,16 +155,29 @@ class _Attempt:
     unchanged: bool = False
 
 
+@dataclass(frozen=True)
+class _Expected:
+    """What every host is checked against, computed once per run."""
+
+    manifest: Manifest
+    listing: str  # manifest.listing_digest
+    quick: str  # manifest.quick_digest
+    document: bytes  # the manifest file written with the data
+
+    @classmethod
+    def of(cls, manifest: Manifest) -> "_Expected":
+        return cls(manifest, listing_digest(manifest), quick_digest(manifest), manifest.to_json().encode())
+
+
 class _HostSync:
     """The per-host pipeline (one instance per host, used by one worker thread)."""
 
-    def __init__(self, host: str, src: str, layout: Layout, manifest: Manifest, options: SyncOptions,
+    def __init__(self, host: str, src: str, layout: Layout, expected: _Expected, options: SyncOptions,
                  client: SSHClient, board: ProgressBoard, cancel: CancelToken) -> None:
-        self.host, self.src, self.layout, self.manifest = host, src, layout, manifest
+        self.host, self.src, self.layout, self.manifest = host, src, layout, expected.manifest
         self.options, self.client, self.board, self.cancel = options, client, board, cancel
         self.checksum = False
-        self.expected = listing_digest(manifest)
-        self.quick = quick_digest(manifest)
+        self.expected, self.quick, self.document = expected.listing, expected.quick, expected.document
         self.last = _Attempt()
 
     def _check(self) -> None:
@@ -215,7 +228,7 @@ class _HostSync:
         self.board.update(self.host, phase="verifying")
         version = new_version_name(self.manifest.digest)
         out = self._run(verify_commit_script(self.layout, self.expected, version, probe.current),
-                        "verification and commit", stdin=self.manifest.to_json().encode()).decode()
+                        "verification and commit", stdin=self.document).decode()
         if "verify=mismatch" in out:
             self.checksum = True
             listing = parse_listing(self._run(listing_script(self.layout.staging), "listing staging"))
@@ -269,8 +282,10 @@ def prepare(src: str, dest: str, options: SyncOptions) -> tuple[str, Layout, Man
         return src_real, Layout(dest_norm), build_manifest(src_real)
     path = cache_path(src_real, options.cache_dir)
     cache = load_cache(path, src_real)
+    before = dict(cache)
     manifest = build_manifest(src_real, cache)
-    save_cache(path, src_real, cache)
+    if cache != before:
+        save_cache(path, src_real, cache)
     return src_real, Layout(dest_norm), manifest
 
 
@@ -291,6 +306,7 @@ def sync_dataset(src: str, dest: str, hosts: list[Host], options: SyncOptions | 
     src_real, layout, manifest = prepare(src, dest, options)
     log.info("manifest: %d files, %s, digest %s", len(manifest.files), human_bytes(manifest.total_bytes),
              manifest.digest[:12])
+    expected = _Expected.of(manifest)
     board = ProgressBoard(names, len(manifest.files), manifest.total_bytes)
     if board_hook is not None:
         board_hook(board)
@@ -299,7 +315,7 @@ def sync_dataset(src: str, dest: str, hosts: list[Host], options: SyncOptions | 
         def one(host: str) -> HostOutcome:
             client = SSHClient(config=options.ssh_config, connect_timeout=options.connect_timeout,
                                control_dir=control_dir)
-            worker = _HostSync(host, src_real, layout, manifest, options, client, board, cancel)
+            worker = _HostSync(host, src_real, layout, expected, options, client, board, cancel)
             t0 = time.monotonic()
             attempts = 0
 

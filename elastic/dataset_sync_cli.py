@@ -32,7 +32,7 @@ from elastic.sync_safety import DEFAULT_ALLOWED_ROOTS, check_dest, check_source,
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dataset-sync", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="dataset-sync", description=__doc__.split("\n\n")[0].replace("``", ""))
     parser.add_argument("src", metavar="SRC", help="local dataset directory")
     parser.add_argument("dest", metavar="DEST", help="directory on every host, inside an allowed root")
     parser.add_argument("--hosts", default=env_default("ELASTIC_HOSTS"), help="h1,h2,... [ELASTIC_HOSTS]")

@@ -30,7 +30,7 @@ from elastic.ssh_config import BootstrapDir, horovodrun_args, horovodrun_env_del
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ssh-bootstrap", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="ssh-bootstrap", description=__doc__.split("\n\n")[0].replace("``", ""))
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
     sub = parser.add_subparsers(dest="command", required=True)
 
