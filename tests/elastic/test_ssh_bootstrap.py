@@ -119,8 +119,10 @@ def test_changed_host_key_is_refused_loudly_also_for_horovodruns_ssh(sshd_factor
     args = ["hosts", "--identity", str(server.identity), "--out", str(out), "--port", str(server.port),
             "--hosts", server.address]
     server.start(key_a)
-    first = cli("ssh-bootstrap", *args)
+    # Without a host flag the hosts come from discover-hosts (here a stand-in printing host:slots).
+    first = cli("ssh-bootstrap", *args[:-2], "--discover-cmd", f"echo {server.address}:3")
     assert first.returncode == 0, first.stderr
+    assert (out / "hostfile").read_text() == f"{server.address} slots=3\n"
     pinned = (out / "known_hosts").read_text()
     env = horovodrun_env(BootstrapDir(out))
     marker = tmp_path / "ran"
