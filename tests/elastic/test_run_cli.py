@@ -127,3 +127,53 @@ def test_no_daemon_and_no_selector_names_the_url(tmp_path):
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines() == [
         f"error: no discovery daemon answers at {url}; give --selector (with --namespace/--kubeconfig) to start one"]
+
+
+def test_with_a_daemon_already_running_it_pins_and_syncs_the_current_hosts(two_pods, tmp_path):
+    """The deploy/ launcher's way: the daemon is a sidecar elastic-run finds at DISCOVERY_URL;
+    elastic-run checks and pins the hosts it serves, syncs the dataset to them, and leaves
+    the daemon running (it is not elastic-run's)."""
+    import socket
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    with open(tmp_path / "daemon.log", "w") as log:
+        daemon = subprocess.Popen(
+            [str(BIN / "discovery-daemon"), "--namespace", "default", "--selector", SELECTOR,
+             "--kubeconfig", str(two_pods.kubeconfig), "--host", "127.0.0.1", "--port", str(port)],
+            stdout=log, stderr=log, env=env())
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert daemon.poll() is None, (tmp_path / "daemon.log").read_text()
+            try:
+                if len(urllib.request.urlopen(url + "/hosts", timeout=2).read().split()) == 2:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "the daemon never served both pods"
+            time.sleep(0.2)
+        data = tmp_path / "ds"
+        data.mkdir()
+        (data / "hello.txt").write_text("hello from the launcher\n")
+        dest = f"/data/run-cli-{tmp_path.name}"
+        ssh_dir = tmp_path / "ssh"
+        proc = subprocess.run(
+            [ELASTIC_RUN, "--discovery-url", url, "--ssh-port", str(two_pods.ssh_port),
+             "--ssh-identity-file", str(two_pods.identity), "--ssh-dir", str(ssh_dir),
+             "--network-interface", "lo", "--min-np", "2", "--max-np", "2", "--elastic-timeout", "60",
+             "--dataset", f"{data}:{dest}", "--",
+             "sh", "-c", f'test "$(cat {dest}/hello.txt)" = "hello from the launcher"'],
+            capture_output=True, text=True, timeout=180, env=env())
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert daemon.poll() is None, "elastic-run stopped a daemon it did not start"
+        # both pods' host keys are pinned where the ssh wrapper horovodrun used looks
+        pinned = (ssh_dir / "known_hosts").read_text()
+        for pod in ("worker-0", "worker-1"):
+            assert two_pods.pod_ip(pod) in pinned
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=30)
