@@ -122,6 +122,12 @@ def test_secret_manifest_is_a_v1_secret_with_a_loadable_key():
     assert public.split()[:2] == [key.get_name(), key.get_base64()]
     assert public.endswith(" job-1\n")
     assert "PRIVATE" not in repr(pair)
+    # The official client's model reads it as a V1Secret.
+    from kubernetes.client import ApiClient
+
+    model = ApiClient().deserialize(json.dumps(doc), "V1Secret", "application/json")
+    assert (model.kind, model.metadata.name, model.type) == ("Secret", "s", "Opaque")
+    assert set(model.data) == {"id_ed25519", "id_ed25519.pub"}
 
 
 def test_write_keys_modes_and_refusal_to_overwrite(tmp_path):
