@@ -84,14 +84,18 @@ def prepare(host: str, identity: str, ssh_dir: str, ssh_port: int | None, datase
              f"dataset-sync to {host}", SyncError)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m elastic.run_prepare", description=__doc__.split("\n\n")[0])
     parser.add_argument("--identity", required=True, help="the job's private SSH key")
     parser.add_argument("--ssh-dir", required=True, help="where pinned host keys and ssh configs go")
     parser.add_argument("--ssh-port", type=int, default=None, help="the hosts' sshd port")
     parser.add_argument("--dataset", default=None, metavar="SRC:DEST", help="sync SRC to DEST on the host")
     parser.add_argument("host")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         prepare(args.host, args.identity, args.ssh_dir, args.ssh_port, args.dataset)
     except ElasticError as exc:

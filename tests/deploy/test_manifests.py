@@ -214,3 +214,24 @@ def test_workers_ask_for_gpus_serve_ssh_and_have_a_dataset_volume(objects):
     assert f"--ssh-port={ssh_port}" in launcher["command"]
     dataset = next(a.split("=", 1)[1] for a in launcher["command"] if a.startswith("--dataset="))
     assert dataset.split(":", 1)[1].startswith("/data/")
+
+
+def test_the_launcher_and_prepare_commands_are_valid_for_our_own_parsers(objects):
+    """The manifests call elastic-run and elastic.run_prepare with flags those accept."""
+    from elastic.run_cli import _split, build_parser
+
+    spec = one(objects, "Pod")["spec"]
+    launcher = next(c for c in spec["containers"] if c["name"] == "launcher")
+    own, command = _split(launcher["command"][1:])
+    args = build_parser().parse_args(own)
+    assert args.min_np == 2 and args.max_np >= args.min_np
+    assert args.network_interface == ["eth0"]
+    assert command[:3] == ["python", "-m", "training.mnist"]
+    daemon = next(c for c in spec["initContainers"] if c["name"] == "discovery-daemon")
+    prepare = shlex.split(next(a.split("=", 1)[1] for a in daemon["command"] if a.startswith("--prepare-cmd=")))
+    from elastic.run_prepare import build_parser as prepare_parser
+
+    parsed = prepare_parser().parse_args(prepare[3:] + ["10.0.0.7"])
+    assert parsed.host == "10.0.0.7"
+    assert parsed.dataset == "/datasets/mnist:/data/mnist"
+    assert parsed.ssh_port == 2222
