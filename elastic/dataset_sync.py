@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import logging
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -155,18 +156,33 @@ class _Attempt:
     unchanged: bool = False
 
 
-@dataclass(frozen=True)
 class _Expected:
-    """What every host is checked against, computed once per run."""
+    """What every host is checked against: computed once per run, on first use, because an
+    unchanged host needs only the quick digest (thread-safe)."""
 
-    manifest: Manifest
-    listing: str  # manifest.listing_digest
-    quick: str  # manifest.quick_digest
-    document: bytes  # the manifest file written with the data
+    def __init__(self, manifest: Manifest) -> None:
+        self.manifest = manifest
+        self._lock = threading.Lock()
+        self._values: dict[str, object] = {}
 
-    @classmethod
-    def of(cls, manifest: Manifest) -> "_Expected":
-        return cls(manifest, listing_digest(manifest), quick_digest(manifest), manifest.to_json().encode())
+    def _get(self, key: str, compute):
+        with self._lock:
+            if key not in self._values:
+                self._values[key] = compute()
+            return self._values[key]
+
+    @property
+    def listing(self) -> str:
+        return self._get("listing", lambda: listing_digest(self.manifest))
+
+    @property
+    def quick(self) -> str:
+        return self._get("quick", lambda: quick_digest(self.manifest))
+
+    @property
+    def document(self) -> bytes:
+        """The manifest file written with the data."""
+        return self._get("document", lambda: self.manifest.to_json().encode())
 
 
 class _HostSync:
@@ -177,7 +193,7 @@ class _HostSync:
         self.host, self.src, self.layout, self.manifest = host, src, layout, expected.manifest
         self.options, self.client, self.board, self.cancel = options, client, board, cancel
         self.checksum = False
-        self.expected, self.quick, self.document = expected.listing, expected.quick, expected.document
+        self.wanted = expected
         self.last = _Attempt()
 
     def _check(self) -> None:
@@ -207,7 +223,7 @@ class _HostSync:
 
     def _attempt(self, result: _Attempt, check: str) -> _Attempt:
         probe = parse_probe(self._run(probe_script(self.layout, self.options.remote_rsync, self.manifest.digest, check,
-                                                   self.expected if check == "checksum" else self.quick),
+                                                   self.wanted.listing if check == "checksum" else self.wanted.quick),
                                       "probe").decode())
         use_rsync = self.options.transport == "rsync" or (self.options.transport == "auto" and probe.has_rsync)
         if self.options.transport == "rsync" and not probe.has_rsync:
@@ -227,8 +243,8 @@ class _HostSync:
             self._copy_sftp(probe.current, result)
         self.board.update(self.host, phase="verifying")
         version = new_version_name(self.manifest.digest)
-        out = self._run(verify_commit_script(self.layout, self.expected, version, probe.current),
-                        "verification and commit", stdin=self.document).decode()
+        out = self._run(verify_commit_script(self.layout, self.wanted.listing, version, probe.current),
+                        "verification and commit", stdin=self.wanted.document).decode()
         if "verify=mismatch" in out:
             self.checksum = True
             listing = parse_listing(self._run(listing_script(self.layout.staging), "listing staging"))
@@ -306,7 +322,7 @@ def sync_dataset(src: str, dest: str, hosts: list[Host], options: SyncOptions | 
     src_real, layout, manifest = prepare(src, dest, options)
     log.info("manifest: %d files, %s, digest %s", len(manifest.files), human_bytes(manifest.total_bytes),
              manifest.digest[:12])
-    expected = _Expected.of(manifest)
+    expected = _Expected(manifest)
     board = ProgressBoard(names, len(manifest.files), manifest.total_bytes)
     if board_hook is not None:
         board_hook(board)
