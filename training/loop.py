@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset, Subset
 
-from training import checkpoint, metrics
+from training import checkpoint, cpus, metrics
 from training.errors import CheckpointError
 from training.schedule import learning_rate
 from training.signals import EXIT_TERM, StopFlags, leave
@@ -379,7 +379,8 @@ def run(task: Task, args) -> int:
     if torch.cuda.is_available() and not args.no_cuda:
         torch.cuda.set_device(hvd.local_rank())
     elif not os.environ.get("OMP_NUM_THREADS"):  # share the cores among this host's workers
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, hvd.local_size())))
+        torch.set_num_threads(cpus.threads_per_worker(hvd.local_size(), cpus.usable_cpus(),
+                                                      cpus.cgroup_cpu_limit()))
     trainer = Trainer(task, args, hvd, flags)
     state = trainer.build()
     hvd.elastic.run(trainer.train)(state)
