@@ -1,7 +1,11 @@
 """Admission: run ``--prepare-cmd CMD HOST`` once per pod incarnation (uid) before serving it.
 
 The command is split like a shell would (``shlex``) and run without a shell, with the
-host appended as the last argument. At most ``concurrency`` run at once; a non-zero exit
+host appended as the last argument, and with the pod incarnation it prepares named in its
+environment (on top of the daemon's own): ``DISCOVERY_POD_UID``, ``DISCOVERY_POD_NAME`` and
+``DISCOVERY_POD_NAMESPACE`` -- the API server's word that HOST now belongs to this pod, which
+lets the command replace state it keeps per address (``ssh-bootstrap hosts --repin-for-uid``
+re-pins a reused pod IP's host key). At most ``concurrency`` run at once; a non-zero exit
 or a timeout is retried up to ``retries`` more times with a growing delay; after that the
 pod is reported as skipped with the last failure as the reason until its uid changes.
 
@@ -16,7 +20,7 @@ import os
 import shlex
 import signal
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping
 
 from discovery.errors import ConfigError
 from discovery.hosts import Host
@@ -48,6 +52,12 @@ class PrepareSettings:
         if s.retries < 0:
             raise ConfigError(f"--prepare-retries must be >= 0, got {s.retries}")
         return s
+
+
+def prepare_env(host: Host, base: Mapping[str, str]) -> dict[str, str]:
+    """``base`` plus ``DISCOVERY_POD_UID``/``_NAME``/``_NAMESPACE`` naming ``host``'s pod (pure)."""
+    return {**base, "DISCOVERY_POD_UID": host.uid, "DISCOVERY_POD_NAME": host.pod,
+            "DISCOVERY_POD_NAMESPACE": host.namespace}
 
 
 class Admission:
@@ -120,7 +130,7 @@ class Admission:
         argv = [*self.settings.command, host.host]
         try:
             proc = await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+                *argv, env=prepare_env(host, os.environ), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
                 stderr=asyncio.subprocess.PIPE, start_new_session=True)
         except OSError as e:
             self.failures += 1

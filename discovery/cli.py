@@ -81,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
       help="also write 'host slots=N' lines (every group's hosts) here, atomically, on every "
            "change (env DISCOVERY_HOSTFILE)")
     a("--prepare-cmd", default=_env("DISCOVERY_PREPARE_CMD"),
-      help="run 'CMD HOST' once per pod uid; serve the host only after it exits 0 "
+      help="run 'CMD HOST' once per pod uid, with DISCOVERY_POD_UID, DISCOVERY_POD_NAME and "
+           "DISCOVERY_POD_NAMESPACE in its environment; serve the host only after it exits 0 "
            "(env DISCOVERY_PREPARE_CMD)")
     a("--prepare-concurrency", default=_env("DISCOVERY_PREPARE_CONCURRENCY", "4"),
       help="prepare commands at once (env DISCOVERY_PREPARE_CONCURRENCY, default 4)")

@@ -59,3 +59,37 @@ def test_host_served_only_after_prepare_succeeds_once_per_uid(cluster, daemon, t
     (tmp_path / "release-10.9.0.1").touch()
     d.wait_hosts(["10.9.0.1:1"])
     assert run_count("10.9.0.66") == 1
+
+
+ENV_PREPARE = r"""
+import json, os, sys
+out, host = sys.argv[1], sys.argv[2]
+names = ("DISCOVERY_POD_UID", "DISCOVERY_POD_NAME", "DISCOVERY_POD_NAMESPACE")
+with open(out, "a") as f:
+    f.write(json.dumps({"host": host, **{n: os.environ.get(n) for n in names}}) + "\n")
+"""
+
+
+def test_prepare_command_is_told_the_pod_incarnation(cluster, daemon, tmp_path: Path) -> None:
+    import json
+
+    script = tmp_path / "prepare_env.py"
+    script.write_text(ENV_PREPARE)
+    out = tmp_path / "env.jsonl"
+
+    def runs() -> list[dict]:
+        return [json.loads(l) for l in out.read_text().splitlines()] if out.exists() else []
+
+    d = daemon(cluster, "--prepare-cmd", f"{sys.executable} {script} {out}")
+    d.wait_hosts([])
+    first = fake_pod(cluster, "w-env", "10.9.1.7")
+    d.wait_hosts(["10.9.1.7:1"])
+    assert runs() == [{"host": "10.9.1.7", "DISCOVERY_POD_UID": first["metadata"]["uid"],
+                       "DISCOVERY_POD_NAME": "w-env", "DISCOVERY_POD_NAMESPACE": "default"}]
+    # the same address given to a new pod: the command hears the new incarnation's uid
+    cluster.delete_pod("w-env", grace_seconds=0)
+    d.wait_hosts([])
+    second = fake_pod(cluster, "w-env", "10.9.1.7")
+    assert second["metadata"]["uid"] != first["metadata"]["uid"]
+    d.wait_hosts(["10.9.1.7:1"])
+    assert [r["DISCOVERY_POD_UID"] for r in runs()] == [first["metadata"]["uid"], second["metadata"]["uid"]]
