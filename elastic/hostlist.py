@@ -102,3 +102,13 @@ def parse_hosts_file(text: str, default_slots: int = 1) -> list[Host]:
 def render_hostfile(hosts: list[Host]) -> str:
     """Return Horovod's hostfile text (``name slots=N`` lines) for ``hosts``."""
     return "".join(f"{h.name} slots={h.slots}\n" for h in hosts)
+
+
+def merge_hostfile(existing: list[Host], handled: list[str], good: list[Host]) -> list[Host]:
+    """The hostfile after one ``ssh-bootstrap hosts`` call (pure): every host of ``existing`` not
+    ``handled`` by the call stays, in place; a handled host is replaced by its ``good`` entry
+    (new slots) or dropped if it failed; good hosts not listed before are appended."""
+    fresh = {h.name: h for h in good}
+    gone = set(handled) - set(fresh)
+    merged = [fresh.pop(h.name, h) for h in existing if h.name not in gone]
+    return merged + [h for h in good if h.name in fresh]

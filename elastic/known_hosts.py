@@ -4,7 +4,9 @@
 (lines it does not manage -- hashed names, markers, comments -- are kept verbatim).  ``pin``
 is the pure decision: a key seen for the first time is pinned (``new``), the same key again is
 ``same``, and a different key of the same type for the same ``[host]:port`` is ``changed`` --
-the caller refuses it (``HostKeyMismatch``) and the file keeps the old pin.
+the caller refuses it (``HostKeyMismatch``) and the file keeps the old pin.  ``repin`` is the
+decision for a host known to be a new incarnation of the address (a new pod uid from the
+API server): every pin for the name is replaced by the presented key (``repinned``).
 """
 
 from __future__ import annotations
@@ -62,6 +64,15 @@ class KnownHosts:
         lines = list(self.other_lines) + [e.render() for e in self.entries]
         return "".join(line + "\n" for line in lines)
 
+    def without(self, name: str) -> "KnownHosts":
+        """This file with ``name`` dropped from every managed entry (entries left nameless go)."""
+        entries = []
+        for e in self.entries:
+            names = tuple(n for n in e.names if n != name)
+            if names:
+                entries.append(Entry(names, e.key_type, e.key_b64))
+        return KnownHosts(tuple(entries), self.other_lines)
+
     def keys_for(self, name: str) -> dict[str, str]:
         """Pinned keys for ``name`` as ``{key_type: key_b64}``."""
         return {e.key_type: e.key_b64 for e in self.entries if name in e.names}
@@ -69,7 +80,8 @@ class KnownHosts:
 
 @dataclass(frozen=True)
 class PinResult:
-    """Outcome of ``pin``: status ``new``/``same``/``changed``, fingerprints, updated file."""
+    """Outcome of ``pin``/``repin``: status ``new``/``same``/``changed``/``repinned``,
+    fingerprints, updated file."""
 
     status: str
     fingerprint: str
@@ -87,6 +99,21 @@ def pin(known: KnownHosts, name: str, key_type: str, key_b64: str) -> PinResult:
     if pinned == key_b64:
         return PinResult("same", seen, seen, known)
     return PinResult("changed", seen, fingerprint(pinned), known)
+
+
+def repin(known: KnownHosts, name: str, key_type: str, key_b64: str) -> PinResult:
+    """Pin ``key_b64`` as the only key of ``name`` (pure): ``same`` if it is already pinned,
+    ``new`` if ``name`` had no pin, else ``repinned`` (``pinned_fingerprint`` = the old key)."""
+    seen = fingerprint(key_b64)
+    old = known.keys_for(name)
+    if old.get(key_type) == key_b64 and len(old) == 1:
+        return PinResult("same", seen, seen, known)
+    previous = old.get(key_type) or next(iter(old.values()), None)
+    updated = known.without(name)
+    updated = KnownHosts(updated.entries + (Entry((name,), key_type, key_b64),), updated.other_lines)
+    if previous is None:
+        return PinResult("new", seen, seen, updated)
+    return PinResult("repinned", seen, fingerprint(previous), updated)
 
 
 def mismatch_error(name: str, result: PinResult, known_hosts_path: str) -> HostKeyMismatch:

@@ -40,7 +40,7 @@ from .errors import LaunchError, SSHError, SyncError
 from .run_command import HorovodrunOptions, build_horovodrun_command, horovodrun_environment
 from .run_daemon import DaemonSpec, ManagedDaemon, fetch_hosts, probe
 from .run_reap import RUN_ID_ENV, reap_hosts
-from .run_prepare import parse_dataset, prepare_argv, ssh_dir_lock
+from .run_prepare import parse_dataset, prepare_argv
 from .run_tools import tool
 from .run_watch import HostRecorder
 from .ssh_config import SSH_CONFIG_ENV, BootstrapDir
@@ -158,8 +158,7 @@ def run(config: LaunchConfig) -> int:
                     "--out", str(ssh_dir), "--hosts", ",".join(hosts)]
             if opts.ssh_port is not None:
                 argv += ["--port", str(opts.ssh_port)]
-            with ssh_dir_lock(str(ssh_dir)):
-                _run_step(argv, "ssh-bootstrap hosts", SSHError)
+            _run_step(argv, "ssh-bootstrap hosts", SSHError)  # it locks DIR/.lock itself
         if hosts and config.dataset:
             src, dest = parse_dataset(config.dataset)
             argv = [tool("dataset-sync"), src, dest, "--hosts", ",".join(hosts)]

@@ -4,10 +4,13 @@
                                   [--dataset SRC:DEST] HOST
 
 1. ``ssh-bootstrap hosts --identity FILE --out DIR --port P --hosts HOST``: checks that HOST
-   answers with the job's key and adds its host key to ``DIR/known_hosts`` -- the file the
-   ssh wrapper horovodrun uses checks against -- under an exclusive lock on ``DIR/.lock``
-   (``ssh_dir_lock``), because the daemon prepares several hosts at once and the launcher
-   pins the first hosts into the same directory;
+   answers with the job's key, adds its host key to ``DIR/known_hosts`` -- the file the ssh
+   wrapper horovodrun uses checks against -- and merges HOST into ``DIR/hostfile``.
+   ssh-bootstrap locks ``DIR/.lock`` around those updates itself (the daemon prepares several
+   hosts at once and the launcher pins the first hosts into the same directory), so this
+   module holds no lock.  With ``DISCOVERY_POD_UID`` in the environment (the discovery daemon
+   sets it), ``--repin-for-uid UID`` is passed: an address reused by a new pod gets its new
+   host key pinned; a changed key for the same pod is still refused;
 2. with ``--dataset``, ``dataset-sync SRC DEST --host HOST --ssh-config DIR/ssh_config``.
 
 Exit 0 when HOST is ready; otherwise non-zero with one line on stderr (the daemon retries and
@@ -17,13 +20,10 @@ pod in deploy/ writes it out by hand.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import os
 import re
 import subprocess
 import sys
-from typing import Iterator
 
 from .errors import ConfigError, ElasticError, SSHError, SyncError
 from .run_tools import tool
@@ -49,35 +49,36 @@ def prepare_argv(identity: str, ssh_dir: str, ssh_port: int | None, dataset: str
     return argv
 
 
-@contextlib.contextmanager
-def ssh_dir_lock(ssh_dir: str) -> Iterator[None]:
-    """Hold an exclusive lock on ``ssh_dir/.lock`` (blocks until it is free)."""
-    os.makedirs(ssh_dir, exist_ok=True)
-    fd = os.open(os.path.join(ssh_dir, ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
+def failure_line(stderr: str, stdout: str) -> str:
+    """The line that names why a step failed: its first ``error:`` line on stderr (the cause,
+    before any summary), else the last stderr line, else the last stdout line."""
+    err = [l.strip() for l in stderr.splitlines() if l.strip()]
+    causes = [l[len("error:"):].strip() for l in err if l.startswith("error:")]
+    if causes:
+        return causes[0]
+    out = [l.strip() for l in stdout.splitlines() if l.strip()]
+    return (err or out or ["no output"])[-1]
 
 
 def _run(argv: list[str], what: str, error: type[ElasticError]) -> None:
     proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True)
     if proc.returncode != 0:
-        lines = [l for l in (proc.stderr + proc.stdout).splitlines() if l.strip()]
-        raise error(f"{what} failed ({proc.returncode}): {lines[-1].strip() if lines else 'no output'}")
+        raise error(f"{what} failed ({proc.returncode}): {failure_line(proc.stderr, proc.stdout)}")
 
 
-def prepare(host: str, identity: str, ssh_dir: str, ssh_port: int | None, dataset: str | None) -> None:
-    """Pin ``host``'s key and sync the dataset to it; raises SSHError/SyncError/ConfigError."""
+def prepare(host: str, identity: str, ssh_dir: str, ssh_port: int | None, dataset: str | None,
+            pod_uid: str | None = None) -> None:
+    """Pin ``host``'s key (re-pinning it for a new ``pod_uid``) and sync the dataset to it;
+    raises SSHError/SyncError/ConfigError."""
     if not _HOST.match(host):
         raise ConfigError(f"bad host {host!r}")
     argv = [tool("ssh-bootstrap"), "hosts", "--identity", identity, "--out", ssh_dir, "--hosts", host]
     if ssh_port is not None:
         argv += ["--port", str(ssh_port)]
-    with ssh_dir_lock(ssh_dir):
-        _run(argv, f"ssh-bootstrap hosts for {host}", SSHError)
+    if pod_uid:
+        argv += ["--repin-for-uid", pod_uid]
+    _run(argv, f"ssh-bootstrap hosts for {host}", SSHError)
     if dataset:
         src, dest = parse_dataset(dataset)
         _run([tool("dataset-sync"), src, dest, "--host", host, "--ssh-config", f"{ssh_dir}/ssh_config"],
@@ -97,7 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        prepare(args.host, args.identity, args.ssh_dir, args.ssh_port, args.dataset)
+        prepare(args.host, args.identity, args.ssh_dir, args.ssh_port, args.dataset,
+                os.environ.get("DISCOVERY_POD_UID") or None)
     except ElasticError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -2,17 +2,27 @@
 
 ``bootstrap_hosts(hosts, identity, out_dir, ...)`` blocks until every host was handled and
 returns one ``HostResult`` per host (in input order); it raises ``ConfigError`` only for bad
-input (missing identity, unwritable DIR).  Per host, in parallel (``jobs`` at once):
+input (missing identity, unwritable DIR, malformed ``pins.json``/``hostfile``).  Per host, in
+parallel (``jobs`` at once):
 
 1. read the host key with paramiko (``ssh_probe``); if the address already has a pin of that
    type, the host must present the pinned key -- a different key is refused (``CHANGED``) and the
-   pin is kept;
-2. new pins are added to ``DIR/known_hosts`` (existing pins are never dropped);
+   pin is kept.  The one exception: with ``repin_uid`` (``--repin-for-uid``; the discovery
+   daemon's ``DISCOVERY_POD_UID``) different from the uid recorded for the address in
+   ``DIR/pins.json`` (``elastic.pin_owners``), the API server says the address now belongs to a
+   new pod, so its pins are replaced by the presented key (``repinned``); the uid is recorded;
+2. new pins are added to ``DIR/known_hosts`` (existing pins are dropped only by a re-pin);
 3. for the hosts with a good pin, run ``hostname`` through ``DIR/bin/ssh`` -- the same wrapper
    horovodrun will use -- so the table proves the exact path training takes.
 
-``DIR/hostfile`` lists the hosts that passed.  (The default host list, from ``discover-hosts``,
-is ``elastic.hostsource.discover_hosts``.)
+``DIR/hostfile`` is merged (``hostlist.merge_hostfile``): the hosts of this call that passed
+get their line, those that failed lose it, every other host's line stays -- so the discovery
+daemon's prepare hook can add one host at a time.  ``replace_hostfile=True`` writes only this
+call's good hosts.  Every read-modify-write of ``known_hosts``, ``pins.json`` and ``hostfile``
+happens under an exclusive ``flock`` on ``DIR/.lock`` (held only around the file update, never
+across the network), so concurrent calls on one DIR -- the daemon prepares several pods at
+once -- never lose a pin or a hostfile line.  Callers must not hold that lock themselves.
+(The default host list, from ``discover-hosts``, is ``elastic.hostsource.discover_hosts``.)
 """
 
 from __future__ import annotations
@@ -30,27 +40,54 @@ from typing import Iterator
 
 from elastic.atomicfile import write_atomic
 from elastic.errors import ConfigError, SSHError
-from elastic.hostlist import Host, render_hostfile
-from elastic.known_hosts import KnownHosts, host_key_name, mismatch_error, pin
+from elastic.hostlist import Host, merge_hostfile, parse_hosts_file, render_hostfile
+from elastic.known_hosts import KnownHosts, PinResult, host_key_name, mismatch_error, pin, repin
+from elastic.pin_owners import is_new_incarnation, parse_pin_owners, render_pin_owners
 from elastic.ssh_config import BootstrapDir, render_settings, render_ssh_config, render_ssh_wrapper
 from elastic.ssh_exec import SSHClient
 from elastic.ssh_probe import fetch_host_key
 from elastic.table import render_table
 
 _write_lock = threading.Lock()
+LOCK_NAME = ".lock"
+PINS_NAME = "pins.json"
 
 
 @contextlib.contextmanager
-def _known_hosts_lock(d: BootstrapDir) -> Iterator[None]:
-    """Serialise known_hosts read-modify-write across threads and processes
-    (``DIR/known_hosts.lock``; callers may hold their own lock on other files in DIR)."""
+def ssh_dir_lock(out_dir: str | os.PathLike) -> Iterator[None]:
+    """Hold the exclusive lock on ``DIR/.lock`` (blocks), across threads and processes.
+
+    Not reentrant: a second ``flock`` on another descriptor of the same file would wait for
+    the first forever, so nothing here nests it and callers of ``bootstrap_hosts`` must not
+    hold it."""
+    root = Path(out_dir)
     with _write_lock:
-        fd = os.open(d.root / "known_hosts.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(root / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise ConfigError(f"cannot lock {root / LOCK_NAME}: {exc.strerror or exc}") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
         finally:
             os.close(fd)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        write_atomic(path, text, 0o644)
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
 @dataclass(frozen=True)
@@ -61,11 +98,12 @@ class HostResult:
     slots: int
     key_type: str = ""
     fingerprint: str = ""
-    pin: str = "-"  # new | same | CHANGED | -
+    pin: str = "-"  # new | same | repinned | CHANGED | -
     ssh: str = "-"  # ok | failed | -
     remote_hostname: str = ""
     millis: float | None = None
     error: str = ""
+    previous_fingerprint: str = ""  # the replaced pin's, when ``pin == "repinned"``
 
     @property
     def ok(self) -> bool:
@@ -117,38 +155,84 @@ def _check_identity(identity: str) -> str:
     return str(path)
 
 
+def _pin_one(d: BootstrapDir, name: str, key_type: str, key_b64: str, repin_uid: str | None) -> PinResult:
+    """Decide and record one presented key under ``DIR/.lock`` (see the module docstring)."""
+    pins_path = d.root / PINS_NAME
+    with ssh_dir_lock(d.root):
+        known = KnownHosts.parse(_read(d.known_hosts))
+        owners = parse_pin_owners(_read(pins_path), str(pins_path))
+        if is_new_incarnation(owners.get(name), repin_uid):
+            result = repin(known, name, key_type, key_b64)
+        else:
+            result = pin(known, name, key_type, key_b64)
+        if result.status in ("new", "repinned"):
+            _write(d.known_hosts, result.known_hosts.render())
+        updated = dict(owners)
+        if repin_uid and result.status != "changed":
+            updated[name] = repin_uid
+        elif result.status == "new":
+            updated.pop(name, None)  # a record left by a pin removed by hand
+        if updated != owners:
+            _write(pins_path, render_pin_owners(updated))
+    return result
+
+
+def _existing_hosts(d: BootstrapDir) -> list[Host]:
+    try:
+        return parse_hosts_file(_read(d.hostfile))
+    except ConfigError as exc:
+        raise ConfigError(f"{d.hostfile}: {exc} (fix or remove the file)") from None
+
+
+def _merge_hostfile(d: BootstrapDir, results: list[HostResult], replace_all: bool) -> None:
+    good = [Host(r.host, r.slots) for r in results if r.ok]
+    with ssh_dir_lock(d.root):
+        existing = [] if replace_all else _existing_hosts(d)
+        _write(d.hostfile, render_hostfile(merge_hostfile(existing, [r.host for r in results], good)))
+
+
 def bootstrap_hosts(hosts: list[Host], identity: str, out_dir: str | os.PathLike, *, port: int = 2222,
                     user: str = "root", jobs: int = 16, timeout: float = 10.0,
-                    write_hostfile: bool = True) -> list[HostResult]:
-    """Pin, configure and check ``hosts`` (see the module docstring); blocks; returns results."""
+                    write_hostfile: bool = True, repin_uid: str | None = None,
+                    replace_hostfile: bool = False) -> list[HostResult]:
+    """Pin, configure and check ``hosts`` (see the module docstring); blocks; returns results.
+
+    ``repin_uid`` names the pod incarnation of the single host given; ConfigError otherwise."""
     if not hosts:
         raise ConfigError("no hosts to bootstrap")
     if not 0 < port < 65536:
         raise ConfigError(f"bad SSH port {port}")
+    if repin_uid is not None and (len(hosts) != 1 or not repin_uid.strip()):
+        raise ConfigError("--repin-for-uid names one pod: give exactly one host and a non-empty uid")
     d = BootstrapDir(out_dir)
     identity = _check_identity(identity)
-    write_ssh_files(d, identity, port, user, int(max(1, timeout)))
+    with ssh_dir_lock(d.root):
+        write_ssh_files(d, identity, port, user, int(max(1, timeout)))
+        parse_pin_owners(_read(d.root / PINS_NAME), str(d.root / PINS_NAME))  # bad file: fail early
+        if write_hostfile and not replace_hostfile:
+            _existing_hosts(d)
 
     def fetch(host: Host) -> HostResult:
         name = host_key_name(host.name, port)
-        with _known_hosts_lock(d):
-            pinned_types = tuple(KnownHosts.parse(d.known_hosts.read_text()).keys_for(name))
+        with ssh_dir_lock(d.root):
+            pinned_types = tuple(KnownHosts.parse(_read(d.known_hosts)).keys_for(name))
+            owners = parse_pin_owners(_read(d.root / PINS_NAME), str(d.root / PINS_NAME))
+        if is_new_incarnation(owners.get(name), repin_uid):
+            pinned_types = ()  # a new pod: whatever key types it has
         try:
             key_type, key_b64 = fetch_host_key(host.name, port, timeout, pinned_types or None)
         except SSHError as exc:
             return HostResult(host.name, host.slots, error=str(exc))
-        with _known_hosts_lock(d):  # read-modify-write of known_hosts, one host at a time
-            known = KnownHosts.parse(d.known_hosts.read_text())
-            result = pin(known, name, key_type, key_b64)
-            if result.status == "new":
-                write_atomic(d.known_hosts, result.known_hosts.render(), 0o644)
+        result = _pin_one(d, name, key_type, key_b64, repin_uid)
         if result.status == "changed":
             return HostResult(host.name, host.slots, key_type, result.fingerprint, "CHANGED",
                               error=str(mismatch_error(name, result, str(d.known_hosts))))
-        return HostResult(host.name, host.slots, key_type, result.fingerprint, result.status)
+        previous = result.pinned_fingerprint if result.status == "repinned" else ""
+        return HostResult(host.name, host.slots, key_type, result.fingerprint, result.status,
+                          previous_fingerprint=previous)
 
     def check(result: HostResult) -> HostResult:
-        if result.pin not in ("new", "same"):
+        if result.pin not in ("new", "same", "repinned"):
             return result
         client = SSHClient(config=None, ssh=str(d.ssh_wrapper), connect_timeout=int(max(1, timeout)))
         started = time.monotonic()
@@ -166,8 +250,5 @@ def bootstrap_hosts(hosts: list[Host], identity: str, out_dir: str | os.PathLike
     with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(hosts)))) as pool:
         results = list(pool.map(lambda h: check(fetch(h)), hosts))
     if write_hostfile:
-        try:
-            write_atomic(d.hostfile, render_hostfile([Host(r.host, r.slots) for r in results if r.ok]))
-        except OSError as exc:
-            raise ConfigError(f"cannot write {d.hostfile}: {exc.strerror or exc}") from exc
+        _merge_hostfile(d, results, replace_hostfile)
     return results

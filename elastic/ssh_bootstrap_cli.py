@@ -4,9 +4,14 @@
         writes DIR/id_ed25519 (0600), DIR/id_ed25519.pub, DIR/secret.yaml; prints paths, the
         public key and its fingerprint -- never the private key.
     ssh-bootstrap hosts --identity FILE --out DIR [--port P] [--hosts h1,h2 | --hosts-file F]
-        pins each host's key in DIR/known_hosts, writes DIR/ssh_config, DIR/bin/ssh,
-        DIR/hostfile, prints the per-host table and the horovodrun flags/environment; exit 1
-        if any host failed (a changed host key is refused loudly), 2 on bad input.
+                        [--repin-for-uid UID] [--replace-hostfile]
+        pins each host's key in DIR/known_hosts, writes DIR/ssh_config, DIR/bin/ssh, merges the
+        hosts that passed into DIR/hostfile (other hosts' lines stay; --replace-hostfile
+        writes only this call's), prints the per-host table and the horovodrun
+        flags/environment; exit 1 if any host failed (a changed host key is refused loudly),
+        2 on bad input.  --repin-for-uid UID (one host; the discovery daemon's
+        DISCOVERY_POD_UID): if the address's pin was recorded (DIR/pins.json) for another pod
+        uid, the address belongs to a new pod and its key replaces the pin (PIN "repinned").
     ssh-bootstrap horovodrun-args --out DIR [--hostfile] [--json]
         prints the horovodrun flags and environment for DIR.
 
@@ -54,6 +59,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="command printing host:slots lines, used when no hosts are given (default %(default)s)")
     hosts.add_argument("--slots", type=int, default=1, help="slots for hosts given without them (default 1)")
     hosts.add_argument("--jobs", type=int, default=None, help="hosts handled at once (default 16) [ELASTIC_SSH_JOBS]")
+    hosts.add_argument("--repin-for-uid", default=None, metavar="UID",
+                       help="the single host is pod UID: replace its pin if it was pinned for another uid")
+    hosts.add_argument("--replace-hostfile", action="store_true",
+                       help="write DIR/hostfile with only this call's good hosts (default: merge)")
     hosts.add_argument("--timeout", type=float, default=None, help="seconds per connection (default 10) [ELASTIC_SSH_TIMEOUT]")
 
     args = sub.add_parser("horovodrun-args", help="print the horovodrun flags and environment for DIR")
@@ -105,11 +114,15 @@ def _hosts(ns: argparse.Namespace) -> int:
     if ns.slots < 1:
         raise ConfigError(f"--slots must be >= 1, got {ns.slots}")
     hosts = hosts_from_args(ns.hosts, ns.hosts_file, None, lambda: discover_hosts(ns.discover_cmd), ns.slots)
-    results = bootstrap_hosts(hosts, identity, out, port=port, user=ns.user, jobs=jobs, timeout=timeout)
+    results = bootstrap_hosts(hosts, identity, out, port=port, user=ns.user, jobs=jobs, timeout=timeout,
+                              repin_uid=ns.repin_for_uid, replace_hostfile=ns.replace_hostfile)
     print(render_results(results))
     for r in results:
-        if r.pin == "CHANGED":
+        if not r.ok and r.error:
             print(f"error: {r.error}", file=sys.stderr)
+        if r.pin == "repinned":
+            print(f"warning: {r.host}: re-pinned for new pod uid {ns.repin_for_uid}: "
+                  f"{r.previous_fingerprint} -> {r.fingerprint}", file=sys.stderr)
     failed = [r.host for r in results if not r.ok]
     d = BootstrapDir(out)
     print(f"wrote {d.known_hosts}, {d.ssh_config}, {d.hostfile}, {d.ssh_wrapper}")
