@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from training import checkpoint
-from trainhelp import (HOROVODRUN, Job, check_finished_run, committed_samples, finals,
+from tests.training.trainhelp import (HOROVODRUN, Job, check_finished_run, committed_samples, finals,
                        run_env, train_args, write_mnist, write_tiny_imagenet)
 
 pytestmark = pytest.mark.timeout(400)

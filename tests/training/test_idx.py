@@ -7,7 +7,7 @@ import torch
 
 from training.errors import DatasetError
 from training.idx import load_mnist, make_idx, parse_idx, split_from_idx
-from trainhelp import write_mnist
+from tests.training.trainhelp import write_mnist
 
 
 def test_round_trip_dims_and_payload():

@@ -6,7 +6,7 @@ import pytest
 
 from training.errors import DatasetError
 from training.imagefolder import scan
-from trainhelp import write_tiny_imagenet
+from tests.training.trainhelp import write_tiny_imagenet
 
 
 def touch_images(directory: Path, names):
