@@ -4,7 +4,9 @@
 ``GET url/hosts`` every ``interval`` seconds and keeps a snapshot each time the set changes;
 ``stop()`` ends it (waits for the thread) and is safe to call twice; ``snapshots()`` returns
 ``[(unix_time, (host:slots, ...)), ...]``. A poll that fails is skipped: the daemon being
-briefly unreachable is not a host-set change.
+briefly unreachable or answering 503 (not synced yet) is not a host-set change. An empty
+list before any host was served is kept here but is not an event in the timeline
+(``timeline.host_events``).
 """
 from __future__ import annotations
 

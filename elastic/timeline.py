@@ -55,11 +55,16 @@ def _names(hosts: Iterable[str]) -> set[str]:
 
 
 def host_events(start: float, snapshots: Sequence[tuple[float, Sequence[str]]]) -> list[Event]:
-    """One event per change of the served host set (the first snapshot included)."""
+    """One event per change of the served host set (the first non-empty snapshot included).
+
+    Empty snapshots before the first host was served are not a change: the daemon answers
+    an empty list while it has not synced or while every new pod is still being prepared
+    (synced, not yet served). Once a host was served, an empty set is a change like any other.
+    """
     events, previous = [], None
     for when, hosts in snapshots:
         current = tuple(sorted(hosts))
-        if current == previous:
+        if current == previous or (previous is None and not current):
             continue
         if previous is None:
             text = f"hosts: {len(current)} ({_slots(current)} slots) {' '.join(current) or '-'}"

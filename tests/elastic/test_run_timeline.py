@@ -74,3 +74,33 @@ def test_read_metrics_skips_what_is_not_a_record(tmp_path):
     assert timeline.read_metrics(path) == RECORDS[:2]
     assert timeline.read_metrics(tmp_path / "missing") == []
     assert timeline.read_metrics(None) == []
+
+
+def test_the_empty_list_before_the_first_hosts_is_not_a_host_set_change():
+    # a daemon started with a prepare hook serves [] until the first pods are prepared
+    snapshots = [(1000.2, ()), (1000.4, ()), *SNAPSHOTS, (1040.0, ())]
+    events = timeline.host_events(START, snapshots)
+    assert events[0] == timeline.Event(0.5, "hosts", "hosts: 2 (2 slots) 127.0.1.1:1 127.0.1.2:1")
+    assert events[-1] == timeline.Event(40.0, "hosts", "hosts: 0 (0 slots) -127.0.1.1 -127.0.1.3 -127.0.1.4")
+    assert timeline.summarize(START, 1041.0, snapshots, RECORDS, 0).host_changes == 4
+    assert timeline.host_events(START, [(1000.2, ()), (1001.0, ())]) == []
+
+
+def test_a_daemon_answering_503_is_not_recorded():
+    from elastic.run_daemon import DaemonUnavailable
+    from elastic.run_watch import HostRecorder
+
+    answers = iter([DaemonUnavailable("HTTP 503"), ["127.0.1.2:1", "127.0.1.1:1"],
+                    DaemonUnavailable("HTTP 503"), ["127.0.1.1:1"]])
+    clock = iter(range(1, 10))
+
+    def fetch(url):
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    recorder = HostRecorder("http://127.0.0.1:9", fetch=fetch, clock=lambda: float(next(clock)))
+    for _ in range(4):
+        recorder.poll_once()
+    assert recorder.snapshots() == [(1.0, ("127.0.1.1:1", "127.0.1.2:1")), (2.0, ("127.0.1.1:1",))]
