@@ -10,6 +10,10 @@ is touched; failures of single hosts never raise -- they are in the report, the 
 carry on.  Per host, with at most ``jobs`` hosts at once, retried with backoff
 (``sync_retry``) unless the failure cannot heal (host key refused, DEST not managed by us):
 
+0. take the host's lock for DEST (``sync_lock``: ``flock`` on ``<state>/lock`` held by a
+   script on its own SSH connection), so a second sync to the same DEST on the same host
+   waits (up to ``lock_timeout`` seconds, then that host fails with ``LockTimeout``) instead
+   of writing the same staging directory; it is held until step 3 is done or failed;
 1. probe the host over one SSH connection (``sync_remote.probe_script``): DEST state,
    current version, rsync present.  When the current version's manifest has SRC's digest the
    probe also checks that copy in place -- ``verify_unchanged="quick"``: every path, size and
@@ -44,6 +48,7 @@ from elastic.manifest import (Manifest, build_manifest, cache_path, compare, lis
                               quick_digest, save_cache)
 from elastic.ssh_exec import HostKeyUnverified, SSHClient
 from elastic.sync_cancel import CancelToken
+from elastic.sync_lock import HostLock, LockTimeout
 from elastic.sync_progress import ProgressBoard
 from elastic.sync_remote import (DestRefused, Layout, listing_script, new_version_name, parse_probe,
                                  probe_script, seed_staging_script, verify_commit_script)
@@ -76,6 +81,7 @@ class SyncOptions:
     verify_unchanged: str = "quick"
     hash_cache: bool = True
     cache_dir: str | None = None
+    lock_timeout: float = 600.0
 
     def __post_init__(self) -> None:
         if self.jobs < 1:
@@ -89,6 +95,8 @@ class SyncOptions:
             raise ConfigError(f"--verify-unchanged must be quick or checksum, got {self.verify_unchanged!r}")
         if self.bwlimit_kbps is not None and self.bwlimit_kbps < 1:
             raise ConfigError(f"--bwlimit must be >= 1 KiB/s, got {self.bwlimit_kbps}")
+        if not 0 <= self.lock_timeout < 10**7:
+            raise ConfigError(f"--lock-timeout must be >= 0 seconds, got {self.lock_timeout}")
 
 
 @dataclass(frozen=True)
@@ -144,7 +152,7 @@ def render_report(report: SyncReport) -> str:
 
 def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, (SSHError, SyncError)) and not isinstance(
-        exc, (HostKeyUnverified, DestRefused, Interrupted, ConfigError))
+        exc, (HostKeyUnverified, DestRefused, Interrupted, ConfigError, LockTimeout))
 
 
 @dataclass
@@ -216,10 +224,18 @@ class _HostSync:
         # The probe's connection stays open as the master the later steps reuse; it also answers
         # the common case alone (the host already has this dataset).
         check = "checksum" if self.checksum or self.options.verify_unchanged == "checksum" else "quick"
-        try:
-            return self._attempt(result, check)
-        finally:
-            self.client.close_master(self.host)
+        lock = HostLock(self.host, self.layout, self.options.ssh_config, self.options.lock_timeout, self.cancel,
+                        self.options.connect_timeout, on_wait=self._waiting)
+        with lock:  # one sync per DEST and host at a time (sync_lock); held until the commit is done
+            try:
+                return self._attempt(result, check)
+            finally:
+                self.client.close_master(self.host)
+
+    def _waiting(self) -> None:
+        log.warning("%s: another dataset-sync to %s is running on the host; waiting up to %gs for it",
+                    self.host, self.layout.dest, self.options.lock_timeout)
+        self.board.update(self.host, phase="waiting for lock")
 
     def _attempt(self, result: _Attempt, check: str) -> _Attempt:
         probe = parse_probe(self._run(probe_script(self.layout, self.options.remote_rsync, self.manifest.digest, check,

@@ -19,6 +19,7 @@ ELASTIC_SYNC_VERIFY, ELASTIC_HOSTS, ELASTIC_HOSTS_FILE, DISCOVER_HOSTS_CMD.  Pyt
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 
@@ -64,6 +65,9 @@ def _parser() -> argparse.ArgumentParser:
                              "$XDG_CACHE_HOME/elastic-horovod/dataset-sync)")
     parser.add_argument("--bwlimit", type=int, default=None, help="rsync bandwidth limit per host, KiB/s")
     parser.add_argument("--connect-timeout", type=int, default=10, help="SSH connect timeout, seconds (default 10)")
+    parser.add_argument("--lock-timeout", type=float, default=None,
+                        help="seconds to wait for another dataset-sync to the same DEST on a host "
+                             "(default 600) [ELASTIC_SYNC_LOCK_TIMEOUT]")
     parser.add_argument("--report", help="also write the result as JSON to this file")
     parser.add_argument("--progress-interval", type=float, default=1.0, help="seconds between progress reports")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
@@ -84,6 +88,13 @@ def _options(ns: argparse.Namespace):
         raise ConfigError(f"--retries must be >= 1, got {retries}")
     if ns.retry_delay < 0:
         raise ConfigError(f"--retry-delay must be >= 0, got {ns.retry_delay}")
+    lock_timeout = ns.lock_timeout
+    if lock_timeout is None:
+        raw = os.environ.get("ELASTIC_SYNC_LOCK_TIMEOUT", "600")
+        try:
+            lock_timeout = float(raw)
+        except ValueError:
+            raise ConfigError(f"ELASTIC_SYNC_LOCK_TIMEOUT must be a number of seconds, got {raw!r}") from None
     if ns.ssh_config:
         try:
             open(ns.ssh_config).close()
@@ -94,7 +105,7 @@ def _options(ns: argparse.Namespace):
                        allowed_roots=roots, transport=ns.transport, remote_rsync=ns.remote_rsync,
                        retry=RetryPolicy(attempts=retries, base=ns.retry_delay), bwlimit_kbps=ns.bwlimit,
                        connect_timeout=ns.connect_timeout, verify_unchanged=ns.verify_unchanged,
-                       hash_cache=not ns.no_hash_cache)
+                       hash_cache=not ns.no_hash_cache, lock_timeout=lock_timeout)
 
 
 def _run(ns: argparse.Namespace) -> int:

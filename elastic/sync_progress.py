@@ -15,7 +15,7 @@ from typing import TextIO
 
 from elastic.table import human_bytes
 
-ACTIVE = ("connecting", "copying", "verifying", "committing", "retrying")
+ACTIVE = ("waiting for lock", "connecting", "copying", "verifying", "committing", "retrying")
 
 
 @dataclass(frozen=True)

@@ -206,3 +206,47 @@ def test_a_dest_not_made_by_dataset_sync_is_left_alone(sync_cluster, pod_ips, ss
     assert proc.returncode == 1 and report["hosts"][0]["attempts"] == 1
     assert "/data/handmade exists and is not managed by dataset-sync" in report["hosts"][0]["error"]
     assert (mine / "keep.txt").read_text() == "user data" and sorted(os.listdir(mine)) == ["keep.txt"]
+
+
+def test_two_concurrent_syncs_to_one_dest_take_turns_on_the_host_lock(sync_cluster, pod_ips, ssh_dir, tmp_path):
+    import fcntl
+
+    first_src = make_dataset(tmp_path / "first", small=12, big_mib=8)
+    second_src = make_dataset(tmp_path / "second", small=30, big_mib=1)
+    host, dest = pod_ips["worker-2"], "/data/locked"
+    state = sync_cluster.pod_data_dir("worker-2") / ".locked.dataset-sync"
+    runs = []
+
+    def start(src: Path, *flags: str) -> subprocess.Popen:
+        proc = subprocess.Popen([tool("dataset-sync"), str(src), dest, "--host", host, "--ssh-config",
+                                 str(ssh_dir / "ssh_config"), *flags], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                env=private_cache(tmp_path))
+        runs.append(proc)
+        return proc
+
+    try:
+        first = start(first_src, "--bwlimit", "2048")  # ~4 s of copying while it holds the lock
+        wait_for(lambda: any((state / "staging").rglob("*")), timeout=30, what="the first sync to be copying")
+        second = start(second_src)
+        # A third one that waits only briefly gives up with a clear per-host error.
+        proc, report = sync(ssh_dir, second_src, dest, "--host", host, "--lock-timeout", "0.5")
+        assert proc.returncode == 1, proc.stderr
+        error = report["hosts"][0]["error"]
+        assert "another dataset-sync to /data/locked held the host's lock" in error and "gave up waiting" in error
+        assert report["hosts"][0]["attempts"] == 1  # waiting again would not help
+        first_out, first_err = first.communicate(timeout=60)
+        second_out, second_err = second.communicate(timeout=60)
+    finally:
+        for run in runs:
+            if run.poll() is None:
+                os.killpg(run.pid, signal.SIGKILL)
+                run.communicate(timeout=30)
+    assert first.returncode == 0, first_err
+    assert second.returncode == 0, second_err
+    assert "another dataset-sync to /data/locked is running on the host; waiting" in second_err
+    # The second waited for the first's commit, so DEST is its complete, manifest-checked copy.
+    assert_host_has(sync_cluster, "worker-2", dest, second_src)
+    assert not (state / "staging").exists()
+    with open(state / "lock", "rb") as handle:  # nobody holds the lock any more
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

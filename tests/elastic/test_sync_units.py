@@ -277,3 +277,29 @@ def test_hash_cache_skips_unchanged_files_but_notices_any_write(tmp_path):
     assert load_cache(path, str(src)) == cache and load_cache(path, "/other/src") == {}
     Path(path).write_text("not json")
     assert load_cache(path, str(src)) == {}
+
+
+def test_the_lock_script_lets_one_holder_in_and_tells_a_waiter_when_it_gives_up(tmp_path):
+    from elastic.sync_lock import lock_script
+
+    layout = Layout(str(tmp_path / "data" / "ds"))
+    (tmp_path / "data").mkdir()
+    holder = subprocess.Popen(["sh", "-c", lock_script(layout, 5)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout.readline() == "lock=held\n"
+        waiter = subprocess.run(["sh", "-c", lock_script(layout, 0.3)], input="", capture_output=True, text=True,
+                                timeout=30)
+        assert waiter.stdout == "lock=waiting\nlock=timeout\n"
+    finally:
+        holder.stdin.close()  # end of stdin releases the lock
+        holder.wait(timeout=30)
+        holder.stdout.close()
+    after = subprocess.run(["sh", "-c", lock_script(layout, 0.3)], input="", capture_output=True, text=True,
+                           timeout=30)
+    assert after.stdout == "lock=held\n"
+
+    (tmp_path / "data" / ".other.dataset-sync").symlink_to(tmp_path)
+    refused = subprocess.run(["sh", "-c", lock_script(Layout(str(tmp_path / "data" / "other")), 0.3)], input="",
+                             capture_output=True, text=True, timeout=30)
+    assert refused.stdout.startswith("error=") and "is not a directory" in refused.stdout
