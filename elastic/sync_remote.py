@@ -4,6 +4,7 @@ Pure string builders and parsers; nothing here runs a command.  For ``DEST=/data
 
     /data/mnist                      -> .mnist.dataset-sync/v-<id>   (a relative symlink)
     /data/.mnist.dataset-sync/
+        lock                         flock(1)ed by the sync working on this DEST (sync_lock)
         staging/                     the next version, being copied (kept for resume)
         v-<id>/                      a complete, verified version (+ .dataset-manifest.json)
 
