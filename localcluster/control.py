@@ -50,17 +50,20 @@ def running_state(paths: StatePaths) -> dict | None:
     state = paths.read_state()
     if state is None:
         return None
-    if not _alive(int(state.get("pid", 0))):
-        child = _CHILDREN.pop(int(state.get("pid", 0)), None)
-        if child is not None:
-            child.wait()
-        for f in (paths.state, paths.kubeconfig):
-            try:
-                f.unlink()
-            except FileNotFoundError:
-                pass
+    pid = int(state.get("pid", 0))
+    if not _alive(pid):
+        _forget(paths, pid)
         return None
     return state
+
+
+def _forget(paths: StatePaths, pid: int) -> None:
+    """Reap ``pid`` if this process started it, and remove the cluster's state.json and kubeconfig."""
+    child = _CHILDREN.pop(pid, None)
+    if child is not None:
+        child.wait()
+    for f in (paths.state, paths.kubeconfig):
+        f.unlink(missing_ok=True)
 
 
 def client(state: dict, timeout: float = 10.0) -> Client:
@@ -154,14 +157,7 @@ def stop(paths: StatePaths, timeout: float = 30.0) -> bool:
         os.kill(pid, signal.SIGKILL)  # its pods die with it (pdeathsig)
         while _alive(pid):
             time.sleep(0.02)
-    child = _CHILDREN.pop(pid, None)
-    if child is not None:
-        child.wait()
-    for f in (paths.state, paths.kubeconfig):
-        try:
-            f.unlink()
-        except FileNotFoundError:
-            pass
+    _forget(paths, pid)
     return True
 
 
