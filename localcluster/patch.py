@@ -126,6 +126,17 @@ def _remove(doc, path: str):
     raise Invalid(f"json patch: path {path!r} not found")
 
 
+def _replace(doc, path: str, value):
+    parts = _decode_pointer(path)
+    if not parts:
+        return copy.deepcopy(value)
+    _walk(doc, parts, path)  # the target must exist
+    parent = _walk(doc, parts[:-1], path)
+    key = parts[-1] if isinstance(parent, dict) else _index(parts[-1], len(parent) - 1, path)
+    parent[key] = copy.deepcopy(value)
+    return doc
+
+
 def json_patch(target, ops):
     """Apply an RFC 6902 operation list to a copy of ``target``."""
     if not isinstance(ops, list):
@@ -142,14 +153,7 @@ def json_patch(target, ops):
         elif kind == "remove":
             _remove(doc, path)
         elif kind == "replace":
-            parts = _decode_pointer(path)
-            if not parts:
-                doc = copy.deepcopy(op["value"])
-            else:
-                _walk(doc, parts, path)
-                parent = _walk(doc, parts[:-1], path)
-                key = parts[-1] if isinstance(parent, dict) else _index(parts[-1], len(parent) - 1, path)
-                parent[key] = copy.deepcopy(op["value"])
+            doc = _replace(doc, path, op["value"])
         elif kind in ("move", "copy"):
             if "from" not in op:
                 raise Invalid(f"json patch: operation {n} ({kind}) needs 'from'")

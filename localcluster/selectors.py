@@ -100,6 +100,29 @@ def parse_labels(text: str | None) -> LabelSelector:
     def bad(why: str) -> BadRequest:
         return BadRequest(f"unable to parse requirement: {why} in selector {text!r}")
 
+    def value_list(i: int) -> tuple[tuple[str, ...], int]:
+        """The values of ``(a, b, ...)`` from ``toks[i]`` (just after the ``(``), and the index after ``)``."""
+        values: list[str] = []
+        expect_value = True
+        while True:
+            if i >= len(toks):
+                raise bad("found end of input, expected ')'")
+            t = toks[i]
+            i += 1
+            if t == ")":
+                if expect_value and values:
+                    values.append("")
+                return tuple(values), i
+            if t == ",":
+                if expect_value:
+                    values.append("")
+                expect_value = True
+                continue
+            if t in ("(", "=", "==", "!=", "!", ">", "<") or not expect_value:
+                raise bad(f"found {t!r}, expected a value, ',' or ')' in a value list")
+            values.append(_check_value(t, text))
+            expect_value = False
+
     while True:
         if i >= len(toks):
             raise bad("found end of input, expected a requirement")
@@ -134,28 +157,7 @@ def parse_labels(text: str | None) -> LabelSelector:
                 i += 1
                 if i >= len(toks) or toks[i] != "(":
                     raise bad(f"expected '(' after {op!r}")
-                i += 1
-                values: list[str] = []
-                expect_value = True
-                while True:
-                    if i >= len(toks):
-                        raise bad("found end of input, expected ')'")
-                    t = toks[i]
-                    i += 1
-                    if t == ")":
-                        if expect_value and values:
-                            values.append("")
-                        break
-                    if t == ",":
-                        if expect_value:
-                            values.append("")
-                        expect_value = True
-                        continue
-                    if t in ("(", "=", "==", "!=", "!", ">", "<") or not expect_value:
-                        raise bad(f"found {t!r}, expected a value, ',' or ')' in a value list")
-                    values.append(_check_value(t, text))
-                    expect_value = False
-                vals = tuple(values)
+                vals, i = value_list(i + 1)
                 if not vals:
                     raise bad(f"found empty value list for {op!r}")
                 reqs.append(Requirement(key, op, vals))
