@@ -44,10 +44,6 @@ class AddressPool:
         if ip.startswith(self.prefix + "."):
             self._used.discard(int(ip.rsplit(".", 1)[1]))
 
-    @property
-    def in_use(self) -> int:
-        return len(self._used)
-
 
 def _listening_prefixes() -> set[str]:
     """``127.A.B`` of every IPv4 TCP socket bound on this machine (from /proc/net/tcp)."""

@@ -87,11 +87,6 @@ class Store:
         """The resourceVersion of the latest write (0 before any)."""
         return self._rv
 
-    @property
-    def oldest_watchable(self) -> int:
-        """The oldest resourceVersion a watch can still start from."""
-        return self._compacted
-
     def __len__(self) -> int:
         return len(self._objects)
 
