@@ -60,11 +60,11 @@ class StatePaths:
 
     @property
     def identity(self) -> Path:
-        return self.root / "ssh" / "id_ed25519"
+        return self.ssh_dir / "id_ed25519"
 
     @property
     def authorized_keys(self) -> Path:
-        return self.root / "ssh" / "authorized_keys"
+        return self.ssh_dir / "authorized_keys"
 
     @property
     def tls_dir(self) -> Path:
