@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Callable, NamedTuple
 
 from training.errors import ConfigError
 
@@ -35,7 +36,6 @@ class Defaults:
     synthetic_size: int
     image_size: int | None = None
     num_classes: int | None = None
-    extra: dict = field(default_factory=dict)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -61,30 +61,26 @@ def _env(name: str, default, kind):
         raise ConfigError(f"{key}={raw!r} is not a valid {kind.__name__}") from exc
 
 
-def _positive(kind):
+def _checked(kind, ok: Callable[[float], bool], rule: str):
+    """An argparse ``type`` that converts to ``kind`` and requires ``ok(value)``."""
     def check(text: str):
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a valid {kind.__name__}") from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"{text!r} {rule}")
         return value
     check.__name__ = kind.__name__
     return check
+
+
+def _positive(kind):
+    return _checked(kind, lambda v: v > 0, "must be positive")
 
 
 def _non_negative(kind):
-    def check(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a valid {kind.__name__}") from None
-        if value < 0:
-            raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
-        return value
-    check.__name__ = kind.__name__
-    return check
+    return _checked(kind, lambda v: v >= 0, "must not be negative")
 
 
 def milestones(text: str) -> tuple[int, ...]:
@@ -98,6 +94,80 @@ def milestones(text: str) -> tuple[int, ...]:
     return values
 
 
+MODEL = object()  # default: the ``Defaults`` field named like the flag
+
+
+class Flag(NamedTuple):
+    """One flag: ``kind`` is bool (a switch), str, int or float; ``check`` wraps the type."""
+
+    flag: str
+    kind: type
+    default: object
+    help: str
+    check: Callable | None = None
+    env: str | None = None  # another variable that sets it (before TRAIN_<FLAG>)
+
+    def add_to(self, p: argparse.ArgumentParser, d: Defaults) -> None:
+        name = self.flag[2:]
+        default = getattr(d, name.replace("-", "_")) if self.default is MODEL else self.default
+        default = _env(name, default, self.kind)
+        if self.env:
+            default = os.environ.get(self.env) or default
+        kw = {"default": default, "help": self.help}
+        if self.kind is bool:
+            kw["action"] = "store_true"
+        elif self.kind is not str:
+            kw["type"] = self.check(self.kind) if self.check else self.kind
+        p.add_argument(self.flag, **kw)
+
+
+_FLAGS = (
+    Flag("--synthetic-size", int, MODEL, "training samples with --synthetic (default %(default)s)",
+         _positive),
+    Flag("--epochs", int, MODEL, "epochs to train (default %(default)s)", _positive),
+    Flag("--batch-size", int, MODEL, "samples per worker per step (default %(default)s)", _positive),
+    Flag("--val-batch-size", int, MODEL,
+         "samples per worker per validation step (default %(default)s)", _positive),
+    Flag("--lr", float, MODEL,
+         "learning rate of one worker; scaled by the world size (default %(default)s)", _non_negative),
+    Flag("--momentum", float, MODEL, "SGD momentum (default %(default)s)", _non_negative),
+    Flag("--weight-decay", float, MODEL, "SGD weight decay (default %(default)s)", _non_negative),
+    Flag("--warmup-epochs", float, MODEL,
+         "epochs of linear warm-up to the scaled rate (default %(default)s)", _non_negative),
+    Flag("--lr-milestones", str, MODEL,
+         "epochs after which the rate is multiplied by 0.1, e.g. 30,60,80"),
+    Flag("--commit-every", int, 10, "commit the elastic state every N steps (default %(default)s)",
+         _positive),
+    Flag("--log-every", int, 50, "a progress metrics line every N steps (written at the next commit), "
+         "0 = only per epoch (default %(default)s)", _non_negative),
+    Flag("--checkpoint-dir", str, None,
+         "rank 0 writes a checkpoint here each epoch; a new job resumes from the newest"),
+    Flag("--keep-checkpoints", int, 3, "checkpoints kept in --checkpoint-dir (default %(default)s)",
+         _positive),
+    Flag("--metrics-file", str, None, "append JSON-lines metrics here (rank 0; also printed on stdout)"),
+    Flag("--fp16-allreduce", bool, False, "compress gradients to fp16 for the allreduce"),
+    Flag("--no-cuda", bool, False, "train on the CPU even when CUDA is available"),
+    Flag("--no-amp", bool, False, "no automatic mixed precision on CUDA"),
+    Flag("--workers", int, None, "data-loading processes per worker (default 4 on CUDA, 0 on CPU)",
+         _non_negative),
+    Flag("--seed", int, 42,
+         "seed of the model initialisation and the epoch shuffles (default %(default)s)"),
+    Flag("--term-grace", float, 20.0, "after SIGTERM, seconds to reach the next commit before leaving "
+         "anyway (default %(default)s; keep it below the pod's termination grace period)", _positive),
+    Flag("--trace-dir", str, None, "debug: each worker writes the sample indices it commits and its "
+         "final parameter checksum here (also TRAINING_TRACE_DIR)", env="TRAINING_TRACE_DIR"),
+    Flag("--debug-step-delay", float, 0.0, "debug: sleep this many seconds after every step, to watch "
+         "or test elastic events on tiny data (default 0)", _non_negative),
+    Flag("--debug-hold-file", str, None, "debug: apply --debug-step-delay only while this file exists"),
+)
+_IMAGE_FLAGS = (  # the image models' flags (``Defaults.image_size`` set)
+    Flag("--image-size", int, MODEL,
+         "square input size in pixels, at least 64 (default %(default)s)", _positive),
+    Flag("--num-classes", int, MODEL,
+         "classes with --synthetic (default %(default)s); else the dataset's", _positive),
+)
+
+
 def parse(argv: list[str] | None, d: Defaults) -> argparse.Namespace:
     """Parse ``argv`` (None = sys.argv[1:]) with the environment as defaults."""
     p = _Parser(prog=d.prog, description=d.description,
@@ -107,72 +177,8 @@ def parse(argv: list[str] | None, d: Defaults) -> argparse.Namespace:
                      help="dataset directory (read only; nothing is downloaded)")
     src.add_argument("--synthetic", action="store_true", default=_env("synthetic", False, bool),
                      help="train on generated data instead of --data-dir")
-    p.add_argument("--synthetic-size", type=_positive(int),
-                   default=_env("synthetic-size", d.synthetic_size, int),
-                   help="training samples with --synthetic (default %(default)s)")
-    p.add_argument("--epochs", type=_positive(int), default=_env("epochs", d.epochs, int),
-                   help="epochs to train (default %(default)s)")
-    p.add_argument("--batch-size", type=_positive(int),
-                   default=_env("batch-size", d.batch_size, int),
-                   help="samples per worker per step (default %(default)s)")
-    p.add_argument("--val-batch-size", type=_positive(int),
-                   default=_env("val-batch-size", d.val_batch_size, int),
-                   help="samples per worker per validation step (default %(default)s)")
-    p.add_argument("--lr", type=_non_negative(float), default=_env("lr", d.lr, float),
-                   help="learning rate of one worker; scaled by the world size (default %(default)s)")
-    p.add_argument("--momentum", type=_non_negative(float),
-                   default=_env("momentum", d.momentum, float), help="SGD momentum (default %(default)s)")
-    p.add_argument("--weight-decay", type=_non_negative(float),
-                   default=_env("weight-decay", d.weight_decay, float),
-                   help="SGD weight decay (default %(default)s)")
-    p.add_argument("--warmup-epochs", type=_non_negative(float),
-                   default=_env("warmup-epochs", d.warmup_epochs, float),
-                   help="epochs of linear warm-up to the scaled rate (default %(default)s)")
-    p.add_argument("--lr-milestones", default=_env("lr-milestones", d.lr_milestones, str),
-                   help="epochs after which the rate is multiplied by 0.1, e.g. 30,60,80")
-    p.add_argument("--commit-every", type=_positive(int),
-                   default=_env("commit-every", 10, int),
-                   help="commit the elastic state every N steps (default %(default)s)")
-    p.add_argument("--log-every", type=_non_negative(int), default=_env("log-every", 50, int),
-                   help="a progress metrics line every N steps (written at the next commit), "
-                        "0 = only per epoch (default %(default)s)")
-    p.add_argument("--checkpoint-dir", default=_env("checkpoint-dir", None, str),
-                   help="rank 0 writes a checkpoint here each epoch; a new job resumes from the newest")
-    p.add_argument("--keep-checkpoints", type=_positive(int),
-                   default=_env("keep-checkpoints", 3, int),
-                   help="checkpoints kept in --checkpoint-dir (default %(default)s)")
-    p.add_argument("--metrics-file", default=_env("metrics-file", None, str),
-                   help="append JSON-lines metrics here (rank 0; also printed on stdout)")
-    p.add_argument("--fp16-allreduce", action="store_true",
-                   default=_env("fp16-allreduce", False, bool),
-                   help="compress gradients to fp16 for the allreduce")
-    p.add_argument("--no-cuda", action="store_true", default=_env("no-cuda", False, bool),
-                   help="train on the CPU even when CUDA is available")
-    p.add_argument("--no-amp", action="store_true", default=_env("no-amp", False, bool),
-                   help="no automatic mixed precision on CUDA")
-    p.add_argument("--workers", type=_non_negative(int), default=_env("workers", None, int),
-                   help="data-loading processes per worker (default 4 on CUDA, 0 on CPU)")
-    p.add_argument("--seed", type=int, default=_env("seed", 42, int),
-                   help="seed of the model initialisation and the epoch shuffles (default %(default)s)")
-    p.add_argument("--term-grace", type=_positive(float), default=_env("term-grace", 20.0, float),
-                   help="after SIGTERM, seconds to reach the next commit before leaving anyway "
-                        "(default %(default)s; keep it below the pod's termination grace period)")
-    p.add_argument("--trace-dir", default=os.environ.get("TRAINING_TRACE_DIR") or _env("trace-dir", None, str),
-                   help="debug: each worker writes the sample indices it commits and its final "
-                        "parameter checksum here (also TRAINING_TRACE_DIR)")
-    p.add_argument("--debug-step-delay", type=_non_negative(float),
-                   default=_env("debug-step-delay", 0.0, float),
-                   help="debug: sleep this many seconds after every step, to watch or test "
-                        "elastic events on tiny data (default 0)")
-    p.add_argument("--debug-hold-file", default=_env("debug-hold-file", None, str),
-                   help="debug: apply --debug-step-delay only while this file exists")
-    if d.image_size is not None:
-        p.add_argument("--image-size", type=_positive(int),
-                       default=_env("image-size", d.image_size, int),
-                       help="square input size in pixels, at least 64 (default %(default)s)")
-        p.add_argument("--num-classes", type=_positive(int),
-                       default=_env("num-classes", d.num_classes, int),
-                       help="classes with --synthetic (default %(default)s); else the dataset's")
+    for spec in _FLAGS + (_IMAGE_FLAGS if d.image_size is not None else ()):
+        spec.add_to(p, d)
     args = p.parse_args(argv)
     if not args.data_dir and not args.synthetic:
         raise ConfigError("one of --data-dir DIR or --synthetic is required")
