@@ -1,10 +1,12 @@
-"""What both commands share around the loop: ``main`` turns our errors into one line."""
+"""What both commands share around the loop: parse, build the task, train, and turn our
+errors into one line."""
 
 from __future__ import annotations
 
 import sys
 from typing import Callable
 
+from training import options
 from training.errors import TrainingError
 
 EXIT_ERROR = 2
@@ -37,3 +39,15 @@ def guarded(body: Callable[[], int]) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("error: interrupted\n")
         return 130
+
+
+def train_command(argv: list[str] | None, defaults: options.Defaults, make_task: Callable) -> int:
+    """A command's ``main``: parse ``argv`` with ``defaults``, ``make_task(args)`` (which checks
+    the data before torch and Horovod are imported), then ``training.loop.run``; ``guarded``."""
+    def body() -> int:
+        args = options.parse(argv, defaults)
+        task = make_task(args)
+        from training.loop import run
+
+        return run(task, args)
+    return guarded(body)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 
 from training import options
-from training.cli import guarded
+from training.cli import train_command
 
 DEFAULTS = options.Defaults(
     prog="train-mnist", description="Elastic MNIST training on Horovod (horovodrun ... python -m training.mnist).",
@@ -39,13 +39,7 @@ def make_task(args):
 
 def main(argv: list[str] | None = None) -> int:
     """Parse flags, check the data, train; 0 when done, 2 on a bad flag or dataset."""
-    def body() -> int:
-        args = options.parse(argv, DEFAULTS)
-        task = make_task(args)
-        from training.loop import run
-
-        return run(task, args)
-    return guarded(body)
+    return train_command(argv, DEFAULTS, make_task)
 
 
 if __name__ == "__main__":

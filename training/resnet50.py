@@ -14,7 +14,7 @@ import sys
 from functools import partial
 
 from training import options
-from training.cli import guarded
+from training.cli import train_command
 
 DEFAULTS = options.Defaults(
     prog="train-resnet50",
@@ -51,13 +51,7 @@ def make_task(args):
 
 def main(argv: list[str] | None = None) -> int:
     """Parse flags, check the data, train; 0 when done, 2 on a bad flag or dataset."""
-    def body() -> int:
-        args = options.parse(argv, DEFAULTS)
-        task = make_task(args)
-        from training.loop import run
-
-        return run(task, args)
-    return guarded(body)
+    return train_command(argv, DEFAULTS, make_task)
 
 
 if __name__ == "__main__":
