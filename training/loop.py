@@ -55,6 +55,11 @@ class Task:
     channels_last: bool = False
 
 
+def use_cuda(args) -> bool:
+    """Train on CUDA: a GPU is there and ``--no-cuda`` is not given."""
+    return torch.cuda.is_available() and not args.no_cuda
+
+
 def log(msg: str) -> None:
     """One line on stderr."""
     sys.stderr.write(f"training: {msg}\n")
@@ -66,7 +71,7 @@ class Trainer:
 
     def __init__(self, task: Task, args, hvd, flags: StopFlags):
         self.task, self.args, self.hvd, self.flags = task, args, hvd, flags
-        self.cuda = torch.cuda.is_available() and not args.no_cuda
+        self.cuda = use_cuda(args)
         self.device = torch.device("cuda", hvd.local_rank()) if self.cuda else torch.device("cpu")
         self.amp = self.cuda and not args.no_amp
         self.channels_last = self.cuda and task.channels_last
@@ -198,11 +203,7 @@ class Trainer:
         if batch is None:  # this rank has no sample in a short last step: zero gradients
             loss = sum(p.sum() for p in model.parameters()) * 0.0
         else:
-            x, y = batch
-            x = x.to(self.device, non_blocking=True)
-            y = y.to(self.device, non_blocking=True)
-            if self.channels_last:
-                x = x.contiguous(memory_format=torch.channels_last)
+            x, y = self.to_device(batch)
             with torch.autocast(self.device.type, dtype=torch.float16, enabled=self.amp):
                 out = model(x)
                 summed = F.cross_entropy(out.float(), y, reduction="sum")
@@ -219,6 +220,14 @@ class Trainer:
         else:
             loss.backward()
             opt.step()
+
+    def to_device(self, batch):
+        """A loader batch ``(x, y)`` on the training device (x channels-last when wanted)."""
+        x, y = batch
+        x = x.to(self.device, non_blocking=True)
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        return x, y.to(self.device, non_blocking=True)
 
     def set_lr(self, state) -> None:
         a = self.args
@@ -319,17 +328,15 @@ class Trainer:
         correct = torch.zeros((), dtype=torch.int64, device=self.device)
         count = 0
         self.model.eval()
+        batches = DataLoader(shard, batch_size=self.args.val_batch_size,
+                             **self.loader_kwargs) if len(shard) else ()
         with torch.no_grad():
-            if len(shard):
-                for x, y in DataLoader(shard, batch_size=self.args.val_batch_size,
-                                       **self.loader_kwargs):
-                    x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
-                    if self.channels_last:
-                        x = x.contiguous(memory_format=torch.channels_last)
-                    with torch.autocast(self.device.type, dtype=torch.float16, enabled=self.amp):
-                        out = self.model(x)
-                    correct += (out.argmax(1) == y).sum()
-                    count += int(y.shape[0])
+            for batch in batches:
+                x, y = self.to_device(batch)
+                with torch.autocast(self.device.type, dtype=torch.float16, enabled=self.amp):
+                    out = self.model(x)
+                correct += (out.argmax(1) == y).sum()
+                count += int(y.shape[0])
         self.model.train()
         sums = hvd.allreduce(torch.tensor([float(correct), float(count)], dtype=torch.float64),
                              op=hvd.Sum, name="training.val")
@@ -376,7 +383,7 @@ def run(task: Task, args) -> int:
     import horovod.torch as hvd
 
     hvd.init()
-    if torch.cuda.is_available() and not args.no_cuda:
+    if use_cuda(args):
         torch.cuda.set_device(hvd.local_rank())
     elif not os.environ.get("OMP_NUM_THREADS"):  # share the cores among this host's workers
         torch.set_num_threads(cpus.threads_per_worker(hvd.local_size(), cpus.usable_cpus(),
