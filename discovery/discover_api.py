@@ -146,7 +146,6 @@ class _Target:
         self.server = ""
         self.headers: dict[str, str] = {}
         self.context: ssl.SSLContext | None = None
-        self.temp: list[str] = []
 
 
 def _named(items: Any, name: Any, what: str, path: str) -> dict[str, Any]:
@@ -156,11 +155,12 @@ def _named(items: Any, name: Any, what: str, path: str) -> dict[str, Any]:
     raise UsageError(f"kubeconfig {path}: no {what} named {name!r}")
 
 
-def _data_file(t: _Target, data: str) -> str:
+def _data_file(made: list[str], data: str) -> str:
+    """Write base64 ``data`` to a new temp file, record its path in ``made``, return it."""
     fd, path = tempfile.mkstemp(prefix="discover-hosts-", suffix=".pem")
+    made.append(path)
     with os.fdopen(fd, "wb") as f:
         f.write(base64.b64decode(data))
-    t.temp.append(path)
     return path
 
 
@@ -204,12 +204,17 @@ def _from_kubeconfig(path: str) -> _Target:
                     cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
             elif cluster.get("certificate-authority"):
                 t.context.load_verify_locations(os.path.join(base, cluster["certificate-authority"]))
-        cert = (_data_file(t, user["client-certificate-data"]) if user.get("client-certificate-data")
-                else user.get("client-certificate") and os.path.join(base, user["client-certificate"]))
-        key = (_data_file(t, user["client-key-data"]) if user.get("client-key-data")
-               else user.get("client-key") and os.path.join(base, user["client-key"]))
-        if cert:
-            t.context.load_cert_chain(cert, key or None)
+        made: list[str] = []  # the context reads the files at once: removed before returning
+        try:
+            cert = (_data_file(made, user["client-certificate-data"]) if user.get("client-certificate-data")
+                    else user.get("client-certificate") and os.path.join(base, user["client-certificate"]))
+            key = (_data_file(made, user["client-key-data"]) if user.get("client-key-data")
+                   else user.get("client-key") and os.path.join(base, user["client-key"]))
+            if cert:
+                t.context.load_cert_chain(cert, key or None)
+        finally:
+            for p in made:
+                os.unlink(p)
     return t
 
 
@@ -253,24 +258,20 @@ def from_api(s: dict) -> bytes:
     if rules.group_by and not s["group"]:
         raise UsageError("--group-by needs --group (or DISCOVERY_GROUP)")
     t = target(s)
+    query = urllib.parse.urlencode({"labelSelector": s["selector"]})
+    ns = urllib.parse.quote(s["namespace"], safe="")
+    path = f"/api/v1/namespaces/{ns}/pods" if s["namespace"] else "/api/v1/pods"
+    req = urllib.request.Request(f"{t.server}{path}?{query}", headers=t.headers)
     try:
-        query = urllib.parse.urlencode({"labelSelector": s["selector"]})
-        ns = urllib.parse.quote(s["namespace"], safe="")
-        path = f"/api/v1/namespaces/{ns}/pods" if s["namespace"] else "/api/v1/pods"
-        req = urllib.request.Request(f"{t.server}{path}?{query}", headers=t.headers)
-        try:
-            with urllib.request.urlopen(req, timeout=s["timeout"] * 2, context=t.context) as resp:
-                doc = json.loads(resp.read())
-        except urllib.error.HTTPError as e:
-            raise Failure(f"API {t.server}: HTTP {e.code} {e.reason}") from None
-        except (urllib.error.URLError, OSError) as e:
-            reason = getattr(e, "reason", e)
-            raise Failure(f"API {t.server} unreachable ({reason})") from None
-        except ValueError as e:
-            raise Failure(f"API {t.server}: malformed response: {e}") from None
-    finally:
-        for p in t.temp:
-            os.unlink(p)
+        with urllib.request.urlopen(req, timeout=s["timeout"] * 2, context=t.context) as resp:
+            doc = json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        raise Failure(f"API {t.server}: HTTP {e.code} {e.reason}") from None
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        raise Failure(f"API {t.server} unreachable ({reason})") from None
+    except ValueError as e:
+        raise Failure(f"API {t.server}: malformed response: {e}") from None
     result = pods_to_hosts(doc.get("items") or [], rules)
     hosts = [h for h in result.hosts if not rules.group_by or h.group == s["group"]]
     return render_lines(hosts).encode()

@@ -166,3 +166,49 @@ def test_token_group_and_unix_socket(cluster, daemon, tmp_path: Path) -> None:
     assert r.returncode == 1 and r.stdout == "" and "HTTP 401" in r.stderr
     r = run(env=env)  # no group
     assert r.returncode == 1 and r.stdout == "" and "group required" in r.stderr
+
+
+def _self_signed_pem() -> tuple[bytes, bytes]:
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "discover-hosts-test")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+            .sign(key, hashes.SHA256()))
+    return (cert.public_bytes(serialization.Encoding.PEM),
+            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                              serialization.NoEncryption()))
+
+
+def test_api_fallback_with_client_certificate_data_leaves_no_key_files(cluster, tmp_path: Path) -> None:
+    import base64
+    fake_pod(cluster, "w-1", "10.9.0.1")
+    cert, key = _self_signed_pem()
+    doc = json.loads(cluster.kubeconfig.read_text())
+    user = doc["users"][0]["user"]
+    user["client-certificate-data"] = base64.b64encode(cert).decode()
+    user["client-key-data"] = base64.b64encode(key).decode()
+    good = tmp_path / "good.kubeconfig"
+    good.write_text(json.dumps(doc))
+    user["client-key-data"] = base64.b64encode(b"not a key").decode()
+    bad = tmp_path / "bad.kubeconfig"
+    bad.write_text(json.dumps(doc))
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {"DISCOVERY_URL": "http://127.0.0.1:1", "TMPDIR": str(scratch)}
+
+    r = run("--fallback", "api", "--selector", SELECTOR, "--kubeconfig", str(good), env=env)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "10.9.0.1:1\n", "")
+    r = run("--fallback", "api", "--selector", SELECTOR, "--kubeconfig", str(bad), env=env)
+    assert r.returncode == 2 and r.stdout == "" and len(r.stderr.splitlines()) == 1, r.stderr
+    assert r.stderr.startswith(f"error: kubeconfig {bad}")
+    # the decoded certificate and key were written for the TLS context and removed at once,
+    # on success and on failure alike
+    assert list(scratch.iterdir()) == []
