@@ -66,8 +66,12 @@ def setup_logging(verbose: bool) -> None:
     logging.getLogger("urllib3").setLevel(logging.DEBUG if verbose else logging.ERROR)  # its retry chatter
 
 
-def run_main(prog: str, body: Callable[[], int]) -> int:
-    """Run ``body``; map errors to one stderr line and an exit code."""
+def run_main(prog: str, body: Callable[[], int], interrupted: str | None = None) -> int:
+    """Run ``body``; map errors to one stderr line and an exit code.
+
+    ``ConfigError`` (bad input) -> 2, any other ``ElasticError`` -> 1, Ctrl-C -> 130 with
+    ``error: <interrupted>`` (default: ``<prog> interrupted``).
+    """
     try:
         return body()
     except ConfigError as exc:
@@ -77,5 +81,5 @@ def run_main(prog: str, body: Callable[[], int]) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"error: {prog} interrupted", file=sys.stderr)
+        print(f"error: {interrupted or prog + ' interrupted'}", file=sys.stderr)
         return 130

@@ -15,10 +15,11 @@ import os
 import sys
 from typing import Sequence
 
-from .errors import ConfigError, ElasticError
+from .errors import ConfigError
 from .launch import LaunchConfig, run
 from .run_command import HorovodrunOptions
 from .run_prepare import parse_dataset
+from .cli_common import run_main
 from .run_tools import tool
 
 DEFAULT_PORT = 8642
@@ -162,19 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(own)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, stream=sys.stderr,
                         format="elastic-run: %(message)s")
-    try:
-        config = config_from_args(args, command)
-    except ElasticError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2 if isinstance(exc, ConfigError) else 1
-    try:
-        return run(config)
-    except ElasticError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("error: interrupted before the training started", file=sys.stderr)
-        return 130
+    return run_main("elastic-run", lambda: run(config_from_args(args, command)),
+                    interrupted="interrupted before the training started")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ import subprocess
 import sys
 
 from .errors import ConfigError, ElasticError, SSHError, SyncError
+from .cli_common import run_main
 from .run_tools import tool
 
 _HOST = re.compile(r"^[A-Za-z0-9_.:-]+$")
@@ -97,14 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
+
+    def body() -> int:
         prepare(args.host, args.identity, args.ssh_dir, args.ssh_port, args.dataset,
                 os.environ.get("DISCOVERY_POD_UID") or None)
-    except ElasticError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(f"prepared {args.host}", file=sys.stderr)
-    return 0
+        print(f"prepared {args.host}", file=sys.stderr)
+        return 0
+    return run_main("prepare", body)
 
 
 if __name__ == "__main__":
