@@ -4,6 +4,8 @@ Layers (commands -> services -> adapters -> pure model):
 
 - ``discovery.cli``             the ``discovery-daemon`` command
 - ``discovery.discover_hosts``  the ``discover-hosts`` command (standard library only)
+- ``discovery.discover_api``    its ``--fallback api`` (standard library only)
+- ``discovery.client_errors``   the client's errors, imported by both
 - ``discovery.service``         wires the watch, admission, snapshot publishing, hostfile
 - ``discovery.server``          aiohttp endpoints over the current ``HostTable``
 - ``discovery.watch``           list + watch through the official ``kubernetes`` client

@@ -24,16 +24,10 @@ import sys
 
 import _socket  # the C module: ``socket`` would pull in ``enum`` and more (startup time)
 
+from discovery.client_errors import Failure, UsageError
+
 EXIT_OK, EXIT_NO_ANSWER, EXIT_USAGE = 0, 1, 2
 FALLBACKS = ("none", "cache", "api")
-
-
-class Failure(Exception):
-    """No trustworthy answer from one source; the message names the cause."""
-
-
-class UsageError(Exception):
-    """Bad flags or environment."""
 
 
 HELP = """usage: discover-hosts [--url URL] [--group G] [--token T] [--timeout S] [--max-age S]
@@ -340,5 +334,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from discovery.discover_hosts import main as _main  # one copy of Failure/UsageError
-    sys.exit(_main())
+    sys.exit(main())

@@ -154,7 +154,7 @@ def test_the_prepare_hook_and_launcher_agree_on_paths(objects):
     daemon = next(c for c in spec["initContainers"] if c["name"] == "discovery-daemon")
     launcher = next(c for c in spec["containers"] if c["name"] == "launcher")
     prepare = shlex.split(next(a.split("=", 1)[1] for a in daemon["command"] if a.startswith("--prepare-cmd=")))
-    assert prepare[:3] == ["python", "-m", "elastic.run_prepare"]
+    assert prepare[:3] == ["python", "-m", "elastic.launch.prepare"]
 
     def flag(argv, name):
         for i, a in enumerate(argv):
@@ -217,8 +217,8 @@ def test_workers_ask_for_gpus_serve_ssh_and_have_a_dataset_volume(objects):
 
 
 def test_the_launcher_and_prepare_commands_are_valid_for_our_own_parsers(objects):
-    """The manifests call elastic-run and elastic.run_prepare with flags those accept."""
-    from elastic.run_cli import _split, build_parser
+    """The manifests call elastic-run and elastic.launch.prepare with flags those accept."""
+    from elastic.launch.cli import _split, build_parser
 
     spec = one(objects, "Pod")["spec"]
     launcher = next(c for c in spec["containers"] if c["name"] == "launcher")
@@ -229,7 +229,7 @@ def test_the_launcher_and_prepare_commands_are_valid_for_our_own_parsers(objects
     assert command[:3] == ["python", "-m", "training.mnist"]
     daemon = next(c for c in spec["initContainers"] if c["name"] == "discovery-daemon")
     prepare = shlex.split(next(a.split("=", 1)[1] for a in daemon["command"] if a.startswith("--prepare-cmd=")))
-    from elastic.run_prepare import build_parser as prepare_parser
+    from elastic.launch.prepare import build_parser as prepare_parser
 
     parsed = prepare_parser().parse_args(prepare[3:] + ["10.0.0.7"])
     assert parsed.host == "10.0.0.7"

@@ -28,7 +28,7 @@ def env() -> dict:
 @pytest.mark.timeout(600)
 def test_elastic_mnist_survives_a_pod_added_and_one_deleted(tmp_path):
     data = tmp_path / "mnist"
-    gen = subprocess.run([sys.executable, "-m", "elastic.run_mnistgen", str(data), "--train", "1200", "--test", "200"],
+    gen = subprocess.run([sys.executable, "-m", "training.datagen", str(data), "--train", "1200", "--test", "200"],
                          capture_output=True, text=True, timeout=120)
     assert gen.returncode == 0, gen.stderr
     metrics = tmp_path / "metrics.jsonl"
@@ -38,7 +38,7 @@ def test_elastic_mnist_survives_a_pod_added_and_one_deleted(tmp_path):
     hold = tmp_path / "hold"  # the training steps slowly while the chaos schedule runs
     with running_cluster(tmp_path / "cluster", workers=2) as c, open(chaos_log, "w") as chaos_out:
         chaos = subprocess.Popen(
-            [sys.executable, "-m", "elastic.run_chaos", "--state-dir", str(c.state_dir),
+            [sys.executable, "-m", "localcluster.chaos", "--state-dir", str(c.state_dir),
              "--metrics-file", str(metrics), "--steps", "add,delete", "--delete-pod", "worker-1",
              "--hold-file", str(hold), "--timeout", "400"],
             stdout=subprocess.DEVNULL, stderr=chaos_out, env=env())

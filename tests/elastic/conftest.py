@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from elastic.manifest import MANIFEST_NAME, Manifest, build_manifest
+from elastic.sync.manifest import MANIFEST_NAME, Manifest, build_manifest
 
 BIN = Path(sys.executable).parent
 WORKERS = ("worker-0", "worker-1", "worker-2")

@@ -1,0 +1,85 @@
+"""Helpers shared by the ``ssh-bootstrap`` and ``dataset-sync`` command lines.
+
+``env_default(name, fallback)`` reads a flag's environment variable; ``hosts_from_args``
+turns ``--hosts``/``--hosts-file``/``--host`` (or ``discover-hosts``) into a host list;
+``run_main`` wraps a command body so that the package's base error becomes ``error: <line>``
+on stderr and exit code 2 (bad input) or 1 (other failures), and Ctrl-C exits 130 -- never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Callable
+
+from elastic.errors import ConfigError, ElasticError
+from elastic.common.hostlist import Host, parse_entry, parse_host_list, parse_hosts_file
+
+
+def env_default(name: str, fallback: str | None = None) -> str | None:
+    """The value of environment variable ``name`` if set and non-empty, else ``fallback``."""
+    value = os.environ.get(name, "")
+    return value if value else fallback
+
+
+def env_int(name: str, fallback: int) -> int:
+    """An integer environment variable; ``ConfigError`` if it is not an integer."""
+    value = env_default(name)
+    if value is None:
+        return fallback
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"{name}={value!r} is not an integer") from None
+
+
+def hosts_from_args(hosts: str | None, hosts_file: str | None, host: str | None,
+                    discover: Callable[[], list[Host]], default_slots: int = 1) -> list[Host]:
+    """Choose the host list: exactly one of the three flags, else ``discover()``."""
+    given = [flag for flag, value in (("--hosts", hosts), ("--hosts-file", hosts_file), ("--host", host)) if value]
+    if len(given) > 1:
+        raise ConfigError(f"give only one of {', '.join(given)}")
+    if host:
+        return [parse_entry(host, default_slots)]
+    if hosts:
+        return parse_host_list(hosts, default_slots)
+    if hosts_file:
+        try:
+            text = Path(hosts_file).read_text()
+        except OSError as exc:
+            raise ConfigError(f"cannot read hosts file {hosts_file}: {exc.strerror}") from exc
+        parsed = parse_hosts_file(text, default_slots)
+        if not parsed:
+            raise ConfigError(f"hosts file {hosts_file} lists no hosts")
+        return parsed
+    return discover()
+
+
+def setup_logging(verbose: bool) -> None:
+    """Log to stderr: INFO, or DEBUG with ``verbose``; paramiko and urllib3 stay quiet."""
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, stream=sys.stderr,
+                        format="%(name)s: %(message)s")
+    logging.getLogger("paramiko").setLevel(logging.DEBUG if verbose else logging.CRITICAL)
+    logging.getLogger("urllib3").setLevel(logging.DEBUG if verbose else logging.ERROR)  # its retry chatter
+
+
+def run_main(prog: str, body: Callable[[], int], interrupted: str | None = None) -> int:
+    """Run ``body``; map errors to one stderr line and an exit code.
+
+    ``ConfigError`` (bad input) -> 2, any other ``ElasticError`` -> 1, Ctrl-C -> 130 with
+    ``error: <interrupted>`` (default: ``<prog> interrupted``).
+    """
+    try:
+        return body()
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except ElasticError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"error: {interrupted or prog + ' interrupted'}", file=sys.stderr)
+        return 130

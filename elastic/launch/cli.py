@@ -1,0 +1,171 @@
+"""``elastic-run``: run an elastic Horovod job with discovery, SSH and data wired up.
+
+    elastic-run [options] -- python -m training.mnist --data-dir /data/mnist ...
+
+``main(argv) -> int``: parses flags (each also read from an environment variable), builds a
+``LaunchConfig`` and runs it (see ``elastic.launch.runner``). The exit code is the training's
+(horovodrun's); a bad flag or a failed preparation step prints ``error: <one line>`` and
+exits 2 (usage) or 1.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import Sequence
+
+from elastic.errors import ConfigError
+from elastic.launch.runner import LaunchConfig, run
+from elastic.launch.command import HorovodrunOptions
+from elastic.launch.prepare import parse_dataset
+from elastic.common.cli import run_main
+from elastic.launch.tools import tool
+
+DEFAULT_PORT = 8642
+
+
+def _env_int(name: str) -> int | None:
+    value = os.environ.get(name)
+    if value in (None, ""):
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"{name} must be an integer, got {value!r}") from None
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error (``error: ...``, exit 2) instead of usage + message."""
+
+    def error(self, message: str):  # type: ignore[override]
+        print(f"error: {message} (see elastic-run --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="elastic-run",
+        usage="elastic-run [options] -- COMMAND [ARGS...]",
+        description="Run COMMAND as an elastic Horovod job: find or start the discovery daemon, "
+                    "check and pin the hosts' SSH keys, sync the dataset, run horovodrun with "
+                    "--host-discovery-script discover-hosts, print a timeline at the end. "
+                    "Exits with the training's exit code.")
+    g = p.add_argument_group("world size")
+    g.add_argument("--min-np", type=int, default=None, help="fewest processes (ELASTIC_MIN_NP; default 1)")
+    g.add_argument("--max-np", type=int, default=None, help="most processes (ELASTIC_MAX_NP)")
+    g.add_argument("--np", type=int, default=None, help="processes to start with (default: --min-np)")
+    g.add_argument("--slots-per-host", type=int, default=None,
+                   help="force this many slots per host (default: what discovery says)")
+    g = p.add_argument_group("elasticity")
+    g.add_argument("--elastic-timeout", type=int, default=None,
+                   help="seconds to wait for --min-np slots (ELASTIC_TIMEOUT; default 600)")
+    g.add_argument("--reset-limit", type=int, default=None, help="most resets before failing (default: none)")
+    g.add_argument("--blacklist-cooldown-range", type=int, nargs=2, default=[10, 60], metavar=("LOW", "HIGH"),
+                   help="seconds a failed host stays blacklisted (default 10 60), so one that comes back is used again")
+    g.add_argument("--start-timeout", type=int, default=None, help="seconds for workers to start")
+    g = p.add_argument_group("hosts")
+    g.add_argument("--ssh-port", type=int, default=None, help="sshd port of every host (ELASTIC_SSH_PORT)")
+    g.add_argument("--ssh-identity-file", default=None, help="the job's private key (ELASTIC_SSH_IDENTITY)")
+    g.add_argument("--ssh-dir", default=None,
+                   help="where pinned host keys and ssh_config go (default: a temporary directory)")
+    g.add_argument("--network-interface", action="append", default=None, metavar="NIC",
+                   help="NIC(s) for Horovod's traffic, repeat or comma-separate (ELASTIC_NETWORK_INTERFACE)")
+    g.add_argument("--dataset", default=None, metavar="SRC:DEST",
+                   help="sync SRC to DEST on every host, also hosts that join later (ELASTIC_DATASET)")
+    g = p.add_argument_group("discovery")
+    g.add_argument("--discovery-url", default=None,
+                   help=f"a running discovery daemon (DISCOVERY_URL; default http://127.0.0.1:{DEFAULT_PORT} "
+                        "unless --selector is given)")
+    g.add_argument("--selector", default=None,
+                   help="start a discovery daemon for pods with these labels (DISCOVERY_SELECTOR)")
+    g.add_argument("--namespace", default=None, help="namespace of the pods (DISCOVERY_NAMESPACE; default 'default')")
+    g.add_argument("--kubeconfig", default=None, help="kubeconfig for the daemon (default: its own lookup)")
+    g = p.add_argument_group("training")
+    g.add_argument("-x", "--env", action="append", default=[], metavar="NAME[=VALUE]",
+                   help="environment variable for the training processes (NAME alone: this one's value)")
+    g.add_argument("--metrics-file", default=None,
+                   help="the training's JSON-lines metrics file, read for the timeline (ELASTIC_METRICS_FILE)")
+    g.add_argument("--timeline-file", default=None, help="also write the timeline as JSON here")
+    g.add_argument("--verbose", action="store_true", help="horovodrun --verbose and debug logs")
+    return p
+
+
+def _split(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    argv = list(argv)
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1:]
+    return argv, []
+
+
+def _parse_env(items: Sequence[str]) -> dict[str, str]:
+    env = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep:
+            if name not in os.environ:
+                raise ConfigError(f"-x {name}: no such variable in the environment (use NAME=VALUE)")
+            value = os.environ[name]
+        env[name] = value
+    return env
+
+
+def config_from_args(args: argparse.Namespace, command: list[str]) -> LaunchConfig:
+    """Check the flags and environment; ConfigError names the first bad value."""
+    if not command:
+        raise ConfigError("no training command given: elastic-run [options] -- COMMAND ...")
+    min_np = args.min_np if args.min_np is not None else (_env_int("ELASTIC_MIN_NP") or 1)
+    max_np = args.max_np if args.max_np is not None else _env_int("ELASTIC_MAX_NP")
+    timeout = args.elastic_timeout if args.elastic_timeout is not None else (_env_int("ELASTIC_TIMEOUT") or 600)
+    ssh_port = args.ssh_port if args.ssh_port is not None else _env_int("ELASTIC_SSH_PORT")
+    identity = args.ssh_identity_file or os.environ.get("ELASTIC_SSH_IDENTITY") or None
+    if identity is not None:
+        identity = os.path.abspath(identity)
+        if not os.path.isfile(identity):
+            raise ConfigError(f"--ssh-identity-file {identity}: no such file")
+    nics_raw = args.network_interface or [os.environ.get("ELASTIC_NETWORK_INTERFACE", "")]
+    nics = tuple(n for item in nics_raw for n in item.split(",") if n)
+    dataset = args.dataset or os.environ.get("ELASTIC_DATASET") or None
+    if dataset:
+        src, dest = parse_dataset(dataset)
+        if not os.path.isdir(src):
+            raise ConfigError(f"--dataset source {src}: no such directory")
+        dataset = f"{os.path.abspath(src)}:{dest}"
+    selector = args.selector or os.environ.get("DISCOVERY_SELECTOR") or None
+    namespace = args.namespace or os.environ.get("DISCOVERY_NAMESPACE") or "default"
+    url = args.discovery_url or os.environ.get("DISCOVERY_URL") or None
+    if url is None and selector is None:
+        url = f"http://127.0.0.1:{os.environ.get('DISCOVERY_PORT') or DEFAULT_PORT}"
+    if args.kubeconfig and not os.path.isfile(args.kubeconfig):
+        raise ConfigError(f"--kubeconfig {args.kubeconfig}: no such file")
+    options = HorovodrunOptions(
+        discovery_script=tool("discover-hosts"),
+        min_np=min_np, max_np=max_np, np=args.np, slots_per_host=args.slots_per_host,
+        elastic_timeout=timeout, reset_limit=args.reset_limit,
+        cooldown_range=tuple(args.blacklist_cooldown_range),
+        ssh_port=ssh_port, ssh_identity_file=identity, network_interfaces=nics,
+        start_timeout=args.start_timeout, env=_parse_env(args.env),
+        horovodrun=tool("horovodrun"), verbose=args.verbose,
+    )
+    metrics = args.metrics_file or os.environ.get("ELASTIC_METRICS_FILE") or None
+    return LaunchConfig(
+        horovodrun=options, command=tuple(command), discovery_url=url, selector=selector,
+        namespace=namespace, kubeconfig=os.path.abspath(args.kubeconfig) if args.kubeconfig else None,
+        dataset=dataset, ssh_dir=os.path.abspath(args.ssh_dir) if args.ssh_dir else None,
+        metrics_file=metrics, timeline_file=args.timeline_file,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    own, command = _split(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(own)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, stream=sys.stderr,
+                        format="elastic-run: %(message)s")
+    return run_main("elastic-run", lambda: run(config_from_args(args, command)),
+                    interrupted="interrupted before the training started")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""Prepare one host before the discovery daemon serves it (the daemon's ``--prepare-cmd``).
+
+    python -m elastic.launch.prepare --identity FILE --ssh-dir DIR [--ssh-port P]
+                                  [--dataset SRC:DEST] HOST
+
+1. ``ssh-bootstrap hosts --identity FILE --out DIR --port P --hosts HOST``: checks that HOST
+   answers with the job's key, adds its host key to ``DIR/known_hosts`` -- the file the ssh
+   wrapper horovodrun uses checks against -- and merges HOST into ``DIR/hostfile``.
+   ssh-bootstrap locks ``DIR/.lock`` around those updates itself (the daemon prepares several
+   hosts at once and the launcher pins the first hosts into the same directory), so this
+   module holds no lock.  With ``DISCOVERY_POD_UID`` in the environment (the discovery daemon
+   sets it), ``--repin-for-uid UID`` is passed: an address reused by a new pod gets its new
+   host key pinned; a changed key for the same pod is still refused;
+2. with ``--dataset``, ``dataset-sync SRC DEST --host HOST --ssh-config DIR/ssh_config``.
+
+Exit 0 when HOST is ready; otherwise non-zero with one line on stderr (the daemon retries and
+reports the line). ``elastic-run`` writes this command for the daemons it starts; the launcher
+pod in deploy/ writes it out by hand.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+from elastic.errors import ConfigError, ElasticError, SSHError, SyncError
+from elastic.common.cli import run_main
+from elastic.launch.tools import tool
+
+_HOST = re.compile(r"^[A-Za-z0-9_.:-]+$")
+
+
+def parse_dataset(value: str) -> tuple[str, str]:
+    """``SRC:DEST`` -> (SRC, DEST); ConfigError when either side is empty."""
+    src, sep, dest = value.rpartition(":")
+    if not sep or not src or not dest:
+        raise ConfigError(f"--dataset wants SRC:DEST, got {value!r}")
+    return src, dest
+
+
+def prepare_argv(identity: str, ssh_dir: str, ssh_port: int | None, dataset: str | None) -> list[str]:
+    """The daemon's ``--prepare-cmd`` (without the host the daemon appends), as argv."""
+    argv = [sys.executable, "-m", "elastic.launch.prepare", "--identity", identity, "--ssh-dir", ssh_dir]
+    if ssh_port is not None:
+        argv += ["--ssh-port", str(ssh_port)]
+    if dataset:
+        argv += ["--dataset", dataset]
+    return argv
+
+
+def failure_line(stderr: str, stdout: str) -> str:
+    """The line that names why a step failed: its first ``error:`` line on stderr (the cause,
+    before any summary), else the last stderr line, else the last stdout line."""
+    err = [l.strip() for l in stderr.splitlines() if l.strip()]
+    causes = [l[len("error:"):].strip() for l in err if l.startswith("error:")]
+    if causes:
+        return causes[0]
+    out = [l.strip() for l in stdout.splitlines() if l.strip()]
+    return (err or out or ["no output"])[-1]
+
+
+def _run(argv: list[str], what: str, error: type[ElasticError]) -> None:
+    proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        raise error(f"{what} failed ({proc.returncode}): {failure_line(proc.stderr, proc.stdout)}")
+
+
+def prepare(host: str, identity: str, ssh_dir: str, ssh_port: int | None, dataset: str | None,
+            pod_uid: str | None = None) -> None:
+    """Pin ``host``'s key (re-pinning it for a new ``pod_uid``) and sync the dataset to it;
+    raises SSHError/SyncError/ConfigError."""
+    if not _HOST.match(host):
+        raise ConfigError(f"bad host {host!r}")
+    argv = [tool("ssh-bootstrap"), "hosts", "--identity", identity, "--out", ssh_dir, "--hosts", host]
+    if ssh_port is not None:
+        argv += ["--port", str(ssh_port)]
+    if pod_uid:
+        argv += ["--repin-for-uid", pod_uid]
+    _run(argv, f"ssh-bootstrap hosts for {host}", SSHError)
+    if dataset:
+        src, dest = parse_dataset(dataset)
+        _run([tool("dataset-sync"), src, dest, "--host", host, "--ssh-config", f"{ssh_dir}/ssh_config"],
+             f"dataset-sync to {host}", SyncError)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m elastic.launch.prepare", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--identity", required=True, help="the job's private SSH key")
+    parser.add_argument("--ssh-dir", required=True, help="where pinned host keys and ssh configs go")
+    parser.add_argument("--ssh-port", type=int, default=None, help="the hosts' sshd port")
+    parser.add_argument("--dataset", default=None, metavar="SRC:DEST", help="sync SRC to DEST on the host")
+    parser.add_argument("host")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+
+    def body() -> int:
+        prepare(args.host, args.identity, args.ssh_dir, args.ssh_port, args.dataset,
+                os.environ.get("DISCOVERY_POD_UID") or None)
+        print(f"prepared {args.host}", file=sys.stderr)
+        return 0
+    return run_main("prepare", body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,302 @@
+"""The dataset manifest: every file's size and SHA-256, every symlink and directory of a tree.
+
+``build_manifest(src)`` walks a local directory without following symlinks and returns a
+``Manifest``; it refuses (``UnsafeSymlink``) a symlink whose target leaves SRC, lexically or
+through other links, and (``ConfigError``) sockets, FIFOs and devices.  The manifest is written
+with the data as ``DEST/.dataset-manifest.json`` (``to_json``/``from_json``) and checked against
+what a host reports: ``listing_digest`` is the hash a host's listing must have (checked on the
+host by ``sync_remote.verify_commit_script``); ``parse_listing`` reads a full listing
+(``sync_remote.listing_script``) and ``compare`` returns the differences, empty when exact.  Paths are POSIX, relative
+to the tree's root, without a leading ``./``.  The manifest's own file name at the top of SRC is
+skipped, so a synced copy can be synced onward.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import posixpath
+import stat
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from elastic.errors import ConfigError, SyncError
+
+MANIFEST_NAME = ".dataset-manifest.json"
+FORMAT = "elastic-horovod/dataset-manifest/v1"
+
+
+class UnsafeSymlink(ConfigError):
+    """SRC contains a symlink that points outside SRC."""
+
+
+class BadManifest(SyncError):
+    """A manifest file or a host's listing could not be parsed."""
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """A regular file: size in bytes, hex SHA-256, permission bits, modification time (ns)."""
+
+    size: int
+    sha256: str
+    mode: int = 0o644
+    mtime_ns: int = 0
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """An immutable description of a tree (files, symlinks and their targets, directories)."""
+
+    files: dict[str, FileEntry] = field(default_factory=dict)
+    links: dict[str, str] = field(default_factory=dict)
+    dirs: tuple[str, ...] = ()
+
+    @property
+    def total_bytes(self) -> int:
+        """Sum of the sizes of all regular files."""
+        return sum(entry.size for entry in self.files.values())
+
+    @cached_property
+    def digest(self) -> str:
+        """SHA-256 over the content-relevant fields (paths, sizes, checksums, link targets, dirs)."""
+        canonical = json.dumps(
+            {
+                "files": [[p, e.size, e.sha256] for p, e in sorted(self.files.items())],
+                "links": sorted(self.links.items()),
+                "dirs": sorted(self.dirs),
+            },
+            separators=(",", ":"),
+        )
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+    def to_json(self) -> str:
+        """Serialise as the JSON document written to ``DEST/.dataset-manifest.json``."""
+        doc = {
+            "format": FORMAT,
+            "digest": self.digest,
+            "total_bytes": self.total_bytes,
+            "files": {
+                p: {"size": e.size, "sha256": e.sha256, "mode": oct(e.mode), "mtime_ns": e.mtime_ns}
+                for p, e in sorted(self.files.items())
+            },
+            "links": dict(sorted(self.links.items())),
+            "dirs": sorted(self.dirs),
+        }
+        return json.dumps(doc, indent=1) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> "Manifest":
+        """Parse a manifest document; raise ``BadManifest`` if it is not one."""
+        try:
+            doc = json.loads(text)
+            if doc.get("format") != FORMAT:
+                raise ValueError(f"format is {doc.get('format')!r}")
+            files = {
+                p: FileEntry(int(e["size"]), str(e["sha256"]), int(e["mode"], 8), int(e["mtime_ns"]))
+                for p, e in doc["files"].items()
+            }
+            manifest = cls(files, {str(k): str(v) for k, v in doc["links"].items()}, tuple(doc["dirs"]))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise BadManifest(f"not a dataset manifest: {exc}") from exc
+        if doc.get("digest") != manifest.digest:
+            raise BadManifest("manifest digest does not match its content")
+        return manifest
+
+
+def _link_is_inside(src_real: str, rel: str, full: str) -> bool:
+    target = os.readlink(full)
+    if posixpath.isabs(target):
+        return False
+    lexical = posixpath.normpath(posixpath.join(posixpath.dirname(rel), target))
+    if lexical == ".." or lexical.startswith("../"):
+        return False
+    real = os.path.realpath(full)
+    return real == src_real or real.startswith(src_real + os.sep)
+
+
+def _check_name(rel: str) -> None:
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(f"SRC contains a name that is not UTF-8: {rel.encode('utf-8', 'surrogateescape')!r}") from None
+    if "\x01" in rel or "\0" in rel:
+        raise ConfigError(f"SRC contains a name with a control character: {rel!r}")
+
+
+HashCache = dict[str, tuple[int, int, int, int, str]]
+"""rel path -> (size, mtime_ns, ctime_ns, inode, sha256): checksums of files seen before."""
+
+
+def build_manifest(src: str, cache: HashCache | None = None) -> Manifest:
+    """Walk the directory ``src`` and return its manifest (blocks while hashing every file).
+
+    With ``cache``, a file whose size, mtime, ctime and inode are those recorded is not read
+    again (any write changes its ctime); the cache is updated in place for every file.
+    Raises ``UnsafeSymlink`` for a link leaving SRC, ``ConfigError`` for special files or an
+    unreadable entry.
+    """
+    src_real = os.path.realpath(src)
+    seen: HashCache = {}
+    files: dict[str, FileEntry] = {}
+    links: dict[str, str] = {}
+    dirs: list[str] = []
+    stack = [""]
+    while stack:
+        rel_dir = stack.pop()
+        full_dir = os.path.join(src_real, rel_dir) if rel_dir else src_real
+        try:
+            entries = sorted(os.scandir(full_dir), key=lambda e: e.name)
+        except OSError as exc:
+            raise ConfigError(f"cannot read {full_dir}: {exc.strerror}") from exc
+        for entry in entries:
+            rel = posixpath.join(rel_dir, entry.name) if rel_dir else entry.name
+            if rel == MANIFEST_NAME:
+                continue
+            _check_name(rel)
+            try:
+                st = entry.stat(follow_symlinks=False)
+                if stat.S_ISLNK(st.st_mode):
+                    if not _link_is_inside(src_real, rel, entry.path):
+                        raise UnsafeSymlink(
+                            f"refusing symlink {rel} -> {os.readlink(entry.path)}: it points outside SRC")
+                    links[rel] = os.readlink(entry.path)
+                    _check_name(links[rel])
+                elif stat.S_ISDIR(st.st_mode):
+                    dirs.append(rel)
+                    stack.append(rel)
+                elif stat.S_ISREG(st.st_mode):
+                    key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+                    known = cache.get(rel) if cache is not None else None
+                    if known is not None and tuple(known[:4]) == key:
+                        digest = known[4]
+                    else:
+                        with open(entry.path, "rb") as handle:
+                            digest = hashlib.file_digest(handle, "sha256").hexdigest()
+                    seen[rel] = (*key, digest)
+                    files[rel] = FileEntry(st.st_size, digest, stat.S_IMODE(st.st_mode), st.st_mtime_ns)
+                else:
+                    raise ConfigError(f"SRC contains {rel}, which is not a regular file, directory or symlink")
+            except OSError as exc:
+                raise ConfigError(f"cannot read {entry.path}: {exc.strerror}") from exc
+    if cache is not None:
+        cache.clear()
+        cache.update(seen)
+    return Manifest(dict(sorted(files.items())), dict(sorted(links.items())), tuple(sorted(dirs)))
+
+
+def cache_path(src_real: str, cache_dir: str | None = None) -> str:
+    """Where the hash cache of SRC lives (``$XDG_CACHE_HOME/elastic-horovod/dataset-sync``)."""
+    base = cache_dir or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+                                     "elastic-horovod", "dataset-sync")
+    return os.path.join(base, hashlib.sha256(src_real.encode()).hexdigest()[:32] + ".json")
+
+
+def load_cache(path: str, src_real: str) -> HashCache:
+    """Read a hash cache; an unreadable or foreign one is an empty cache (never an error)."""
+    try:
+        with open(path) as handle:
+            doc = json.load(handle)
+        if doc.get("src") != src_real:
+            return {}
+        return {str(k): tuple(v) for k, v in doc["files"].items()}  # type: ignore[misc]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def save_cache(path: str, src_real: str, cache: HashCache) -> None:
+    """Write a hash cache atomically; failures are ignored (the cache is only an optimisation)."""
+    from elastic.common.atomicfile import write_atomic
+
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        write_atomic(path, json.dumps({"src": src_real, "files": cache}, separators=(",", ":")), 0o600)
+    except OSError:
+        pass
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What a host holds: file checksums, symlink targets and directories."""
+
+    files: dict[str, str]
+    links: dict[str, str]
+    dirs: frozenset[str]
+
+
+def listing_records(manifest: Manifest) -> list[bytes]:
+    """The manifest as the sorted records a host's listing must produce (see ``parse_listing``)."""
+    records = [b"D " + d.encode() for d in manifest.dirs]
+    records += [b"L " + p.encode() + b"\x01" + t.encode() for p, t in manifest.links.items()]
+    records += [b"F " + e.sha256.encode() + b"  " + p.encode() for p, e in manifest.files.items()]
+    return sorted(records)
+
+
+def listing_digest(manifest: Manifest) -> str:
+    """SHA-256 of the sorted, NUL-terminated records: what ``sync_remote`` compares on the host."""
+    return hashlib.sha256(b"".join(r + b"\0" for r in listing_records(manifest))).hexdigest()
+
+
+def quick_records(manifest: Manifest) -> list[bytes]:
+    """Like ``listing_records`` with ``Q size mtime-seconds path`` instead of checksums (the
+    cheap check of a copy that was verified when it was made)."""
+    records = [b"D " + d.encode() for d in manifest.dirs]
+    records += [b"L " + p.encode() + b"\x01" + t.encode() for p, t in manifest.links.items()]
+    records += [f"Q {e.size} {e.mtime_ns // 10**9} ".encode() + p.encode() for p, e in manifest.files.items()]
+    return sorted(records)
+
+
+def quick_digest(manifest: Manifest) -> str:
+    """SHA-256 of the sorted, NUL-terminated ``quick_records``."""
+    return hashlib.sha256(b"".join(r + b"\0" for r in quick_records(manifest))).hexdigest()
+
+
+def parse_listing(data: bytes) -> Listing:
+    """Parse a host's listing: NUL-terminated records ``D path``, ``L path\\x01target`` and
+    ``F sha256  path``.  Raises ``BadManifest`` on anything else."""
+    files: dict[str, str] = {}
+    links: dict[str, str] = {}
+    dirs: set[str] = set()
+    for raw in data.split(b"\0"):
+        if not raw.strip():
+            continue
+        try:
+            record = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadManifest(f"host listing has a name that is not UTF-8: {raw[:80]!r}") from None
+        kind, body = record[:2], record[2:]
+        if kind == "D ":
+            dirs.add(body)
+        elif kind == "L " and "\x01" in body:
+            path, target = body.split("\x01", 1)
+            links[path] = target
+        elif kind == "F " and len(body) > 66 and body[64:66] == "  ":
+            files[body[66:]] = body[:64]
+        else:
+            raise BadManifest(f"unexpected record in host listing: {record[:80]!r}")
+    files.pop(MANIFEST_NAME, None)
+    return Listing(files, links, frozenset(dirs))
+
+
+def compare(manifest: Manifest, listing: Listing) -> list[str]:
+    """Return human-readable differences between ``manifest`` and a host's ``listing`` (sorted)."""
+    problems = []
+    for path, entry in manifest.files.items():
+        got = listing.files.get(path)
+        if got is None:
+            problems.append(f"missing file {path}")
+        elif got != entry.sha256:
+            problems.append(f"checksum mismatch {path}")
+    problems += [f"unexpected file {p}" for p in listing.files if p not in manifest.files]
+    for path, target in manifest.links.items():
+        got = listing.links.get(path)
+        if got is None:
+            problems.append(f"missing symlink {path}")
+        elif got != target:
+            problems.append(f"symlink {path} points to {got}, expected {target}")
+    problems += [f"unexpected symlink {p}" for p in listing.links if p not in manifest.links]
+    wanted_dirs = set(manifest.dirs)
+    problems += [f"missing directory {d}" for d in sorted(wanted_dirs - listing.dirs)]
+    problems += [f"unexpected directory {d}" for d in sorted(listing.dirs - wanted_dirs)]
+    return sorted(problems)

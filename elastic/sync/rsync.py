@@ -1,0 +1,142 @@
+"""The rsync transport of ``dataset-sync``: one rsync over SSH per host, into the staging dir.
+
+``rsync_argv`` (pure) builds the command: ``-rlpt --delete`` into ``staging`` with
+``--link-dest`` = the current version (unchanged files become hard links, nothing is sent),
+``--safe-links``, the manifest file excluded (and so protected from ``--delete``),
+``--info=progress2,stats2`` for progress and the transferred-bytes report.
+``parse_progress``/``parse_stats`` (pure) read its output.  ``run_rsync`` runs it, reports
+progress through a callback, stops it when the run is cancelled, and returns
+``RsyncStats`` or raises ``SyncError``/``SSHError`` (``HostKeyUnverified`` when ssh refused
+the host key).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from typing import Callable
+
+from elastic.errors import SyncError
+from elastic.sync.manifest import MANIFEST_NAME
+from elastic.ssh.exec import HOST_KEY_FAILURE, ssh_failure
+from elastic.sync.cancel import CancelToken
+from elastic.sync.remote import Layout
+
+_PROGRESS = re.compile(r"^\s*([\d,]+)\s+\d+%.*?(?:\(xfr#(\d+), (?:to|ir)-chk=(\d+)/(\d+)\))?\s*$")
+_STATS = {
+    "files": re.compile(r"^Number of regular files transferred: ([\d,]+)", re.M),
+    "bytes": re.compile(r"^Total transferred file size: ([\d,]+)", re.M),
+    "literal": re.compile(r"^Literal data: ([\d,]+)", re.M),
+    "sent": re.compile(r"^Total bytes sent: ([\d,]+)", re.M),
+}
+
+
+@dataclass(frozen=True)
+class RsyncProgress:
+    """One progress2 line: bytes sent so far, files sent, files checked of the total."""
+
+    bytes: int
+    files_sent: int | None = None
+    checked: int | None = None
+    total: int | None = None
+
+
+@dataclass(frozen=True)
+class RsyncStats:
+    """rsync's ``--stats``: regular files sent, their size, literal (new) data, bytes on the wire."""
+
+    files_transferred: int
+    bytes_transferred: int
+    literal_bytes: int
+    bytes_sent: int
+
+
+def rsync_argv(src: str, host: str, layout: Layout, current: str, rsh: str, *, remote_rsync: str = "rsync",
+               bwlimit_kbps: int | None = None, checksum: bool = False, io_timeout: int = 120) -> list[str]:
+    """The rsync command copying the local directory ``src`` into ``host``'s staging dir."""
+    argv = ["rsync", "-rlpt", "--delete", "--safe-links", f"--exclude=/{MANIFEST_NAME}",
+            "--no-inc-recursive", "--info=progress2,stats2", "--no-h", f"--timeout={io_timeout}",
+            "-e", rsh, f"--rsync-path={remote_rsync}"]
+    if current:
+        argv.append(f"--link-dest=../{current}")
+    if checksum:
+        argv.append("--checksum")
+    if bwlimit_kbps:
+        argv.append(f"--bwlimit={int(bwlimit_kbps)}")
+    return argv + ["--", src.rstrip("/") + "/", f"{host}:{layout.staging}/"]
+
+
+def _int(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def parse_progress(line: str) -> RsyncProgress | None:
+    """Parse one ``--info=progress2`` line; None for anything else."""
+    match = _PROGRESS.match(line)
+    if not match:
+        return None
+    nbytes, sent, remaining, total = match.groups()
+    if sent is None:
+        return RsyncProgress(_int(nbytes))
+    return RsyncProgress(_int(nbytes), int(sent), int(total) - int(remaining), int(total))
+
+
+def parse_stats(text: str) -> RsyncStats:
+    """Parse the ``--stats`` block; raise ``SyncError`` if it is missing."""
+    values = {}
+    for key, pattern in _STATS.items():
+        match = pattern.search(text)
+        if not match:
+            raise SyncError(f"rsync printed no statistics ({key} missing)")
+        values[key] = _int(match.group(1))
+    return RsyncStats(values["files"], values["bytes"], values["literal"], values["sent"])
+
+
+class RsyncFailed(SyncError):
+    """rsync exited non-zero (the message has its exit code and last error line)."""
+
+
+class Interrupted(SyncError):
+    """The run was cancelled while this step was in progress."""
+
+
+def run_rsync(argv: list[str], host: str, on_progress: Callable[[RsyncProgress], None],
+              cancel: CancelToken) -> RsyncStats:
+    """Run ``argv`` (from ``rsync_argv``) until it ends; blocks.  Raises ``SyncError`` on failure,
+    ``SSHError`` when ssh could not connect, ``Interrupted`` when ``cancel`` was cancelled."""
+    with tempfile.TemporaryFile() as errors:
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors)
+        except OSError as exc:
+            raise SyncError(f"cannot run rsync: {exc.strerror}") from exc
+        output = []
+        pending = b""
+        assert proc.stdout is not None
+        with cancel.track(proc), proc.stdout:
+            while True:
+                chunk = proc.stdout.read1(65536)
+                if not chunk:
+                    break
+                pending += chunk
+                *lines, pending = re.split(rb"[\r\n]", pending)
+                for raw in lines:
+                    line = raw.decode("utf-8", "replace")
+                    progress = parse_progress(line)
+                    if progress is not None:
+                        on_progress(progress)
+                    elif line.strip():
+                        output.append(line)
+            code = proc.wait()
+        errors.seek(0)
+        stderr = errors.read().decode("utf-8", "replace")
+    if cancel.cancelled:
+        raise Interrupted(f"{host}: interrupted")
+    if code != 0:
+        if code == 255 or HOST_KEY_FAILURE in stderr or "ssh: connect to host" in stderr:
+            raise ssh_failure(host, stderr)
+        lines = [line for line in stderr.splitlines() if line.strip()]
+        detail = lines[0] if lines else "no message"
+        raise RsyncFailed(f"{host}: rsync failed (exit {code}): {detail}")
+    return parse_stats("\n".join(output))

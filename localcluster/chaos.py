@@ -1,0 +1,177 @@
+"""A chaos schedule for the demo and the end-to-end test: pods added and deleted while the
+job trains, each step waiting until the previous one took effect in the training.
+
+    python -m localcluster.chaos --state-dir DIR --metrics-file FILE [--steps add,delete,add]
+                                [--delete-pod worker-1] [--hold-file F] [--timeout 900]
+
+Steps are ``add`` (``local-cluster add-pod``) and ``delete`` (``local-cluster delete-pod``;
+the pod named by ``--delete-pod``, default the second of the pods the cluster started with).
+The decision is a pure function of rank 0's metrics records (``next_step``):
+
+- the first step is due once the training has written a progress record (it is running);
+- each later step is due once a record written after the previous step shows the world
+  size that step should have produced (one slot per pod), i.e. the job has reset and is
+  training again -- so a delete lands mid-epoch, with the job running at full size.
+
+With ``--hold-file`` the file exists from the start until the last step has taken effect:
+give the same path to the training's ``--debug-hold-file`` (with ``--debug-step-delay``) and
+the training slows down only while the schedule runs, so a short job cannot end before it.
+
+Prints one line per step on stderr; exits 0 when every step ran, 1 when the timeout passed or
+an action failed (the line says which), 2 on bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+STEPS = ("add", "delete")
+
+
+def read_metrics(path: str | Path | None) -> list[dict]:
+    """The JSON records of a training metrics file (JSON lines); unreadable lines are skipped."""
+    if not path:
+        return []
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return []
+    records = []
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+    return records
+
+
+def local_cluster_argv(*args: str) -> list[str]:
+    """``local-cluster ARGS`` run with this Python, so no console script needs to be on PATH."""
+    return [sys.executable, "-m", "localcluster.cli", *args]
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where the schedule is: steps done, when the last one ran, the world size it expects."""
+
+    done: int = 0
+    last_time: float = 0.0
+    expected_world: int | None = None
+
+
+def parse_steps(text: str) -> tuple[str, ...]:
+    steps = tuple(s.strip() for s in text.split(",") if s.strip())
+    bad = [s for s in steps if s not in STEPS]
+    if not steps or bad:
+        raise ValueError(f"--steps wants a comma list of {'/'.join(STEPS)}, got {text!r}")
+    return steps
+
+
+def next_step(steps: tuple[str, ...], progress: Progress, records: list[dict]) -> str | None:
+    """The step due now, or None (all done, or waiting for the previous one to take effect)."""
+    if progress.done >= len(steps):
+        return None
+    running = [r for r in records if "world_size" in r and "time" in r]
+    if progress.done == 0:
+        return steps[0] if running else None
+    return steps[progress.done] if took_effect(progress, records) else None
+
+
+def took_effect(progress: Progress, records: list[dict]) -> bool:
+    """True once a record written after the last step shows the world size it should make."""
+    after = [r for r in records if "world_size" in r and r.get("time", 0) > progress.last_time]
+    return bool(after) and after[-1]["world_size"] == progress.expected_world
+
+
+def after_step(step: str, progress: Progress, records: list[dict], now: float) -> Progress:
+    """The progress once ``step`` has run at ``now``."""
+    running = [r for r in records if "world_size" in r]
+    base = progress.expected_world if progress.expected_world is not None else (
+        running[-1]["world_size"] if running else 0)
+    return Progress(done=progress.done + 1, last_time=now,
+                    expected_world=base + (1 if step == "add" else -1))
+
+
+def _act(step: str, state_dir: str, delete_pod: str) -> str:
+    if step == "add":
+        argv = local_cluster_argv("add-pod", "--state-dir", state_dir)
+    else:
+        argv = local_cluster_argv("delete-pod", delete_pod, "--state-dir", state_dir)
+    proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        lines = [l for l in proc.stderr.splitlines() if l.strip()]
+        raise RuntimeError(f"local-cluster {argv[3]} failed: {lines[-1] if lines else proc.returncode}")
+    return (proc.stdout.strip().splitlines() or [""])[-1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m localcluster.chaos", description=__doc__.split("\n\n")[0])
+    p.add_argument("--state-dir", required=True, help="the local cluster's state directory")
+    p.add_argument("--metrics-file", required=True, help="rank 0's JSON-lines metrics file")
+    p.add_argument("--steps", default="add,delete,add", help="comma list of add/delete (default %(default)s)")
+    p.add_argument("--delete-pod", default="worker-1", help="the pod a delete step removes (default %(default)s)")
+    p.add_argument("--hold-file", default=None,
+                   help="a file that exists until the last step took effect (the training's --debug-hold-file)")
+    p.add_argument("--timeout", type=float, default=900.0, help="give up after this many seconds")
+    p.add_argument("--interval", type=float, default=0.5, help="seconds between looks at the metrics")
+    args = p.parse_args(argv)
+    try:
+        steps = parse_steps(args.steps)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.hold_file:
+        open(args.hold_file, "a").close()
+    try:
+        return _run(args, steps)
+    finally:
+        if args.hold_file:
+            try:
+                os.unlink(args.hold_file)
+            except FileNotFoundError:
+                pass
+
+
+def _run(args: argparse.Namespace, steps: tuple[str, ...]) -> int:
+    progress, deadline = Progress(), time.monotonic() + args.timeout
+    while progress.done < len(steps):
+        if time.monotonic() > deadline:
+            print(f"error: chaos: step {progress.done + 1} ({steps[progress.done]}) not due after "
+                  f"{args.timeout:.0f}s (waiting for world size {progress.expected_world})", file=sys.stderr)
+            return 1
+        records = read_metrics(args.metrics_file)
+        step = next_step(steps, progress, records)
+        if step is None:
+            time.sleep(args.interval)
+            continue
+        now = time.time()
+        try:
+            out = _act(step, args.state_dir, args.delete_pod)
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            print(f"error: chaos: {exc}", file=sys.stderr)
+            return 1
+        progress = after_step(step, progress, records, now)
+        what = f"deleted {args.delete_pod}" if step == "delete" else f"added a pod {out}".rstrip()
+        print(f"chaos: step {progress.done}/{len(steps)}: {what}; expecting world size "
+              f"{progress.expected_world}", file=sys.stderr, flush=True)
+    while not took_effect(progress, read_metrics(args.metrics_file)):
+        if time.monotonic() > deadline:
+            print(f"error: chaos: world size {progress.expected_world} not seen after "
+                  f"{args.timeout:.0f}s", file=sys.stderr)
+            return 1
+        time.sleep(args.interval)
+    print(f"chaos: done, the training runs at world size {progress.expected_world}", file=sys.stderr, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,179 @@
+"""elastic-run as a user runs it: against a local cluster, with the daemon it starts itself,
+real sshd pods and the real horovodrun. Its exit code follows the training's; it forwards
+SIGTERM; it stops what it started; bad input is one line and a non-zero exit."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from localcluster.testing import running_cluster
+
+BIN = Path(sys.executable).parent
+ELASTIC_RUN = str(BIN / "elastic-run")
+SELECTOR = "app=elastic-horovod,role=worker"
+
+
+def env() -> dict:
+    e = dict(os.environ)
+    e["PATH"] = f"{BIN}:{e.get('PATH', '')}"
+    for name in ("DISCOVERY_URL", "DISCOVERY_SELECTOR", "DISCOVERY_PORT", "ELASTIC_DATASET"):
+        e.pop(name, None)
+    return e
+
+
+def launcher_args(c, tmp_path: Path, *extra: str) -> list[str]:
+    return [ELASTIC_RUN, "--selector", SELECTOR, "--kubeconfig", str(c.kubeconfig),
+            "--ssh-port", str(c.ssh_port), "--ssh-identity-file", str(c.identity),
+            "--network-interface", "lo", "--min-np", "2", "--max-np", "2", "--elastic-timeout", "60",
+            "--timeline-file", str(tmp_path / "timeline.json"), *extra]
+
+
+@pytest.fixture(scope="module")
+def two_pods(tmp_path_factory):
+    with running_cluster(tmp_path_factory.mktemp("run-cli") / "cluster", workers=2) as c:
+        yield c
+
+
+def daemon_processes() -> set[int]:
+    """pids of discovery-daemon processes started by an elastic-run (they carry --prepare-cmd)."""
+    out = set()
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmd = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if any(b"discovery-daemon" in a for a in cmd[:2]) and b"elastic.launch.prepare" in b" ".join(cmd):
+                out.add(int(proc.name))
+    return out
+
+
+def test_exit_code_is_zero_when_the_training_succeeds(two_pods, tmp_path):
+    before = daemon_processes()
+    marker = tmp_path / "ran"
+    proc = subprocess.run(
+        launcher_args(two_pods, tmp_path) + ["--", "sh", "-c", f"hostname >> {marker}; exit 0"],
+        capture_output=True, text=True, timeout=180, env=env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # both pods ran it (each pod has its own hostname)
+    assert sorted(marker.read_text().split()) == ["worker-0", "worker-1"]
+    summary = json.loads((tmp_path / "timeline.json").read_text())["summary"]
+    assert summary["exit_code"] == 0
+    assert "training exited with 0" in proc.stderr
+    # the daemon elastic-run started for the selector is gone again
+    assert daemon_processes() - before == set()
+
+
+def test_exit_code_is_non_zero_when_the_training_fails(two_pods, tmp_path):
+    proc = subprocess.run(
+        launcher_args(two_pods, tmp_path) + ["--", "sh", "-c", "exit 3"],
+        capture_output=True, text=True, timeout=180, env=env())
+    assert proc.returncode != 0, proc.stderr[-3000:]
+    summary = json.loads((tmp_path / "timeline.json").read_text())["summary"]
+    assert summary["exit_code"] == proc.returncode
+
+
+def test_sigterm_is_forwarded_and_the_job_stops(two_pods, tmp_path):
+    started = tmp_path / "started"
+    p = subprocess.Popen(
+        launcher_args(two_pods, tmp_path) + ["--", "sh", "-c", f"echo $$ >> {started}; exec sleep 300"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
+    try:
+        deadline = time.monotonic() + 120
+        while not (started.exists() and len(started.read_text().split()) == 2):
+            assert p.poll() is None, p.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "the training never started"
+            time.sleep(0.2)
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode != 0
+    assert "timeline:" in err
+    # the training processes on the pods are gone
+    for name in ("worker-0", "worker-1"):
+        out = two_pods.ssh(name, "pgrep -x sleep || true").stdout.split()
+        assert out == [], f"{name} still runs the training: {out}"
+
+
+@pytest.mark.parametrize("args, message, code", [
+    ([], "no training command given: elastic-run [options] -- COMMAND ...", 2),
+    (["--dataset", "/nonexistent/mnist:/data/mnist", "--", "true"], "--dataset source /nonexistent/mnist: no such directory", 2),
+    (["--ssh-identity-file", "/nonexistent/key", "--", "true"], "--ssh-identity-file /nonexistent/key: no such file", 2),
+    (["--min-np", "4", "--max-np", "2", "--", "true"], "--max-np 2 is below --min-np 4", 2),
+    (["--min-np", "many", "--", "true"], "argument --min-np: invalid int value: 'many' (see elastic-run --help)", 2),
+    (["--dataset", "nocolon", "--", "true"], "--dataset wants SRC:DEST, got 'nocolon'", 2),
+])
+def test_bad_input_is_one_line_and_exit_2(args, message, code):
+    proc = subprocess.run([ELASTIC_RUN, *args], capture_output=True, text=True, timeout=60, env=env())
+    assert proc.returncode == code
+    assert proc.stderr.strip().splitlines() == [f"error: {message}"]
+
+
+def test_no_daemon_and_no_selector_names_the_url(tmp_path):
+    import socket
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    proc = subprocess.run([ELASTIC_RUN, "--discovery-url", url, "--", "true"],
+                          capture_output=True, text=True, timeout=60, env=env())
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        f"error: no discovery daemon answers at {url}; give --selector (with --namespace/--kubeconfig) to start one"]
+
+
+def test_with_a_daemon_already_running_it_pins_and_syncs_the_current_hosts(two_pods, tmp_path):
+    """The deploy/ launcher's way: the daemon is a sidecar elastic-run finds at DISCOVERY_URL;
+    elastic-run checks and pins the hosts it serves, syncs the dataset to them, and leaves
+    the daemon running (it is not elastic-run's)."""
+    import socket
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    with open(tmp_path / "daemon.log", "w") as log:
+        daemon = subprocess.Popen(
+            [str(BIN / "discovery-daemon"), "--namespace", "default", "--selector", SELECTOR,
+             "--kubeconfig", str(two_pods.kubeconfig), "--host", "127.0.0.1", "--port", str(port)],
+            stdout=log, stderr=log, env=env())
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert daemon.poll() is None, (tmp_path / "daemon.log").read_text()
+            try:
+                if len(urllib.request.urlopen(url + "/hosts", timeout=2).read().split()) == 2:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "the daemon never served both pods"
+            time.sleep(0.2)
+        data = tmp_path / "ds"
+        data.mkdir()
+        (data / "hello.txt").write_text("hello from the launcher\n")
+        dest = f"/data/run-cli-{tmp_path.name}"
+        ssh_dir = tmp_path / "ssh"
+        proc = subprocess.run(
+            [ELASTIC_RUN, "--discovery-url", url, "--ssh-port", str(two_pods.ssh_port),
+             "--ssh-identity-file", str(two_pods.identity), "--ssh-dir", str(ssh_dir),
+             "--network-interface", "lo", "--min-np", "2", "--max-np", "2", "--elastic-timeout", "60",
+             "--dataset", f"{data}:{dest}", "--",
+             "sh", "-c", f'test "$(cat {dest}/hello.txt)" = "hello from the launcher"'],
+            capture_output=True, text=True, timeout=180, env=env())
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert daemon.poll() is None, "elastic-run stopped a daemon it did not start"
+        # both pods' host keys are pinned where the ssh wrapper horovodrun used looks
+        pinned = (ssh_dir / "known_hosts").read_text()
+        for pod in ("worker-0", "worker-1"):
+            assert two_pods.pod_ip(pod) in pinned
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=30)

@@ -1,0 +1,106 @@
+"""The timeline elastic-run prints: host-set changes from the daemon, world sizes, resets and
+epochs from rank 0's metrics, the wall time and the exit code."""
+import json
+
+from elastic.launch.runner import timeline
+
+START = 1000.0
+
+# the demo's chaos schedule as the daemon served it: 2 pods, +1, -1, +1
+SNAPSHOTS = [
+    (1000.5, ("127.0.1.1:1", "127.0.1.2:1")),
+    (1001.0, ("127.0.1.1:1", "127.0.1.2:1")),  # unchanged: not an event
+    (1010.0, ("127.0.1.1:1", "127.0.1.2:1", "127.0.1.3:1")),
+    (1020.0, ("127.0.1.1:1", "127.0.1.3:1")),
+    (1030.0, ("127.0.1.1:1", "127.0.1.3:1", "127.0.1.4:1")),
+]
+
+RECORDS = [
+    {"event": "progress", "time": 1005.0, "epoch": 1, "world_size": 2, "resets": 0, "accuracy": 0.3},
+    {"event": "progress", "time": 1012.0, "epoch": 1, "world_size": 3, "resets": 1, "accuracy": 0.5},
+    {"event": "epoch", "time": 1015.0, "epoch": 1, "world_size": 3, "resets": 1, "accuracy": 0.6,
+     "val_accuracy": 0.7},
+    {"event": "progress", "time": 1022.0, "epoch": 2, "world_size": 2, "resets": 2, "accuracy": 0.8},
+    {"event": "progress", "time": 1032.0, "epoch": 2, "world_size": 3, "resets": 3, "accuracy": 0.85},
+    {"event": "epoch", "time": 1040.0, "epoch": 2, "world_size": 3, "resets": 3, "accuracy": 0.9,
+     "val_accuracy": 0.95},
+]
+
+
+def test_host_changes_name_who_came_and_went():
+    events = timeline.host_events(START, SNAPSHOTS)
+    assert [e.t for e in events] == [0.5, 10.0, 20.0, 30.0]
+    assert events[0].text == "hosts: 2 (2 slots) 127.0.1.1:1 127.0.1.2:1"
+    assert events[1].text == "hosts: 3 (3 slots) +127.0.1.3"
+    assert events[2].text == "hosts: 2 (2 slots) -127.0.1.2"
+    assert events[3].text == "hosts: 3 (3 slots) +127.0.1.4"
+
+
+def test_world_size_changes_and_resets_come_from_the_metrics():
+    events = [e for e in timeline.training_events(START, RECORDS) if e.kind == "world"]
+    assert [(e.t, e.text) for e in events] == [
+        (5.0, "world size 2 (epoch 1)"),
+        (12.0, "world size 3 after reset 1 (epoch 1)"),
+        (22.0, "world size 2 after reset 2 (epoch 2)"),
+        (32.0, "world size 3 after reset 3 (epoch 2)"),
+    ]
+
+
+def test_summary_adds_it_up_and_the_final_accuracy_is_the_last_validation():
+    s = timeline.summarize(START, 1041.25, SNAPSHOTS, RECORDS, 0)
+    assert s == timeline.Summary(wall_seconds=41.25, host_changes=3, world_sizes=(2, 3, 2, 3),
+                                 resets=3, epochs=2, final_accuracy=0.95, exit_code=0)
+
+
+def test_timeline_is_sorted_and_ends_with_the_exit():
+    events = timeline.build_timeline(START, 1041.25, SNAPSHOTS, RECORDS, 3)
+    assert [e.t for e in events] == sorted(e.t for e in events)
+    assert events[-1] == timeline.Event(41.25, "exit", "training exited with 3")
+    text = timeline.render(events, timeline.summarize(START, 1041.25, SNAPSHOTS, RECORDS, 3))
+    assert "+127.0.1.3" in text and "-127.0.1.2" in text
+    assert text.splitlines()[-1] == ("summary: wall 41.2s, host set changes 3, world sizes 2 -> 3 -> 2 -> 3, "
+                                     "resets 3, epochs 2, final accuracy 0.9500, exit code 3")
+
+
+def test_without_metrics_or_hosts_the_timeline_still_has_wall_time_and_exit():
+    s = timeline.summarize(START, 1002.0, [], [], 1)
+    assert (s.wall_seconds, s.host_changes, s.world_sizes, s.final_accuracy, s.exit_code) == (2.0, 0, (), None, 1)
+    assert "final accuracy -" in timeline.render(timeline.build_timeline(START, 1002.0, [], [], 1), s)
+
+
+def test_read_metrics_skips_what_is_not_a_record(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(json.dumps(RECORDS[0]) + "\n[rank 0] noise\n{broken\n" + json.dumps(RECORDS[1]) + "\n")
+    assert timeline.read_metrics(path) == RECORDS[:2]
+    assert timeline.read_metrics(tmp_path / "missing") == []
+    assert timeline.read_metrics(None) == []
+
+
+def test_the_empty_list_before_the_first_hosts_is_not_a_host_set_change():
+    # a daemon started with a prepare hook serves [] until the first pods are prepared
+    snapshots = [(1000.2, ()), (1000.4, ()), *SNAPSHOTS, (1040.0, ())]
+    events = timeline.host_events(START, snapshots)
+    assert events[0] == timeline.Event(0.5, "hosts", "hosts: 2 (2 slots) 127.0.1.1:1 127.0.1.2:1")
+    assert events[-1] == timeline.Event(40.0, "hosts", "hosts: 0 (0 slots) -127.0.1.1 -127.0.1.3 -127.0.1.4")
+    assert timeline.summarize(START, 1041.0, snapshots, RECORDS, 0).host_changes == 4
+    assert timeline.host_events(START, [(1000.2, ()), (1001.0, ())]) == []
+
+
+def test_a_daemon_answering_503_is_not_recorded():
+    from elastic.launch.daemon import DaemonUnavailable
+    from elastic.launch.watch import HostRecorder
+
+    answers = iter([DaemonUnavailable("HTTP 503"), ["127.0.1.2:1", "127.0.1.1:1"],
+                    DaemonUnavailable("HTTP 503"), ["127.0.1.1:1"]])
+    clock = iter(range(1, 10))
+
+    def fetch(url):
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    recorder = HostRecorder("http://127.0.0.1:9", fetch=fetch, clock=lambda: float(next(clock)))
+    for _ in range(4):
+        recorder.poll_once()
+    assert recorder.snapshots() == [(1.0, ("127.0.1.1:1", "127.0.1.2:1")), (2.0, ("127.0.1.1:1",))]

@@ -1,0 +1,252 @@
+"""dataset-sync against the local cluster's pods (real sshd, real rsync, each pod its own /data).
+
+Each test uses its own DEST so the tests do not depend on each other's order."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.elastic.conftest import WORKERS, assert_host_has, cli, make_dataset, private_cache, tool, wait_for
+
+
+def sync(ssh_dir: Path, src: Path, dest: str, *hosts_and_flags: str, timeout: float = 180):
+    """Run dataset-sync with the bootstrap's ssh_config; return (process, JSON report or None)."""
+    report = src.parent / f"report-{os.urandom(4).hex()}.json"
+    proc = cli("dataset-sync", str(src), dest, "--ssh-config", str(ssh_dir / "ssh_config"), "--report", str(report),
+               "--retry-delay", "0.2", *hosts_and_flags, timeout=timeout, env=private_cache(src.parent))
+    return proc, json.loads(report.read_text()) if report.exists() else None
+
+
+def hosts_by_name(report) -> dict:
+    return {h["host"]: h for h in report["hosts"]}
+
+
+def test_full_sync_then_incremental_resyncs(sync_cluster, pod_ips, ssh_dir, tmp_path):
+    src = make_dataset(tmp_path / "ds")
+    ips = list(pod_ips.values())
+    proc, report = sync(ssh_dir, src, "/data/full", "--hosts", ",".join(ips), "--jobs", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert report["ok"] and report["files"] == 121
+    for ip in ips:
+        h = hosts_by_name(report)[ip]
+        assert (h["method"], h["files_sent"], h["attempts"]) == ("rsync", 121, 1)
+        assert f"{ip}  ok" in proc.stdout
+    assert "progress: total: 3/3 hosts done" in proc.stderr  # plain progress lines off a terminal
+    for pod in WORKERS:
+        assert_host_has(sync_cluster, pod, "/data/full", src)
+
+    # Unchanged data: nothing is sent again; each host's copy is checked in place.
+    proc, report = sync(ssh_dir, src, "/data/full", "--hosts", ",".join(ips))
+    assert proc.returncode == 0, proc.stderr
+    assert [(h["files_sent"], h["bytes_sent"], h["unchanged"]) for h in report["hosts"]] == [(0, 0, True)] * 3
+
+    # A copy damaged on a host is noticed by that check and repaired (rsync --checksum).
+    version = sync_cluster.ssh("worker-1", "readlink /data/full").stdout.strip()
+    damaged = sync_cluster.pod_data_dir("worker-1") / version / "class05" / "img0005.bin"
+    damaged.write_bytes(b"bit rot")
+    proc, report = sync(ssh_dir, src, "/data/full", "--hosts", ",".join(ips))
+    assert proc.returncode == 0, proc.stderr
+    repaired = hosts_by_name(report)[pod_ips["worker-1"]]
+    assert (repaired["unchanged"], repaired["files_sent"]) == (False, 1)
+    assert_host_has(sync_cluster, "worker-1", "/data/full", src)
+
+    # One file changed, one added, one removed: only the two new contents travel.
+    (src / "class01" / "img0001.bin").write_bytes(b"changed" * 100)
+    (src / "added.bin").write_bytes(b"new" * 1000)
+    (src / "class02" / "img0002.bin").unlink()
+    proc, report = sync(ssh_dir, src, "/data/full", "--hosts", ",".join(ips))
+    assert proc.returncode == 0, proc.stderr
+    assert [(h["files_sent"], h["bytes_sent"]) for h in report["hosts"]] == [(2, 3700)] * 3
+    for pod in WORKERS:
+        assert_host_has(sync_cluster, pod, "/data/full", src)
+
+
+def test_interrupted_sync_keeps_the_previous_copy_and_a_rerun_completes(sync_cluster, pod_ips, ssh_dir, tmp_path):
+    src = make_dataset(tmp_path / "ds", small=20, big_mib=1)
+    host = pod_ips["worker-0"]
+    proc, _ = sync(ssh_dir, src, "/data/interrupt", "--host", host)
+    assert proc.returncode == 0, proc.stderr
+    previous = tmp_path / "previous"
+    subprocess.run(["cp", "-a", str(src), str(previous)], check=True)
+
+    for i in range(24):  # version 2: 24 MiB more, copied at 2 MiB/s so there is time to kill it
+        (src / f"part{i:02d}.bin").write_bytes(os.urandom(2**20))
+    report = tmp_path / "killed.json"
+    killed = subprocess.Popen([tool("dataset-sync"), str(src), "/data/interrupt", "--host", host, "--ssh-config",
+                               str(ssh_dir / "ssh_config"), "--bwlimit", "2048", "--report", str(report)],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True, env=private_cache(tmp_path))
+    staging = sync_cluster.pod_data_dir("worker-0") / ".interrupt.dataset-sync" / "staging"
+    try:
+        wait_for(lambda: len([p for p in staging.glob("part*.bin") if p.stat().st_size == 2**20]) >= 3,
+                 timeout=60, what="a few files copied into staging")
+    finally:
+        os.killpg(killed.pid, signal.SIGKILL)
+        killed.wait(timeout=30)
+    assert not report.exists()
+    # DEST is still the complete previous copy.
+    assert_host_has(sync_cluster, "worker-0", "/data/interrupt", previous)
+
+    # SIGTERM (a pod being stopped) ends the run cleanly: exit 130, its rsync gone, DEST intact.
+    before = {p.name for p in staging.glob("part*.bin")}
+    stopped = subprocess.Popen([tool("dataset-sync"), str(src), "/data/interrupt", "--host", host, "--ssh-config",
+                                str(ssh_dir / "ssh_config"), "--bwlimit", "2048"],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=private_cache(tmp_path))
+    wait_for(lambda: {p.name for p in staging.glob("part*.bin")} - before, timeout=60, what="the copy to resume")
+    stopped.send_signal(signal.SIGTERM)
+    out, err = stopped.communicate(timeout=60)
+    assert stopped.returncode == 130, err
+    assert "interrupted; DEST keeps its previous copy" in err and "FAILED" in out
+    rsyncs = subprocess.run(["pgrep", "-f", f"rsync .*{host}:/data/.interrupt"], capture_output=True, text=True)
+    assert rsyncs.stdout == ""
+    assert_host_has(sync_cluster, "worker-0", "/data/interrupt", previous)
+
+    proc, result = sync(ssh_dir, src, "/data/interrupt", "--host", host)
+    assert proc.returncode == 0, proc.stderr
+    sent = result["hosts"][0]["bytes_sent"]
+    assert 0 < sent < 24 * 2**20 - 2 * 2**20  # the files already in staging were not sent again
+    assert_host_has(sync_cluster, "worker-0", "/data/interrupt", src)
+
+
+def test_an_unreachable_host_is_reported_while_the_others_succeed(sync_cluster, pod_ips, ssh_dir, tmp_path):
+    src = make_dataset(tmp_path / "ds", small=10, big_mib=1)
+    block = pod_ips["worker-0"].rsplit(".", 1)[0]
+    down = f"{block}.251"
+    hosts = [pod_ips["worker-0"], down, pod_ips["worker-1"]]
+    proc, report = sync(ssh_dir, src, "/data/partial", "--hosts", ",".join(hosts), "--retries", "2")
+    assert proc.returncode == 1
+    outcome = hosts_by_name(report)
+    assert outcome[pod_ips["worker-0"]]["ok"] and outcome[pod_ips["worker-1"]]["ok"]
+    assert not outcome[down]["ok"] and outcome[down]["attempts"] == 2
+    assert "Connection refused" in outcome[down]["error"]
+    row = next(line for line in proc.stdout.splitlines() if line.startswith(down))
+    assert "FAILED" in row and "Connection refused" in row
+    assert proc.stderr.rstrip().splitlines()[-1] == f"error: 1 of 3 hosts failed: {down}"
+    assert_host_has(sync_cluster, "worker-0", "/data/partial", src)
+    assert_host_has(sync_cluster, "worker-1", "/data/partial", src)
+
+
+def test_sftp_fallback_when_a_host_has_no_rsync(sync_cluster, pod_ips, ssh_dir, tmp_path):
+    src = make_dataset(tmp_path / "ds", small=30, big_mib=1)
+    host = pod_ips["worker-2"]
+    no_rsync = ["--remote-rsync", "/nonexistent/bin/rsync"]  # what the host lacks, as rsync's --rsync-path
+
+    # rsync forced on a host without it: refused at once, not retried.
+    proc, report = sync(ssh_dir, src, "/data/sftp", "--host", host, "--transport", "rsync", *no_rsync)
+    assert proc.returncode == 1 and report["hosts"][0]["attempts"] == 1
+    assert "no /nonexistent/bin/rsync on the host" in report["hosts"][0]["error"]
+
+    # auto: the probe finds no rsync and falls back to SFTP.
+    proc, report = sync(ssh_dir, src, "/data/sftp", "--host", host, *no_rsync)
+    assert proc.returncode == 0, proc.stderr
+    assert (report["hosts"][0]["method"], report["hosts"][0]["files_sent"]) == ("sftp", 31)
+    assert_host_has(sync_cluster, "worker-2", "/data/sftp", src)
+
+    # SFTP is incremental too: the new version starts from the current one (hard links).
+    (src / "class03" / "img0003.bin").write_bytes(b"v2")
+    (src / "class04" / "img0004.bin").unlink()
+    (src / "empty").rmdir()
+    proc, report = sync(ssh_dir, src, "/data/sftp", "--host", host, "--transport", "sftp")
+    assert proc.returncode == 0, proc.stderr
+    assert (report["hosts"][0]["method"], report["hosts"][0]["files_sent"], report["hosts"][0]["bytes_sent"]) == ("sftp", 1, 2)
+    assert_host_has(sync_cluster, "worker-2", "/data/sftp", src)
+
+
+REFUSALS = [
+    (["/"], "refusing DEST '/'"),
+    (["/etc/cron.d/x"], "outside the allowed roots (/data)"),
+    (["/data"], "allowed root itself"),
+    (["/data/$(touch /tmp/pwned)"], "not allowed in a remote path"),
+    (["/data/a b"], "not allowed in a remote path"),
+    (["/data/-x"], "looks like an option"),
+    (["/scratch/x", "--allowed-root", "/data"], "outside the allowed roots"),
+]
+
+
+@pytest.mark.parametrize("dest_and_flags,message", REFUSALS)
+def test_unsafe_dest_is_refused_before_any_host_is_touched(dest_and_flags, message, pod_ips, ssh_dir, tmp_path,
+                                                           sync_cluster):
+    src = make_dataset(tmp_path / "ds", small=2, big_mib=0)
+    before = sorted(os.listdir(sync_cluster.pod_data_dir("worker-0")))
+    proc, report = sync(ssh_dir, src, dest_and_flags[0], "--host", pod_ips["worker-0"], *dest_and_flags[1:])
+    assert proc.returncode == 2 and report is None
+    assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
+    assert sorted(os.listdir(sync_cluster.pod_data_dir("worker-0"))) == before
+
+
+def test_names_that_look_like_options_or_shell_and_escaping_symlinks_are_refused(pod_ips, ssh_dir, tmp_path):
+    src = make_dataset(tmp_path / "ds", small=2, big_mib=0)
+    for flags, message in [
+        (["--host", "-oProxyCommand=touch /tmp/pwned"], "looks like an option"),
+        (["--hosts", f"{pod_ips['worker-0']},a;touch /tmp/pwned"], "bad host entry"),
+        (["--host", "$(reboot)"], "not allowed in a host name"),
+        (["--host", pod_ips["worker-0"], "--remote-rsync", "rsync;reboot"], "bad remote rsync command"),
+    ]:
+        proc, _ = sync(ssh_dir, src, "/data/names", *flags)
+        assert proc.returncode == 2 and message in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    (src / "escape").symlink_to("../../etc")
+    proc, _ = sync(ssh_dir, src, "/data/names", "--host", pod_ips["worker-0"])
+    assert proc.returncode == 2 and "refusing symlink escape -> ../../etc: it points outside SRC" in proc.stderr
+    proc, _ = sync(ssh_dir, tmp_path / "missing", "/data/names", "--host", pod_ips["worker-0"])
+    assert proc.returncode == 2 and "missing dataset directory" in proc.stderr
+
+
+def test_a_dest_not_made_by_dataset_sync_is_left_alone(sync_cluster, pod_ips, ssh_dir, tmp_path):
+    src = make_dataset(tmp_path / "ds", small=2, big_mib=0)
+    mine = sync_cluster.pod_data_dir("worker-1") / "handmade"
+    mine.mkdir()
+    (mine / "keep.txt").write_text("user data")
+    proc, report = sync(ssh_dir, src, "/data/handmade", "--host", pod_ips["worker-1"])
+    assert proc.returncode == 1 and report["hosts"][0]["attempts"] == 1
+    assert "/data/handmade exists and is not managed by dataset-sync" in report["hosts"][0]["error"]
+    assert (mine / "keep.txt").read_text() == "user data" and sorted(os.listdir(mine)) == ["keep.txt"]
+
+
+def test_two_concurrent_syncs_to_one_dest_take_turns_on_the_host_lock(sync_cluster, pod_ips, ssh_dir, tmp_path):
+    import fcntl
+
+    first_src = make_dataset(tmp_path / "first", small=12, big_mib=8)
+    second_src = make_dataset(tmp_path / "second", small=30, big_mib=1)
+    host, dest = pod_ips["worker-2"], "/data/locked"
+    state = sync_cluster.pod_data_dir("worker-2") / ".locked.dataset-sync"
+    runs = []
+
+    def start(src: Path, *flags: str) -> subprocess.Popen:
+        proc = subprocess.Popen([tool("dataset-sync"), str(src), dest, "--host", host, "--ssh-config",
+                                 str(ssh_dir / "ssh_config"), *flags], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                env=private_cache(tmp_path))
+        runs.append(proc)
+        return proc
+
+    try:
+        first = start(first_src, "--bwlimit", "2048")  # ~4 s of copying while it holds the lock
+        wait_for(lambda: any((state / "staging").rglob("*")), timeout=30, what="the first sync to be copying")
+        second = start(second_src)
+        # A third one that waits only briefly gives up with a clear per-host error.
+        proc, report = sync(ssh_dir, second_src, dest, "--host", host, "--lock-timeout", "0.5")
+        assert proc.returncode == 1, proc.stderr
+        error = report["hosts"][0]["error"]
+        assert "another dataset-sync to /data/locked held the host's lock" in error and "gave up waiting" in error
+        assert report["hosts"][0]["attempts"] == 1  # waiting again would not help
+        first_out, first_err = first.communicate(timeout=60)
+        second_out, second_err = second.communicate(timeout=60)
+    finally:
+        for run in runs:
+            if run.poll() is None:
+                os.killpg(run.pid, signal.SIGKILL)
+                run.communicate(timeout=30)
+    assert first.returncode == 0, first_err
+    assert second.returncode == 0, second_err
+    assert "another dataset-sync to /data/locked is running on the host; waiting" in second_err
+    # The second waited for the first's commit, so DEST is its complete, manifest-checked copy.
+    assert_host_has(sync_cluster, "worker-2", dest, second_src)
+    assert not (state / "staging").exists()
+    with open(state / "lock", "rb") as handle:  # nobody holds the lock any more
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -1,0 +1,127 @@
+"""The project's structure as a contract: the four packages never import each other, no
+module imports itself back through a cycle, and ``elastic``'s rooms import only downwards
+(``launch`` -> ``sync`` -> ``ssh`` -> ``common``/``errors``)."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("discovery", "elastic", "training", "localcluster")
+# room -> rooms of elastic it may import (besides itself)
+ELASTIC_ROOMS = {
+    "errors": set(),
+    "common": {"errors"},
+    "ssh": {"common", "errors"},
+    "sync": {"ssh", "common", "errors"},
+    "launch": {"sync", "ssh", "common", "errors"},
+}
+
+
+def _modules() -> dict[str, Path]:
+    mods = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return mods
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """module -> the project modules it imports (``from a import b`` counts ``a.b`` if a module)."""
+    mods = _modules()
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for name, path in mods.items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            graph[name].update(t for t in targets if t in mods and t != name)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_import_cycles():
+    assert _cycles(_import_graph()) == []
+
+
+def test_cycle_finder_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_packages_never_import_each_other():
+    crossing = sorted(f"{m} -> {t}" for m, ts in _import_graph().items() for t in ts
+                      if m.split(".")[0] != t.split(".")[0])
+    assert crossing == []
+
+
+def _room(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "elastic" and len(parts) > 1 else None
+
+
+def test_elastic_rooms_import_only_downwards():
+    wrong = sorted(f"{m} -> {t}" for m, ts in _import_graph().items() for t in ts
+                   if _room(m) and _room(t) and _room(t) != _room(m)
+                   and _room(t) not in ELASTIC_ROOMS[_room(m)])
+    assert wrong == []
+
+
+@pytest.mark.parametrize("module", ["discovery.discover_hosts", "discovery.discover_api",
+                                    "discovery.client_errors", "discovery.hosts"])
+def test_client_side_modules_import_only_the_standard_library(module):
+    import sys
+    path = _modules()[module]
+    imported = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            imported.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            imported.update(a.name.split(".")[0] for a in node.names)
+    assert imported - set(sys.stdlib_module_names) - {"discovery"} == set()
