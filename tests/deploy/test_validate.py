@@ -9,7 +9,7 @@ import pytest
 from tests.deploy.render import DEPLOY, ROOT, render
 
 MINIMUM = "1.29.0"
-NEWEST = kubernetes_validate.latest_version() + ".0"
+NEWEST = kubernetes_validate.latest_version()
 KUSTOMIZATIONS = [DEPLOY, DEPLOY / "storage", DEPLOY / "overlays" / "example"]
 
 
