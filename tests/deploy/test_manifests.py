@@ -250,3 +250,20 @@ def test_the_training_command_is_valid_for_the_training_parser(objects):
     assert args.checkpoint_dir == "/checkpoints/" + pod_labels(job)["elastic-horovod/job"]
     worker = container(pod_spec(one(objects, "StatefulSet")), "worker")
     assert any(m["mountPath"] == "/checkpoints" for m in worker["volumeMounts"])
+
+
+def test_the_worker_scaler_command_is_valid_for_its_parser(objects):
+    from elastic.launch.scale_workers import build_parser as scaler_parser
+
+    job = one(objects, "Job")
+    scaler = container(pod_spec(job), "worker-scaler")
+    argv = [expand(a, scaler, pod_labels(job)) for a in scaler["args"]]
+    assert argv[:3] == ["python", "-m", "elastic.launch.scale_workers"]
+    args = scaler_parser().parse_args([a.replace("$(POD_NAME)", "launcher-abcde") for a in argv[3:]])
+    assert args.statefulset == one(objects, "StatefulSet")["metadata"]["name"]
+    assert args.pod == "launcher-abcde" and args.container == "launcher"
+    assert args.namespace is None  # the service account's namespace, from the projected token volume
+    launcher_spec_ = pod_spec(job)
+    tokens = next(v for v in launcher_spec_["volumes"] if "projected" in v)
+    assert any("downwardAPI" in s and s["downwardAPI"]["items"][0]["path"] == "namespace"
+               for s in tokens["projected"]["sources"])
