@@ -267,3 +267,16 @@ def test_the_worker_scaler_command_is_valid_for_its_parser(objects):
     tokens = next(v for v in launcher_spec_["volumes"] if "projected" in v)
     assert any("downwardAPI" in s and s["downwardAPI"]["items"][0]["path"] == "namespace"
                for s in tokens["projected"]["sources"])
+
+
+def test_the_daemon_command_is_valid_for_its_parser(objects, monkeypatch):
+    """discovery-daemon's flags parse, and its selector (from the environment, as the kubelet
+    expands it) names this job's workers."""
+    from discovery.cli import build_parser as daemon_parser
+
+    job = one(objects, "Job")
+    daemon = container(pod_spec(job), "discovery-daemon")
+    monkeypatch.setenv("DISCOVERY_SELECTOR", expand(env(daemon)["DISCOVERY_SELECTOR"], daemon, pod_labels(job)))
+    args = daemon_parser().parse_args(daemon["args"][1:])
+    assert args.host == "127.0.0.1"
+    assert parse_selector(args.selector).items() <= pod_labels(one(objects, "StatefulSet")).items()
