@@ -1,23 +1,21 @@
 """deploy/ renders with kustomize into objects the Kubernetes API accepts, with an RBAC
-that lets the launcher read pods in its namespace and nothing more, and wiring that agrees
-with itself (selector <-> worker labels, Secret file names, the daemon on loopback)."""
+that lets the launcher read pods and scale its own workers and nothing more, and wiring that
+agrees with itself (selector <-> worker labels, Secret file names, the daemon on loopback)."""
 import inspect
 import json
 import shlex
-import shutil
-import subprocess
-from pathlib import Path
 
 import pytest
-import yaml
 from kubernetes import client
 
-ROOT = Path(__file__).resolve().parents[2]
-DEPLOY = ROOT / "deploy"
+from tests.deploy.render import (DEPLOY, all_containers, by_kind, container, env, expand, one,
+                                 parse_selector, pod_labels, pod_spec, render)
+
 NAMESPACE = "elastic-horovod"
 
-# apiVersion group -> the kubernetes client's model prefix
-MODEL_PREFIX = {"v1": "V1", "apps/v1": "V1", "rbac.authorization.k8s.io/v1": "V1"}
+# apiVersion -> the kubernetes client's model prefix
+MODEL_PREFIX = {"v1": "V1", "apps/v1": "V1", "batch/v1": "V1", "policy/v1": "V1",
+                "rbac.authorization.k8s.io/v1": "V1"}
 
 
 class _Response:
@@ -37,55 +35,58 @@ def load_model(api: client.ApiClient, obj: dict, model_name: str):
 
 @pytest.fixture(scope="module")
 def objects() -> list:
-    kubectl = shutil.which("kubectl")
-    assert kubectl, "kubectl is needed to render deploy/ (kubectl kustomize)"
-    proc = subprocess.run([kubectl, "kustomize", str(DEPLOY)], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
-    assert docs, "kustomize rendered nothing"
-    return docs
+    return render(DEPLOY)
 
 
-def by_kind(objects: list, kind: str) -> list:
-    return [o for o in objects if o["kind"] == kind]
+@pytest.fixture(scope="module")
+def storage() -> list:
+    return render(DEPLOY / "storage")
 
 
-def one(objects: list, kind: str) -> dict:
-    found = by_kind(objects, kind)
-    assert len(found) == 1, f"expected one {kind}, found {[o['metadata']['name'] for o in found]}"
-    return found[0]
+def launcher_spec(objects):
+    return pod_spec(one(objects, "Job"))
 
 
-def parse_selector(selector: str) -> dict:
-    return dict(term.split("=", 1) for term in selector.split(","))
+def flag(argv, name):
+    for i, a in enumerate(argv):
+        if a == name:
+            return argv[i + 1]
+        if a.startswith(name + "="):
+            return a.split("=", 1)[1]
+    raise AssertionError(f"{name} missing from {argv}")
 
 
-def container_env(container: dict) -> dict:
-    return {e["name"]: e.get("value") for e in container.get("env", [])}
+def prepare_argv(objects) -> list:
+    daemon = container(launcher_spec(objects), "discovery-daemon")
+    return shlex.split(flag(daemon["args"], "--prepare-cmd"))
 
 
-def test_renders_the_expected_objects(objects):
+def test_renders_the_job_and_keeps_storage_apart(objects, storage):
     kinds = sorted((o["kind"], o["metadata"]["name"]) for o in objects)
     assert kinds == sorted([
-        ("Namespace", NAMESPACE),
         ("ServiceAccount", "elastic-horovod-launcher"),
         ("ServiceAccount", "elastic-horovod-worker"),
         ("Role", "elastic-horovod-pod-reader"),
         ("RoleBinding", "elastic-horovod-launcher-pod-reader"),
-        ("PersistentVolumeClaim", "elastic-horovod-datasets"),
+        ("Role", "elastic-horovod-worker-scaler"),
+        ("RoleBinding", "elastic-horovod-launcher-worker-scaler"),
         ("Service", "elastic-horovod-workers"),
         ("StatefulSet", "elastic-horovod-worker"),
-        ("Pod", "elastic-horovod-launcher"),
+        ("PodDisruptionBudget", "elastic-horovod-worker"),
+        ("Job", "elastic-horovod-launcher"),
     ])
-    for obj in objects:
-        if obj["kind"] != "Namespace":
-            assert obj["metadata"]["namespace"] == NAMESPACE, obj["metadata"]
+    assert sorted((o["kind"], o["metadata"]["name"]) for o in storage) == [
+        ("PersistentVolumeClaim", "elastic-horovod-checkpoints"),
+        ("PersistentVolumeClaim", "elastic-horovod-datasets"),
+    ]
+    for obj in objects + storage:
+        assert obj["metadata"]["namespace"] == NAMESPACE, obj["metadata"]
 
 
-def test_every_object_loads_into_the_client_models_without_losing_a_field(objects):
+def test_every_object_loads_into_the_client_models_without_losing_a_field(objects, storage):
     """A misspelt or misplaced field is dropped by the model: the round trip shows it."""
     api = client.ApiClient()
-    for obj in objects:
+    for obj in objects + storage:
         model_name = MODEL_PREFIX[obj["apiVersion"]] + obj["kind"]
         model = load_model(api, obj, model_name)
         assert type(model).__name__ == model_name
@@ -95,33 +96,36 @@ def test_every_object_loads_into_the_client_models_without_losing_a_field(object
 
 def test_rbac_is_least_privilege(objects):
     assert not by_kind(objects, "ClusterRole") and not by_kind(objects, "ClusterRoleBinding")
-    role = one(objects, "Role")
-    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
-    binding = one(objects, "RoleBinding")
-    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                                  "name": role["metadata"]["name"]}
-    launcher = one(objects, "Pod")
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "namespace": NAMESPACE,
-                                    "name": launcher["spec"]["serviceAccountName"]}]
-    text = json.dumps(objects)
-    assert '"*"' not in text
+    reader = one(objects, "Role", "elastic-horovod-pod-reader")
+    assert reader["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
+    scaler = one(objects, "Role", "elastic-horovod-worker-scaler")
+    sts = one(objects, "StatefulSet")
+    assert scaler["rules"] == [{"apiGroups": ["apps"], "resources": ["statefulsets/scale"],
+                                "resourceNames": [sts["metadata"]["name"]], "verbs": ["get", "patch"]}]
+    account = launcher_spec(objects)["serviceAccountName"]
+    for binding in by_kind(objects, "RoleBinding"):
+        assert binding["roleRef"]["kind"] == "Role"
+        assert binding["roleRef"]["name"] in {r["metadata"]["name"] for r in by_kind(objects, "Role")}
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "namespace": NAMESPACE, "name": account}]
+    assert '"*"' not in json.dumps(objects)
 
 
 def test_workers_carry_no_api_credentials(objects):
-    pod_spec = one(objects, "StatefulSet")["spec"]["template"]["spec"]
-    assert pod_spec["automountServiceAccountToken"] is False
-    bound = {s["name"] for s in one(objects, "RoleBinding")["subjects"]}
-    assert pod_spec["serviceAccountName"] not in bound
+    spec = pod_spec(one(objects, "StatefulSet"))
+    assert spec["automountServiceAccountToken"] is False
+    bound = {s["name"] for b in by_kind(objects, "RoleBinding") for s in b["subjects"]}
+    assert spec["serviceAccountName"] not in bound
 
 
-def test_the_daemon_selects_the_workers_and_not_the_launcher(objects):
-    launcher = one(objects, "Pod")
-    daemon = next(c for c in launcher["spec"]["initContainers"] if c["name"] == "discovery-daemon")
-    selector = parse_selector(container_env(daemon)["DISCOVERY_SELECTOR"])
+def test_the_daemon_selects_this_jobs_workers_and_not_the_launcher(objects):
+    job = one(objects, "Job")
+    daemon = container(pod_spec(job), "discovery-daemon")
+    selector = parse_selector(expand(env(daemon)["DISCOVERY_SELECTOR"], daemon, pod_labels(job)))
+    assert "elastic-horovod/job" in selector
     sts = one(objects, "StatefulSet")
-    worker_labels = sts["spec"]["template"]["metadata"]["labels"]
+    worker_labels = pod_labels(sts)
     assert selector.items() <= worker_labels.items()
-    assert not selector.items() <= launcher["metadata"]["labels"].items()
+    assert not selector.items() <= pod_labels(job).items()
     assert sts["spec"]["selector"]["matchLabels"].items() <= worker_labels.items()
     service = one(objects, "Service")
     assert service["spec"]["clusterIP"] == "None"
@@ -133,105 +137,146 @@ def test_the_daemon_selects_the_workers_and_not_the_launcher(objects):
 
 
 def test_the_daemon_is_a_loopback_sidecar_that_elastic_run_reaches(objects):
-    spec = one(objects, "Pod")["spec"]
-    daemon = next(c for c in spec["initContainers"] if c["name"] == "discovery-daemon")
+    spec = launcher_spec(objects)
+    daemon = container(spec, "discovery-daemon")
     assert daemon["restartPolicy"] == "Always"  # native sidecar: stops when the launcher ends
-    args = daemon["command"]
+    args = daemon["args"]
     assert args[0] == "discovery-daemon"
     assert "--host=127.0.0.1" in args
-    port = next(a.split("=", 1)[1] for a in args if a.startswith("--port="))
     assert "startupProbe" in daemon
-    launcher = next(c for c in spec["containers"] if c["name"] == "launcher")
-    assert launcher["command"][0] == "elastic-run"
-    assert container_env(launcher)["DISCOVERY_URL"] == f"http://127.0.0.1:{port}"
+    launcher = container(spec, "launcher")
+    assert launcher["args"][0] == "elastic-run"
+    assert env(launcher)["DISCOVERY_URL"] == f"http://127.0.0.1:{flag(args, '--port')}"
     assert spec["restartPolicy"] == "Never"
 
 
 def test_the_prepare_hook_and_launcher_agree_on_paths(objects):
     """The daemon's prepare hook syncs the same dataset, with the same key and ssh dir, that
     elastic-run syncs at start; both see the paths they name."""
-    spec = one(objects, "Pod")["spec"]
-    daemon = next(c for c in spec["initContainers"] if c["name"] == "discovery-daemon")
-    launcher = next(c for c in spec["containers"] if c["name"] == "launcher")
-    prepare = shlex.split(next(a.split("=", 1)[1] for a in daemon["command"] if a.startswith("--prepare-cmd=")))
+    spec = launcher_spec(objects)
+    daemon = container(spec, "discovery-daemon")
+    launcher = container(spec, "launcher")
+    prepare = prepare_argv(objects)
     assert prepare[:3] == ["python", "-m", "elastic.launch.prepare"]
-
-    def flag(argv, name):
-        for i, a in enumerate(argv):
-            if a == name:
-                return argv[i + 1]
-            if a.startswith(name + "="):
-                return a.split("=", 1)[1]
-        raise AssertionError(f"{name} missing from {argv}")
-
-    run_args = launcher["command"][: launcher["command"].index("--")]
+    run_args = launcher["args"][: launcher["args"].index("--")]
     assert flag(prepare, "--dataset") == flag(run_args, "--dataset")
     assert flag(prepare, "--identity") == flag(run_args, "--ssh-identity-file")
     assert flag(prepare, "--ssh-dir") == flag(run_args, "--ssh-dir")
     assert flag(prepare, "--ssh-port") == flag(run_args, "--ssh-port")
 
-    def mounted(container, path):
+    def mounted(container_, path):
         return any(path == m["mountPath"] or path.startswith(m["mountPath"].rstrip("/") + "/")
-                   for m in container.get("volumeMounts", []))
+                   for m in container_.get("volumeMounts", []))
 
-    for container in (daemon, launcher):
+    for c in (daemon, launcher):
         for path in (flag(prepare, "--identity"), flag(prepare, "--ssh-dir"),
                      flag(prepare, "--dataset").split(":")[0]):
-            assert mounted(container, path), f"{container['name']} does not mount {path}"
+            assert mounted(c, path), f"{c['name']} does not mount {path}"
 
 
 def test_ssh_secret_is_mounted_where_the_key_files_are_expected(objects):
     """ssh-bootstrap keys writes id_ed25519 and id_ed25519.pub into the Secret; the worker
     image reads $ELASTIC_SSH_SECRET_DIR/id_ed25519.pub, the launcher uses id_ed25519."""
-    sts_spec = one(objects, "StatefulSet")["spec"]["template"]["spec"]
-    pod_spec = one(objects, "Pod")["spec"]
-    secret_names = set()
-    for spec in (sts_spec, pod_spec):
-        for vol in spec["volumes"]:
-            if "secret" in vol:
-                secret_names.add(vol["secret"]["secretName"])
-                assert vol["secret"]["defaultMode"] == 0o400
+    sts_spec = pod_spec(one(objects, "StatefulSet"))
+    job_spec = launcher_spec(objects)
+    secret_names = {v["secret"]["secretName"] for spec in (sts_spec, job_spec)
+                    for v in spec["volumes"] if "secret" in v}
     assert secret_names == {"elastic-horovod-ssh"}
-    worker = sts_spec["containers"][0]
-    secret_dir = container_env(worker)["ELASTIC_SSH_SECRET_DIR"]
-    ssh_vol = next(v["name"] for v in sts_spec["volumes"] if "secret" in v)
-    assert any(m["name"] == ssh_vol and m["mountPath"] == secret_dir for m in worker["volumeMounts"])
-    launcher = next(c for c in pod_spec["containers"] if c["name"] == "launcher")
-    identity = next(a.split("=", 1)[1] for a in launcher["command"] if a.startswith("--ssh-identity-file="))
-    assert identity == secret_dir + "/id_ed25519"
+    worker = container(sts_spec, "worker")
+    secret_dir = env(worker)["ELASTIC_SSH_SECRET_DIR"]
+    ssh_vol = next(v for v in sts_spec["volumes"] if "secret" in v)
+    assert any(m["name"] == ssh_vol["name"] and m["mountPath"] == secret_dir for m in worker["volumeMounts"])
+    assert [i["path"] for i in ssh_vol["secret"]["items"]] == ["id_ed25519.pub"]
+    launcher = container(job_spec, "launcher")
+    assert flag(launcher["args"], "--ssh-identity-file") == secret_dir + "/id_ed25519"
 
 
 def test_workers_ask_for_gpus_serve_ssh_and_have_a_dataset_volume(objects):
-    sts_spec = one(objects, "StatefulSet")["spec"]["template"]["spec"]
-    worker = sts_spec["containers"][0]
+    sts_spec = pod_spec(one(objects, "StatefulSet"))
+    worker = container(sts_spec, "worker")
     assert int(worker["resources"]["limits"]["nvidia.com/gpu"]) >= 1
-    ssh_port = int(container_env(worker)["SSH_PORT"])
+    ssh_port = int(env(worker)["SSH_PORT"])
     assert worker["ports"] == [{"name": "ssh", "containerPort": ssh_port}]
-    assert worker["readinessProbe"]["tcpSocket"]["port"] == "ssh"
     data = next(m for m in worker["volumeMounts"] if m["mountPath"] == "/data")
     assert any(v["name"] == data["name"] for v in sts_spec["volumes"])
-    launcher = next(c for c in one(objects, "Pod")["spec"]["containers"] if c["name"] == "launcher")
-    assert f"--ssh-port={ssh_port}" in launcher["command"]
-    dataset = next(a.split("=", 1)[1] for a in launcher["command"] if a.startswith("--dataset="))
-    assert dataset.split(":", 1)[1].startswith("/data/")
+    launcher = container(launcher_spec(objects), "launcher")
+    assert flag(launcher["args"], "--ssh-port") == str(ssh_port)
+    assert flag(launcher["args"], "--dataset").split(":", 1)[1].startswith("/data/")
+
+
+def test_the_readiness_probe_checks_the_ssh_port_without_connecting(objects):
+    """An exec probe reading /proc/net/tcp for a listening socket on $SSH_PORT: no TCP
+    connection, so sshd logs nothing per probe (a tcpSocket probe logs two lines each)."""
+    worker = container(pod_spec(one(objects, "StatefulSet")), "worker")
+    probe = worker["readinessProbe"]
+    assert "tcpSocket" not in probe
+    argv = probe["exec"]["command"]
+    assert argv[0] == "grep" and "/proc/net/tcp" in argv
+    port_hex = f":{int(env(worker)['SSH_PORT']):04X} "
+    assert port_hex in argv[2] and argv[2].endswith(" 0A ")  # 0A: TCP_LISTEN
 
 
 def test_the_launcher_and_prepare_commands_are_valid_for_our_own_parsers(objects):
-    """The manifests call elastic-run and elastic.launch.prepare with flags those accept."""
+    """The manifests call elastic-run and elastic.run_prepare with flags those accept."""
     from elastic.launch.cli import _split, build_parser
 
-    spec = one(objects, "Pod")["spec"]
-    launcher = next(c for c in spec["containers"] if c["name"] == "launcher")
-    own, command = _split(launcher["command"][1:])
+    launcher = container(launcher_spec(objects), "launcher")
+    own, command = _split(launcher["args"][1:])
     args = build_parser().parse_args(own)
     assert args.min_np == 2 and args.max_np >= args.min_np
     assert args.network_interface == ["eth0"]
     assert command[:3] == ["python", "-m", "training.mnist"]
-    daemon = next(c for c in spec["initContainers"] if c["name"] == "discovery-daemon")
-    prepare = shlex.split(next(a.split("=", 1)[1] for a in daemon["command"] if a.startswith("--prepare-cmd=")))
+    prepare = prepare_argv(objects)
     from elastic.launch.prepare import build_parser as prepare_parser
 
     parsed = prepare_parser().parse_args(prepare[3:] + ["10.0.0.7"])
     assert parsed.host == "10.0.0.7"
     assert parsed.dataset == "/datasets/mnist:/data/mnist"
     assert parsed.ssh_port == 2222
+
+
+def test_the_training_command_is_valid_for_the_training_parser(objects):
+    """The training flags after `--` parse, with the job name expanded as the kubelet does;
+    checkpoints go to the shared volume the workers mount, one directory per job."""
+    from training.options import Defaults, parse
+    import training.mnist as mnist
+
+    job = one(objects, "Job")
+    launcher = container(pod_spec(job), "launcher")
+    command = [expand(a, launcher, pod_labels(job)) for a in launcher["args"]]
+    command = command[command.index("--") + 1:]
+    defaults = next(v for v in vars(mnist).values() if isinstance(v, Defaults))
+    args = parse(command[3:], defaults)
+    assert args.checkpoint_dir == "/checkpoints/" + pod_labels(job)["elastic-horovod/job"]
+    worker = container(pod_spec(one(objects, "StatefulSet")), "worker")
+    assert any(m["mountPath"] == "/checkpoints" for m in worker["volumeMounts"])
+
+
+def test_the_worker_scaler_command_is_valid_for_its_parser(objects):
+    from elastic.launch.scale_workers import build_parser as scaler_parser
+
+    job = one(objects, "Job")
+    scaler = container(pod_spec(job), "worker-scaler")
+    argv = [expand(a, scaler, pod_labels(job)) for a in scaler["args"]]
+    assert argv[:3] == ["python", "-m", "elastic.launch.scale_workers"]
+    args = scaler_parser().parse_args([a.replace("$(POD_NAME)", "launcher-abcde") for a in argv[3:]])
+    assert args.statefulset == one(objects, "StatefulSet")["metadata"]["name"]
+    assert args.pod == "launcher-abcde" and args.container == "launcher"
+    assert args.namespace is None  # the service account's namespace, from the projected token volume
+    launcher_spec_ = pod_spec(job)
+    tokens = next(v for v in launcher_spec_["volumes"] if "projected" in v)
+    assert any("downwardAPI" in s and s["downwardAPI"]["items"][0]["path"] == "namespace"
+               for s in tokens["projected"]["sources"])
+
+
+def test_the_daemon_command_is_valid_for_its_parser(objects, monkeypatch):
+    """discovery-daemon's flags parse, and its selector (from the environment, as the kubelet
+    expands it) names this job's workers."""
+    from discovery.cli import build_parser as daemon_parser
+
+    job = one(objects, "Job")
+    daemon = container(pod_spec(job), "discovery-daemon")
+    monkeypatch.setenv("DISCOVERY_SELECTOR", expand(env(daemon)["DISCOVERY_SELECTOR"], daemon, pod_labels(job)))
+    args = daemon_parser().parse_args(daemon["args"][1:])
+    assert args.host == "127.0.0.1"
+    assert parse_selector(args.selector).items() <= pod_labels(one(objects, "StatefulSet")).items()

@@ -1,0 +1,86 @@
+"""Render deploy/ kustomizations with kubectl (``kubectl kustomize``), as a user would."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+
+
+def kubectl() -> str:
+    """The kubectl binary; the deploy tests need it (no skip)."""
+    found = shutil.which("kubectl")
+    assert found, "kubectl is needed to render deploy/ (kubectl kustomize)"
+    return found
+
+
+def render(directory: Path) -> list[dict]:
+    """The objects ``kubectl kustomize directory`` makes; fails the test on a kustomize error."""
+    proc = subprocess.run([kubectl(), "kustomize", str(directory)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, f"kubectl kustomize {directory}: {proc.stderr}"
+    docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    assert docs, f"kubectl kustomize {directory} rendered nothing"
+    return docs
+
+
+def by_kind(objects: list, kind: str) -> list:
+    return [o for o in objects if o["kind"] == kind]
+
+
+def one(objects: list, kind: str, name: str | None = None) -> dict:
+    found = [o for o in by_kind(objects, kind) if name is None or o["metadata"]["name"] == name]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, found {[o['metadata']['name'] for o in found]}"
+    return found[0]
+
+
+def pod_spec(obj: dict) -> dict:
+    """The pod spec of a Pod, or of the template of a workload (Job, StatefulSet...)."""
+    return obj["spec"] if obj["kind"] == "Pod" else obj["spec"]["template"]["spec"]
+
+
+def pod_labels(obj: dict) -> dict:
+    return obj["metadata"]["labels"] if obj["kind"] == "Pod" else obj["spec"]["template"]["metadata"]["labels"]
+
+
+def all_containers(spec: dict) -> list[dict]:
+    return list(spec.get("initContainers", [])) + list(spec.get("containers", []))
+
+
+def container(spec: dict, name: str) -> dict:
+    found = [c for c in all_containers(spec) if c["name"] == name]
+    assert len(found) == 1, f"no container {name} in {[c['name'] for c in all_containers(spec)]}"
+    return found[0]
+
+
+def env(container_: dict) -> dict:
+    """Plain env values (valueFrom entries map to None)."""
+    return {e["name"]: e.get("value") for e in container_.get("env", [])}
+
+
+def expand(text: str, container_: dict, pod_labels_: dict) -> str:
+    """``$(VAR)`` expanded as the kubelet does, for env values and fieldRefs to pod labels."""
+    values = {}
+    for e in container_.get("env", []):
+        if "value" in e:
+            value = e["value"]
+        else:
+            path = e["valueFrom"]["fieldRef"]["fieldPath"]
+            if path.startswith("metadata.labels['"):
+                value = pod_labels_[path[len("metadata.labels['"):-2]]
+            else:
+                continue
+        for name, known in values.items():
+            value = value.replace(f"$({name})", known)
+        values[e["name"]] = value
+    for name, value in values.items():
+        text = text.replace(f"$({name})", value)
+    return text
+
+
+def parse_selector(selector: str) -> dict:
+    return dict(term.split("=", 1) for term in selector.split(","))

@@ -1,0 +1,170 @@
+"""The job as it runs: a launcher Job that retries sensibly and frees the workers at the end,
+workers that leave within their grace period, Guaranteed QoS, no `replicas` that a re-apply
+would reset, and two jobs (namePrefix overlays) in one namespace that never mix."""
+import shutil
+import textwrap
+
+import pytest
+
+from tests.deploy.render import (DEPLOY, all_containers, by_kind, container, env, expand, one,
+                                 parse_selector, pod_labels, pod_spec, render)
+
+JOB_LABEL = "elastic-horovod/job"
+
+
+@pytest.fixture(scope="module")
+def objects() -> list:
+    return render(DEPLOY)
+
+
+def flag(argv, name):
+    for i, a in enumerate(argv):
+        if a == name:
+            return argv[i + 1]
+        if a.startswith(name + "="):
+            return a.split("=", 1)[1]
+    raise AssertionError(f"{name} missing from {argv}")
+
+
+def test_the_launcher_is_a_job_with_an_exit_status_and_retries(objects):
+    job = one(objects, "Job")
+    spec = job["spec"]
+    assert spec["backoffLimit"] >= 1
+    assert spec["ttlSecondsAfterFinished"] > 0
+    assert pod_spec(job)["restartPolicy"] == "Never"  # podFailurePolicy needs it
+    rules = spec["podFailurePolicy"]["rules"]
+    assert {"action": "FailJob", "onExitCodes": {"containerName": "launcher", "operator": "In",
+                                                 "values": [2]}} in rules  # bad input: no retry
+    assert {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]} in rules
+    assert not by_kind(objects, "Pod")
+
+
+def test_the_launcher_waits_long_enough_for_workers(objects):
+    """A cold pull of a multi-GB image or a GPU node scale-up takes longer than 600 s."""
+    launcher = container(pod_spec(one(objects, "Job")), "launcher")
+    assert int(flag(launcher["args"], "--elastic-timeout")) >= 1800
+
+
+def test_the_scaler_raises_the_workers_to_min_np_and_owns_no_replicas_field(objects):
+    sts = one(objects, "StatefulSet")
+    assert "replicas" not in sts["spec"], "a re-apply would shrink a scaled job back"
+    job = one(objects, "Job")
+    scaler = container(pod_spec(job), "worker-scaler")
+    assert scaler["restartPolicy"] == "Always"
+    args = [expand(a, scaler, pod_labels(job)) for a in scaler["args"]]
+    assert flag(args, "--statefulset") == sts["metadata"]["name"]
+    launcher = container(pod_spec(job), "launcher")
+    gpus = int(container(pod_spec(sts), "worker")["resources"]["limits"]["nvidia.com/gpu"])
+    assert int(flag(args, "--min-replicas")) * gpus >= int(flag(launcher["args"], "--min-np"))
+    assert flag(args, "--container") == "launcher"
+
+
+def test_workers_get_longer_than_the_training_needs_to_leave(objects):
+    job = one(objects, "Job")
+    launcher = container(pod_spec(job), "launcher")
+    term_grace = float(flag(launcher["args"][launcher["args"].index("--"):], "--term-grace"))
+    assert pod_spec(one(objects, "StatefulSet"))["terminationGracePeriodSeconds"] > term_grace + 10
+
+
+def test_workers_and_launcher_are_guaranteed_qos(objects):
+    for obj in (one(objects, "StatefulSet"), one(objects, "Job")):
+        for c in all_containers(pod_spec(obj)):
+            res = c["resources"]
+            assert res["requests"] == res["limits"], f"{obj['kind']}/{c['name']}"
+            assert {"cpu", "memory"} <= res["limits"].keys()
+
+
+def test_the_sidecar_that_runs_the_dataset_syncs_has_room_for_them(objects):
+    daemon = container(pod_spec(one(objects, "Job")), "discovery-daemon")
+    limits = daemon["resources"]["limits"]
+    assert float(limits["cpu"]) >= 2 and limits["memory"].endswith("Gi") and int(limits["memory"][:-2]) >= 2
+
+
+def test_a_disruption_budget_takes_one_worker_at_a_time(objects):
+    pdb = one(objects, "PodDisruptionBudget")
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels(one(objects, "StatefulSet")).items()
+
+
+def test_the_job_label_is_in_every_selector(objects):
+    value = pod_labels(one(objects, "Job"))[JOB_LABEL]
+    for obj in objects:
+        selector = obj["spec"].get("selector") if "spec" in obj else None
+        if obj["kind"] in ("StatefulSet", "PodDisruptionBudget"):
+            assert selector["matchLabels"][JOB_LABEL] == value, obj["kind"]
+        elif obj["kind"] == "Service":
+            assert selector[JOB_LABEL] == value
+    job = one(objects, "Job")
+    daemon = container(pod_spec(job), "discovery-daemon")
+    assert parse_selector(expand(env(daemon)["DISCOVERY_SELECTOR"], daemon, pod_labels(job)))[JOB_LABEL] == value
+
+
+def selects(selector: dict, labels: dict) -> bool:
+    return selector.items() <= labels.items()
+
+
+def selectors(objects) -> dict:
+    """Every pod selector of a job, by what holds it."""
+    job = one(objects, "Job")
+    daemon = container(pod_spec(job), "discovery-daemon")
+    return {
+        "daemon": parse_selector(expand(env(daemon)["DISCOVERY_SELECTOR"], daemon, pod_labels(job))),
+        "statefulset": one(objects, "StatefulSet")["spec"]["selector"]["matchLabels"],
+        "service": one(objects, "Service")["spec"]["selector"],
+        "pdb": one(objects, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"],
+    }
+
+
+@pytest.fixture(scope="module")
+def two_jobs(tmp_path_factory) -> tuple:
+    """The example overlay and a second namePrefix overlay, as two users would write them."""
+    other = tmp_path_factory.mktemp("overlays") / "other"
+    other.mkdir()
+    shutil.copytree(DEPLOY / "job", other.parent / "job")
+    (other / "kustomization.yaml").write_text(textwrap.dedent("""\
+        resources: [../job]
+        namePrefix: other-
+        labels:
+          - pairs: {elastic-horovod/job: other}
+            includeSelectors: true
+        """))
+    return render(DEPLOY / "overlays" / "example"), render(other)
+
+
+def test_two_prefixed_jobs_share_no_object_and_select_only_their_own_pods(two_jobs):
+    a, b = two_jobs
+    names = lambda objs: {(o["kind"], o["metadata"]["name"]) for o in objs}
+    assert not names(a) & names(b)
+    for mine, theirs in ((a, b), (b, a)):
+        my_workers = pod_labels(one(mine, "StatefulSet"))
+        their_pods = [pod_labels(one(theirs, "StatefulSet")), pod_labels(one(theirs, "Job"))]
+        for holder, selector in selectors(mine).items():
+            assert selects(selector, my_workers), holder
+            assert not any(selects(selector, pod) for pod in their_pods), f"{holder} selects the other job's pods"
+
+
+def test_a_prefixed_job_scales_only_its_own_workers(two_jobs):
+    for objs in two_jobs:
+        sts = one(objs, "StatefulSet")["metadata"]["name"]
+        role = one(objs, "Role", next(r["metadata"]["name"] for r in by_kind(objs, "Role")
+                                      if r["rules"][0]["apiGroups"] == ["apps"]))
+        assert role["rules"][0]["resourceNames"] == [sts]
+        job = one(objs, "Job")
+        scaler = container(pod_spec(job), "worker-scaler")
+        assert flag([expand(x, scaler, pod_labels(job)) for x in scaler["args"]], "--statefulset") == sts
+        # the checkpoints of two jobs go to different directories of the shared claim
+        launcher = container(pod_spec(job), "launcher")
+        ckpt = flag([expand(x, launcher, pod_labels(job)) for x in launcher["args"]], "--checkpoint-dir")
+        assert ckpt == "/checkpoints/" + pod_labels(job)[JOB_LABEL]
+
+
+def test_the_example_overlay_sets_the_image_and_the_job_name(two_jobs):
+    example = two_jobs[0]
+    job = one(example, "Job")
+    assert job["metadata"]["name"].startswith("resnet-")
+    assert pod_labels(job)[JOB_LABEL] == "resnet"
+    base_images = {c["image"] for o in render(DEPLOY) if o["kind"] in ("Job", "StatefulSet")
+                   for c in all_containers(pod_spec(o))}
+    images = {c["image"] for o in example if o["kind"] in ("Job", "StatefulSet")
+              for c in all_containers(pod_spec(o))}
+    assert len(images) == 1 and not images & base_images

@@ -1,0 +1,205 @@
+"""The worker-scaler sidecar: raises the workers at start, scales them to zero on SIGTERM once
+the launcher container has ended, keeps them when the pod is being deleted.
+
+The process tests run the module as the kubelet would (its own process, SIGTERM) with the
+official client; the API is a small HTTP server in the test that answers the three calls
+(the local cluster serves core/v1 pods only, not apps/v1 StatefulSets) and records them."""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from elastic.launch.scale_workers import Decision, start_replicas, stop_decision
+
+NS = "jobs"
+STS = "elastic-horovod-worker"
+POD = "elastic-horovod-launcher-abcde"
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def pod_json(*, launcher_state: dict | None = None, deleting: bool = False) -> dict:
+    statuses = [{"name": "launcher", "state": launcher_state or {"running": {}}}]
+    meta = {"name": POD, "namespace": NS}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "status": {"containerStatuses": statuses}}
+
+
+# ---- pure logic --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("current,expected", [(None, 2), (0, 2), (1, 2), (2, None), (5, None),
+                                              ("3", 2), (True, 2), (-1, 2)])
+def test_start_raises_only_a_smaller_or_invalid_count(current, expected):
+    assert start_replicas(current, 2) == expected
+
+
+def test_a_terminated_launcher_means_zero_with_its_exit_code():
+    decision = stop_decision(pod_json(launcher_state={"terminated": {"exitCode": 3}}), "launcher")
+    assert decision == Decision("zero", "launcher ended with exit code 3")
+
+
+def test_a_pod_being_deleted_keeps_the_workers_even_with_the_launcher_ended():
+    pod = pod_json(launcher_state={"terminated": {"exitCode": 143}}, deleting=True)
+    assert stop_decision(pod, "launcher").action == "keep"
+
+
+@pytest.mark.parametrize("pod", [None, [], {}, {"status": None}, {"status": {"containerStatuses": "x"}},
+                                 {"status": {"containerStatuses": [None, {"name": "launcher", "state": []}]}},
+                                 pod_json(), pod_json(launcher_state={"waiting": {}})])
+def test_anything_else_is_wait(pod):
+    assert stop_decision(pod, "launcher").action == "wait"
+
+
+def test_another_containers_end_is_not_the_launchers():
+    pod = pod_json()
+    pod["status"]["containerStatuses"].append({"name": "discovery-daemon", "state": {"terminated": {"exitCode": 0}}})
+    assert stop_decision(pod, "launcher").action == "wait"
+
+
+# ---- the process -------------------------------------------------------------------------
+
+class StandIn:
+    """GET/PATCH statefulsets/STS/scale and GET pods/POD in namespace NS; records patches."""
+
+    def __init__(self, replicas, pod: dict):
+        self.replicas = replicas
+        self.pod = pod
+        self.patches: list[int] = []
+        self.pod_reads = 0
+        stand_in = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _send(self, code: int, body: dict):
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _scale(self):
+                spec = {} if stand_in.replicas is None else {"replicas": stand_in.replicas}
+                return {"apiVersion": "autoscaling/v1", "kind": "Scale",
+                        "metadata": {"name": STS, "namespace": NS}, "spec": spec}
+
+            def do_GET(self):
+                if self.path.startswith(f"/apis/apps/v1/namespaces/{NS}/statefulsets/{STS}/scale"):
+                    return self._send(200, self._scale())
+                if self.path.startswith(f"/api/v1/namespaces/{NS}/pods/{POD}"):
+                    stand_in.pod_reads += 1
+                    return self._send(200, stand_in.pod)
+                self._send(404, {"kind": "Status", "code": 404})
+
+            def do_PATCH(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if self.path.startswith(f"/apis/apps/v1/namespaces/{NS}/statefulsets/{STS}/scale"):
+                    stand_in.replicas = body["spec"]["replicas"]
+                    stand_in.patches.append(stand_in.replicas)
+                    return self._send(200, self._scale())
+                self._send(403, {"kind": "Status", "code": 403})
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+    def kubeconfig(self, path) -> str:
+        port = self.server.server_address[1]
+        path.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "c",
+            "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+            "users": [{"name": "u", "user": {"token": "t"}}],
+            "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u", "namespace": NS}}],
+        }))
+        return str(path)
+
+
+def start(kubeconfig: str, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "elastic.launch.scale_workers", "--statefulset", STS, "--min-replicas", "2",
+         "--pod", POD, "--namespace", NS, "--kubeconfig", kubeconfig, *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_raises_at_start_and_scales_to_zero_when_the_launcher_has_ended(tmp_path):
+    with StandIn(replicas=1, pod=pod_json()) as api:
+        proc = start(api.kubeconfig(tmp_path / "kubeconfig"))
+        try:
+            wait_for(lambda: api.patches == [2], 60, "the start-up scale to 2")
+            # the kubelet stops the sidecar after the launcher ended; the status may lag behind
+            proc.send_signal(signal.SIGTERM)
+            wait_for(lambda: api.pod_reads >= 2, 60, "the scaler to read its pod again")
+            api.pod = pod_json(launcher_state={"terminated": {"exitCode": 0}})
+            _, err = proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert api.patches == [2, 0]
+    assert "launcher ended with exit code 0" in err
+
+
+def test_a_larger_size_is_kept_and_a_deleted_pod_keeps_its_workers(tmp_path):
+    pod = pod_json(launcher_state={"terminated": {"exitCode": 143}}, deleting=True)
+    with StandIn(replicas=4, pod=pod) as api:
+        proc = start(api.kubeconfig(tmp_path / "kubeconfig"))
+        try:
+            wait_for(lambda: proc.stderr.readline().startswith("worker-scaler: statefulsets/"), 60,
+                     "the start-up line")
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert api.patches == [] and api.replicas == 4
+    assert "being deleted" in err
+
+
+def test_an_api_error_is_one_line_and_exit_1(tmp_path):
+    with StandIn(replicas=1, pod=pod_json()) as api:
+        config = api.kubeconfig(tmp_path / "kubeconfig")
+        proc = subprocess.run(
+            [sys.executable, "-m", "elastic.launch.scale_workers", "--statefulset", "other", "--min-replicas",
+             "2", "--pod", POD, "--namespace", NS, "--kubeconfig", config],
+            capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1] == "error: read statefulsets/other/scale: 404 Not Found"
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--min-replicas", "0", "--statefulset", "s", "--pod", "p"], "must be at least 1"),
+    (["--min-replicas", "2", "--pod", "p"], "--statefulset"),
+    (["--min-replicas", "2", "--statefulset", "s", "--pod", "p", "--namespace", "n",
+      "--kubeconfig", "/nonexistent/kubeconfig"], "no cluster configuration"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, message):
+    proc = subprocess.run([sys.executable, "-m", "elastic.launch.scale_workers", *args],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert message in proc.stderr and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
