@@ -3,20 +3,26 @@
     elastic-run [options] -- python -m training.mnist --data-dir /data/mnist ...
 
 ``main(argv) -> int``: parses flags (each also read from an environment variable), builds a
-``LaunchConfig`` and runs it (see ``elastic.launch.runner``). The exit code is the training's
+``LaunchConfig`` and runs it (see ``elastic.launch.runner``). With ``--dry-run`` it prints the
+plan (``elastic.launch.plan``: every command line, path and variable the run would use) as
+JSON on stdout and exits 0 without starting anything. The exit code is the training's
 (horovodrun's); a bad flag or a failed preparation step prints ``error: <one line>`` and
 exits 2 (usage) or 1.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
+import tempfile
+import uuid
 from typing import Sequence
 
 from elastic.errors import ConfigError
-from elastic.launch.runner import LaunchConfig, run
+from elastic.launch.plan import LaunchConfig, make_plan, plan_as_dict
+from elastic.launch.runner import run
 from elastic.launch.command import HorovodrunOptions
 from elastic.launch.prepare import parse_dataset
 from elastic.common.cli import run_main
@@ -88,6 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the training's JSON-lines metrics file, read for the timeline (ELASTIC_METRICS_FILE)")
     g.add_argument("--timeline-file", default=None, help="also write the timeline as JSON here")
     g.add_argument("--verbose", action="store_true", help="horovodrun --verbose and debug logs")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the plan (commands, paths, environment) as JSON and exit 0 without starting anything")
     return p
 
 
@@ -163,8 +171,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(own)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, stream=sys.stderr,
                         format="elastic-run: %(message)s")
+    if args.dry_run:
+        return run_main("elastic-run", lambda: _print_plan(config_from_args(args, command)))
     return run_main("elastic-run", lambda: run(config_from_args(args, command)),
                     interrupted="interrupted before the training started")
+
+
+def _print_plan(config: LaunchConfig) -> int:
+    """Print the plan; its workdir is where a run would put its temporary directory."""
+    workdir = os.path.join(tempfile.gettempdir(), "elastic-run-DRYRUN")
+    plan = make_plan(config, run_id=uuid.uuid4().hex, workdir=workdir)
+    print(json.dumps(plan_as_dict(plan), indent=2))
+    return 0
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ never touches the file system, the network or the environment.
 
 Environment for the training processes is not put on the command line: horovodrun (Gloo)
 exports the whole environment it runs in to every worker, so the launcher passes
-``options.env`` through horovodrun's environment (see ``horovodrun_environment``).
+``options.env`` through horovodrun's environment (see ``elastic.launch.plan.horovodrun_env``).
 """
 from __future__ import annotations
 
@@ -126,9 +126,3 @@ def build_horovodrun_command(options: HorovodrunOptions, training_command: Seque
         argv.append("--verbose")
     return argv + list(training_command)
 
-
-def horovodrun_environment(options: HorovodrunOptions, base: Mapping[str, str]) -> dict[str, str]:
-    """The environment to run horovodrun in: ``base`` plus ``options.env`` (which wins)."""
-    env = dict(base)
-    env.update(options.env)
-    return env

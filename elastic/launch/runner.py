@@ -1,9 +1,11 @@
-"""The launcher's steps, in order (``run(config) -> exit code``; blocks until the job ends).
+"""The launcher's executor: ``run(config) -> exit code`` makes the plan
+(``elastic.launch.plan.make_plan``: every command line, path and variable, decided without
+side effects) and ``execute(plan)`` carries it out, in these steps (blocks until the job ends):
 
 1. discovery: use the daemon answering at ``config.discovery_url``; else, with a selector,
-   start one (``ManagedDaemon``) whose ``--prepare-cmd`` pins each new host's SSH key and
+   start one (``ManagedDaemon``, ``plan.daemon``) whose ``--prepare-cmd`` pins each new host's SSH key and
    syncs the dataset to it before it is served; else ``LaunchError``;
-2. the hosts served now: ``ssh-bootstrap hosts`` (checks them, pins their keys) and, with a
+2. the hosts served now: ``plan.steps``, i.e. ``ssh-bootstrap hosts`` (checks them, pins their keys) and, with a
    dataset, ``dataset-sync`` to them. Skipped when there are none yet, and when the daemon is
    ours with the prepare hook: it serves only hosts the hook has prepared. An external
    daemon's own hook (the launcher pod in deploy/) covers hosts that come later;
@@ -31,40 +33,18 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Sequence
 
 from elastic.launch import timeline
 from elastic.errors import LaunchError, SSHError, SyncError
-from elastic.launch.command import HorovodrunOptions, build_horovodrun_command, horovodrun_environment
-from elastic.launch.daemon import DaemonSpec, ManagedDaemon, fetch_hosts, probe
-from elastic.launch.reap import RUN_ID_ENV, reap_hosts
-from elastic.launch.prepare import parse_dataset, prepare_argv
-from elastic.launch.tools import tool
+from elastic.launch.daemon import ManagedDaemon, fetch_hosts, probe
+from elastic.launch.plan import LaunchConfig, LaunchPlan, horovodrun_env, make_plan
+from elastic.launch.reap import reap_hosts
 from elastic.launch.watch import HostRecorder
-from elastic.ssh.config import SSH_CONFIG_ENV, BootstrapDir
 
 log = logging.getLogger("elastic.run")
-
-
-@dataclass(frozen=True)
-class LaunchConfig:
-    """Everything ``run`` needs; built and checked by the CLI."""
-
-    horovodrun: HorovodrunOptions
-    command: tuple[str, ...]
-    discovery_url: str | None
-    selector: str | None = None
-    namespace: str = "default"
-    kubeconfig: str | None = None
-    dataset: str | None = None
-    ssh_dir: str | None = None
-    metrics_file: str | None = None
-    timeline_file: str | None = None
-    daemon_ready_timeout: float = 120.0
-    poll_interval: float = 0.5
-    daemon_env: dict = field(default_factory=dict)
 
 
 def _host_names(lines: Sequence[str]) -> list[str]:
@@ -121,61 +101,53 @@ def exit_code(returncode: int) -> int:
 
 
 def run(config: LaunchConfig) -> int:
-    """Run the job; see the module docstring. Blocks; returns horovodrun's exit code."""
+    """Plan the job (``elastic.launch.plan``) and execute the plan; see the module docstring.
+    Blocks; returns horovodrun's exit code."""
+    workdir = tempfile.mkdtemp(prefix="elastic-run-")
+    try:
+        plan = make_plan(config, run_id=uuid.uuid4().hex, workdir=workdir)
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    return execute(plan)
+
+
+_STEP_ERRORS: dict[str, type[SSHError] | type[SyncError]] = {"ssh": SSHError, "sync": SyncError}
+
+
+def execute(plan: LaunchPlan) -> int:
+    """Do what ``plan`` says (see the module docstring); owns and at the end removes
+    ``plan.workdir``. Blocks; returns horovodrun's exit code."""
     start = time.time()
-    run_id = uuid.uuid4().hex
-    workdir = Path(tempfile.mkdtemp(prefix="elastic-run-"))
-    ssh_dir = Path(config.ssh_dir) if config.ssh_dir else workdir / "ssh"
-    ssh_dir.mkdir(parents=True, exist_ok=True)
+    Path(plan.ssh_dir).mkdir(parents=True, exist_ok=True)
     daemon: ManagedDaemon | None = None
     recorder: HostRecorder | None = None
     returncode: int | None = None
     previous_term = signal.signal(signal.SIGTERM, _interrupt)  # clean up, like SIGINT does
     try:
-        url = config.discovery_url
-        opts = config.horovodrun
-        prepare = None
+        url = plan.discovery_url
         if url and probe(url):
             log.info("using the discovery daemon at %s", url)
-        elif config.selector:
-            if opts.ssh_identity_file:
-                prepare = " ".join(_quote(a) for a in prepare_argv(
-                    opts.ssh_identity_file, str(ssh_dir), opts.ssh_port, config.dataset))
-            spec = DaemonSpec(executable=tool("discovery-daemon"), namespace=config.namespace,
-                              selector=config.selector, kubeconfig=config.kubeconfig, prepare_cmd=prepare)
-            daemon = ManagedDaemon(spec, workdir / "discovery-daemon.log",
-                                   env={**os.environ, **config.daemon_env},
-                                   ready_timeout=config.daemon_ready_timeout)
+        elif plan.daemon is not None:
+            daemon = ManagedDaemon(plan.daemon.spec, Path(plan.daemon.log_file),
+                                   env={**os.environ, **plan.daemon.env},
+                                   ready_timeout=plan.daemon.ready_timeout)
             url = daemon.start()
-            log.info("started a discovery daemon at %s for %s in %s", url, config.selector, config.namespace)
+            log.info("started a discovery daemon at %s for %s in %s",
+                     url, plan.daemon.spec.selector, plan.daemon.spec.namespace)
         else:
             raise LaunchError(f"no discovery daemon answers at {url}; give --selector "
                               "(with --namespace/--kubeconfig) to start one")
 
-        hosts = [] if (daemon is not None and prepare) else _host_names(fetch_hosts(url))
-        if hosts and opts.ssh_identity_file:
-            argv = [tool("ssh-bootstrap"), "hosts", "--identity", opts.ssh_identity_file,
-                    "--out", str(ssh_dir), "--hosts", ",".join(hosts)]
-            if opts.ssh_port is not None:
-                argv += ["--port", str(opts.ssh_port)]
-            _run_step(argv, "ssh-bootstrap hosts", SSHError)  # it locks DIR/.lock itself
-        if hosts and config.dataset:
-            src, dest = parse_dataset(config.dataset)
-            argv = [tool("dataset-sync"), src, dest, "--hosts", ",".join(hosts)]
-            if (ssh_dir / "ssh_config").exists():
-                argv += ["--ssh-config", str(ssh_dir / "ssh_config")]
-            _run_step(argv, "dataset-sync", SyncError)
+        ours_prepares = daemon is not None and plan.daemon is not None and plan.daemon.prepares_hosts
+        hosts = [] if ours_prepares else _host_names(fetch_hosts(url))
+        if hosts:
+            for step in plan.steps:
+                _run_step([*step.argv, "--hosts", ",".join(hosts)], step.what, _STEP_ERRORS[step.kind])
 
-        argv = build_horovodrun_command(opts, config.command)
-        env = horovodrun_environment(opts, os.environ)
-        env["DISCOVERY_URL"] = url
-        env[RUN_ID_ENV] = run_id
-        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-        if opts.ssh_identity_file:
-            env["PATH"] = f"{BootstrapDir(ssh_dir).bin_dir}{os.pathsep}{env['PATH']}"
-            env[SSH_CONFIG_ENV] = str(BootstrapDir(ssh_dir).ssh_config)
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        recorder = HostRecorder(url, config.poll_interval)
+        argv = list(plan.horovodrun)
+        env = horovodrun_env(plan, os.environ, url)
+        recorder = HostRecorder(url, plan.poll_interval)
         recorder.start()
         log.info("running: %s", " ".join(argv))
         try:
@@ -195,48 +167,37 @@ def run(config: LaunchConfig) -> int:
         signal.signal(signal.SIGTERM, previous_term)
         if recorder is not None:
             recorder.stop()
-            _reap(config, ssh_dir, recorder, run_id)
+            _reap(plan, recorder)
         if daemon is not None:
             daemon.stop()
         if returncode is not None:
-            _report(config, start, time.time(), recorder, exit_code(returncode))
-        shutil.rmtree(workdir, ignore_errors=True)
+            _report(plan, start, time.time(), recorder, exit_code(returncode))
+        shutil.rmtree(plan.workdir, ignore_errors=True)
 
 
-def _reap(config: LaunchConfig, ssh_dir: Path, recorder: HostRecorder, run_id: str) -> None:
+def _reap(plan: LaunchPlan, recorder: HostRecorder) -> None:
     snapshots = recorder.snapshots()
     # hosts still served; a pod that left the set took its processes with it
     hosts = _host_names(snapshots[-1][1]) if snapshots else []
-    opts = config.horovodrun
-    wrapper = BootstrapDir(ssh_dir).ssh_wrapper
-    if opts.ssh_identity_file and wrapper.exists():
-        ssh = [str(wrapper), "-o", "BatchMode=yes"]
+    if plan.reap_ssh_wrapper and Path(plan.reap_ssh_wrapper).exists():
+        ssh = [plan.reap_ssh_wrapper, "-o", "BatchMode=yes"]
     else:
-        ssh = ["ssh", "-o", "BatchMode=yes"]
-        if opts.ssh_port is not None:
-            ssh += ["-p", str(opts.ssh_port)]
-        if opts.ssh_identity_file:
-            ssh += ["-i", opts.ssh_identity_file]
-    failed = reap_hosts(hosts, ssh, run_id)
+        ssh = list(plan.reap_ssh)
+    failed = reap_hosts(hosts, ssh, plan.run_id)
     if failed:
         log.warning("could not check for leftover training processes on %s", ", ".join(failed))
 
 
-def _quote(arg: str) -> str:
-    import shlex
-    return shlex.quote(arg)
-
-
-def _report(config: LaunchConfig, start: float, end: float, recorder: HostRecorder | None, code: int) -> None:
+def _report(plan: LaunchPlan, start: float, end: float, recorder: HostRecorder | None, code: int) -> None:
     snapshots = recorder.snapshots() if recorder else []
-    records = timeline.read_metrics(config.metrics_file)
+    records = timeline.read_metrics(plan.metrics_file)
     events = timeline.build_timeline(start, end, snapshots, records, code)
     summary = timeline.summarize(start, end, snapshots, records, code)
     print(timeline.render(events, summary), file=sys.stderr, flush=True)
-    if config.timeline_file:
+    if plan.timeline_file:
         doc = {"start": start, "end": end, "events": [asdict(e) for e in events],
                "summary": asdict(summary), "hosts": [[t, list(h)] for t, h in snapshots]}
-        path = Path(config.timeline_file)
+        path = Path(plan.timeline_file)
         tmp = path.with_name(f".{path.name}.tmp")
         tmp.write_text(json.dumps(doc, indent=1))
         tmp.replace(path)

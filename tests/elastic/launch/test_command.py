@@ -3,7 +3,7 @@ one-line errors for values horovodrun would reject later (or silently misuse).""
 import pytest
 
 from elastic.errors import ConfigError
-from elastic.launch.command import HorovodrunOptions, build_horovodrun_command, horovodrun_environment
+from elastic.launch.command import HorovodrunOptions, build_horovodrun_command
 
 SCRIPT = "/venv/bin/discover-hosts"
 TRAIN = ["python", "-m", "training.mnist", "--epochs", "1"]
@@ -94,9 +94,3 @@ def test_an_empty_training_command_is_an_error():
     with pytest.raises(ConfigError, match="no training command"):
         build_horovodrun_command(HorovodrunOptions(discovery_script=SCRIPT, min_np=1), [])
 
-
-def test_environment_for_the_workers_goes_through_horovodrun_environment():
-    opts = HorovodrunOptions(discovery_script=SCRIPT, min_np=1, env={"OMP_NUM_THREADS": "1", "A": "new"})
-    env = horovodrun_environment(opts, {"A": "old", "PATH": "/bin"})
-    assert env == {"A": "new", "PATH": "/bin", "OMP_NUM_THREADS": "1"}
-    assert "OMP_NUM_THREADS" not in " ".join(build_horovodrun_command(opts, TRAIN))

@@ -1,0 +1,187 @@
+"""What ``elastic-run`` will do, decided before anything runs: a pure value.
+
+``make_plan(config, run_id=..., workdir=..., tool=..., python_bin=...) -> LaunchPlan`` turns
+the checked ``LaunchConfig`` into every command line, path and environment variable the
+launcher uses. It starts nothing, writes nothing and reads no environment: what it needs from
+the machine (where the project's commands are, the job's temporary directory, the run id)
+comes in as arguments. ``elastic.launch.runner`` executes a plan; ``elastic-run --dry-run``
+prints one (``plan_as_dict`` -> JSON) and exits 0.
+
+Two choices can only be made while running and are therefore left to the executor, each
+stated in the plan as a rule:
+
+- which daemon: ``discovery_url`` when a daemon answers there, else ``daemon`` is started
+  (none given and none answering: ``LaunchError``);
+- which hosts ``steps`` run on: those served when the job starts (appended to each step's
+  argv as ``--hosts A,B``), none when the daemon is ours and ``daemon.prepares_hosts``
+  (its prepare hook runs the same steps per host before serving it).
+
+``horovodrun_env(plan, base, discovery_url)`` -> the environment horovodrun runs in (pure).
+Raises ``ConfigError``/``ToolNotFound`` (``ElasticError``s) only from ``tool`` or a bad
+``dataset``; everything else was checked when the config was made.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping
+
+from elastic.launch.command import HorovodrunOptions, build_horovodrun_command
+from elastic.launch.daemon import DaemonSpec
+from elastic.launch.prepare import parse_dataset, prepare_argv
+from elastic.launch.reap import RUN_ID_ENV
+from elastic.launch.tools import tool as find_tool
+from elastic.ssh.config import SSH_CONFIG_ENV, BootstrapDir
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """Everything ``run`` needs; built and checked by the CLI."""
+
+    horovodrun: HorovodrunOptions
+    command: tuple[str, ...]
+    discovery_url: str | None
+    selector: str | None = None
+    namespace: str = "default"
+    kubeconfig: str | None = None
+    dataset: str | None = None
+    ssh_dir: str | None = None
+    metrics_file: str | None = None
+    timeline_file: str | None = None
+    daemon_ready_timeout: float = 120.0
+    poll_interval: float = 0.5
+    daemon_env: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DaemonPlan:
+    """The discovery daemon to start when none answers at ``LaunchPlan.discovery_url``.
+
+    env: variables set on top of the launcher's environment for it.
+    prepares_hosts: its ``--prepare-cmd`` pins and syncs each host before serving it, so the
+        launcher runs no ``steps`` itself.
+    """
+
+    spec: DaemonSpec
+    log_file: str
+    env: Mapping[str, str]
+    ready_timeout: float
+    prepares_hosts: bool
+
+
+@dataclass(frozen=True)
+class Step:
+    """A command run once before horovodrun on the hosts served then (``--hosts A,B`` appended).
+
+    kind: "ssh" or "sync": which error (``SSHError``/``SyncError``) its failure raises.
+    """
+
+    what: str
+    argv: tuple[str, ...]
+    kind: str
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """Every decision of one ``elastic-run``; see the module docstring.
+
+    workdir: the job's temporary directory (removed at the end); ssh_dir: pinned keys,
+        ssh_config and the ssh wrapper (``--ssh-dir`` or ``workdir/ssh``).
+    horovodrun: its argv; env: set on top of the launcher's environment for it;
+        env_defaults: set only when unset; path_prepend: put first on its PATH, in order.
+    reap_ssh_wrapper / reap_ssh: the ssh command that stops leftover workers at the end: the
+        pinning wrapper when it exists by then, else ``reap_ssh``.
+    """
+
+    run_id: str
+    workdir: str
+    ssh_dir: str
+    discovery_url: str | None
+    daemon: DaemonPlan | None
+    steps: tuple[Step, ...]
+    horovodrun: tuple[str, ...]
+    env: Mapping[str, str]
+    env_defaults: Mapping[str, str]
+    path_prepend: tuple[str, ...]
+    reap_ssh_wrapper: str | None
+    reap_ssh: tuple[str, ...]
+    poll_interval: float
+    metrics_file: str | None
+    timeline_file: str | None
+
+
+def make_plan(config: LaunchConfig, *, run_id: str, workdir: str,
+              tool: Callable[[str], str] = find_tool,
+              python_bin: str | None = None) -> LaunchPlan:
+    """The plan for ``config`` (pure apart from ``tool``, which looks commands up)."""
+    opts = config.horovodrun
+    python_bin = python_bin if python_bin is not None else str(Path(sys.executable).parent)
+    ssh_dir = config.ssh_dir or os.path.join(workdir, "ssh")
+    layout = BootstrapDir(ssh_dir)
+
+    daemon = None
+    if config.selector:
+        prepare = None
+        if opts.ssh_identity_file:
+            prepare = shlex.join(prepare_argv(opts.ssh_identity_file, ssh_dir, opts.ssh_port, config.dataset))
+        spec = DaemonSpec(executable=tool("discovery-daemon"), namespace=config.namespace,
+                          selector=config.selector, kubeconfig=config.kubeconfig, prepare_cmd=prepare)
+        daemon = DaemonPlan(spec=spec, log_file=os.path.join(workdir, "discovery-daemon.log"),
+                            env=dict(config.daemon_env), ready_timeout=config.daemon_ready_timeout,
+                            prepares_hosts=prepare is not None)
+
+    steps: list[Step] = []
+    if opts.ssh_identity_file:
+        argv = [tool("ssh-bootstrap"), "hosts", "--identity", opts.ssh_identity_file, "--out", ssh_dir]
+        if opts.ssh_port is not None:
+            argv += ["--port", str(opts.ssh_port)]
+        steps.append(Step("ssh-bootstrap hosts", tuple(argv), "ssh"))  # it locks DIR/.lock itself
+    if config.dataset:
+        src, dest = parse_dataset(config.dataset)
+        argv = [tool("dataset-sync"), src, dest]
+        if opts.ssh_identity_file:  # ssh-bootstrap (the step before) wrote it
+            argv += ["--ssh-config", str(layout.ssh_config)]
+        steps.append(Step("dataset-sync", tuple(argv), "sync"))
+
+    env = dict(opts.env)
+    env[RUN_ID_ENV] = run_id
+    path_prepend: tuple[str, ...] = (python_bin,)
+    if opts.ssh_identity_file:
+        path_prepend = (str(layout.bin_dir), python_bin)
+        env[SSH_CONFIG_ENV] = str(layout.ssh_config)
+
+    reap_ssh = ["ssh", "-o", "BatchMode=yes"]
+    if opts.ssh_port is not None:
+        reap_ssh += ["-p", str(opts.ssh_port)]
+    if opts.ssh_identity_file:
+        reap_ssh += ["-i", opts.ssh_identity_file]
+
+    return LaunchPlan(
+        run_id=run_id, workdir=workdir, ssh_dir=ssh_dir,
+        discovery_url=config.discovery_url, daemon=daemon, steps=tuple(steps),
+        horovodrun=tuple(build_horovodrun_command(opts, config.command)),
+        env=env, env_defaults={"PYTHONUNBUFFERED": "1"}, path_prepend=path_prepend,
+        reap_ssh_wrapper=str(layout.ssh_wrapper) if opts.ssh_identity_file else None,
+        reap_ssh=tuple(reap_ssh), poll_interval=config.poll_interval,
+        metrics_file=config.metrics_file, timeline_file=config.timeline_file,
+    )
+
+
+def horovodrun_env(plan: LaunchPlan, base: Mapping[str, str], discovery_url: str) -> dict[str, str]:
+    """The environment horovodrun runs in: ``base``, then ``plan.env``, ``DISCOVERY_URL``,
+    ``plan.path_prepend`` before PATH, and ``plan.env_defaults`` where still unset."""
+    env = dict(base)
+    env.update(plan.env)
+    env["DISCOVERY_URL"] = discovery_url
+    env["PATH"] = os.pathsep.join([*plan.path_prepend, env.get("PATH", "")])
+    for name, value in plan.env_defaults.items():
+        env.setdefault(name, value)
+    return env
+
+
+def plan_as_dict(plan: LaunchPlan) -> dict:
+    """The plan as JSON-ready data (what ``elastic-run --dry-run`` prints)."""
+    return asdict(plan)
