@@ -7,7 +7,7 @@ Pure functions, no I/O.  Accepted forms (one entry per item/line):
   ``name slots=N`` (Horovod's hostfile) per line, ``#`` comments and blank lines ignored.
 
 A host name is an IPv4 address in canonical form (``ipaddress``) or an RFC 1123 name
-(labels of letters, digits and inner ``-``, at most 63 characters each and 253 in all, a
+(labels of letters, digits, ``_`` and inner ``-``, at most 63 characters each and 253 in all, a
 last label that is not all digits): anything else (spaces, shell syntax, ``user@``,
 option-looking names, control characters, IPv6 literals, which Horovod's ``host:slots``
 format cannot carry) raises ``ConfigError`` naming the offending entry, escaped. Slots are
@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 from elastic.errors import ConfigError
 
-_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?", re.ASCII)
+# RFC 1123 labels, plus "_" (found in /etc/hosts and ssh_config aliases; inert for a shell)
+_LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?", re.ASCII)
 _SLOTS_KW = re.compile(r"slots=(\S+)")
 MAX_SLOTS = 1024
 
