@@ -1,7 +1,9 @@
-"""Admission: run ``--prepare-cmd CMD HOST`` once per pod incarnation (uid) before serving it.
+"""Admission: run ``--prepare-cmd CMD -- HOST`` once per pod incarnation (uid) before serving it.
 
-The command is split like a shell would (``shlex``) and run without a shell, with the
-host appended as the last argument, and with the pod incarnation it prepares named in its
+The command is split like a shell would (``shlex``) and run without a shell, with ``--``
+and the host appended as the last two arguments (the host is pod-controlled: after ``--``
+no command reads it as an option; it is also checked again with ``hosts.servable`` and a
+host that fails is never passed), and with the pod incarnation it prepares named in its
 environment (on top of the daemon's own): ``DISCOVERY_POD_UID``, ``DISCOVERY_POD_NAME`` and
 ``DISCOVERY_POD_NAMESPACE`` -- the API server's word that HOST now belongs to this pod, which
 lets the command replace state it keeps per address (``ssh-bootstrap hosts --repin-for-uid``
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from discovery.errors import ConfigError
-from discovery.hosts import Host
+from discovery.hosts import Host, escape, servable
 from discovery.table import ADMITTED, PREPARING
 
 log = logging.getLogger("discovery.admission")
@@ -126,8 +128,11 @@ class Admission:
             self._on_change()
 
     async def _run_once(self, host: Host) -> tuple[bool, str]:
+        if not servable(host.host):
+            self.failures += 1
+            return False, f"refused to prepare a bad host {escape(host.host)}"
         self.runs += 1
-        argv = [*self.settings.command, host.host]
+        argv = [*self.settings.command, "--", host.host]
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv, env=prepare_env(host, os.environ), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,

@@ -154,7 +154,8 @@ async def _serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
                  PodQuery(args.namespace, args.selector, args.field_selector))
     svc = DiscoveryService(api, rules, stale_after=stale_after, hostfile=args.hostfile,
                            prepare=prepare, watch_timeout=watch_timeout)
-    runner = web.AppRunner(make_app(svc, args.token), access_log=None, handle_signals=False)
+    from discovery.connguard import guarded_runner
+    runner = guarded_runner(make_app(svc, args.token), access_log=None, handle_signals=False)
     await runner.setup()
     try:
         try:

@@ -14,6 +14,13 @@ Otherwise ``--fallback`` decides:
 - ``api``   one LIST against the Kubernetes API (kubeconfig token or client certificate, or
   the in-cluster service account) through the same pure rule the daemon uses.
 
+Lines are read as Horovod reads them (split on ``\n`` only). A line whose host is not an
+IPv4 literal or an RFC 1123 name, or whose slots are not ASCII digits in 1..1024, is left
+out and reported on stderr (``warning: ...``); the other hosts are printed, so one bad pod
+never stops a job from scaling. ``--timeout`` bounds the whole exchange with the daemon,
+however slowly it answers. A ``--group`` the daemon has never seen on any pod is printed
+as an empty list with a warning (the job's pods may not exist yet).
+
 Exit codes: 0 an answer was printed; 1 no trustworthy answer; 2 bad settings.
 Never a partial list: output is validated first and written with one call.
 """
@@ -28,6 +35,10 @@ from discovery.client_errors import Failure, UsageError
 
 EXIT_OK, EXIT_NO_ANSWER, EXIT_USAGE = 0, 1, 2
 FALLBACKS = ("none", "cache", "api")
+MAX_SLOTS = 1024           # as discovery.hosts.MAX_SLOTS (not imported: start-up time)
+MAX_BODY = 16 << 20        # bytes of an answer we read at most
+MAX_WARNINGS = 5           # bad lines reported one by one; the rest counted
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.")
 
 
 HELP = """usage: discover-hosts [--url URL] [--group G] [--token T] [--timeout S] [--max-age S]
@@ -101,8 +112,9 @@ def parse_args(argv: list[str]) -> dict:
             s[key] = float(s[key])
         except ValueError:
             raise UsageError(f"--{key.replace('_', '-')} must be a number, got {s[key]!r}") from None
-        if s[key] <= 0:
-            raise UsageError(f"--{key.replace('_', '-')} must be > 0, got {s[key]:g}")
+        if not 0 < s[key] < 1e9:  # also refuses nan and inf
+            raise UsageError(f"--{key.replace('_', '-')} must be > 0 and finite, got {s[key]:g}")
+    s["warnings"] = []
     if s["fallback"] not in FALLBACKS:
         raise UsageError(f"--fallback must be one of {', '.join(FALLBACKS)}, got {s['fallback']!r}")
     return s
@@ -174,7 +186,12 @@ def _quote(text: str) -> str:
 
 
 def http_get(url: str, path: str, token: str | None, timeout: float) -> tuple[int, dict, bytes]:
-    """One HTTP/1.0 GET -> (status, headers lower-cased, body). ``Failure`` on any trouble."""
+    """One HTTP/1.0 GET -> (status, headers lower-cased, body). ``Failure`` on any trouble.
+
+    ``timeout`` bounds the whole exchange (connect, send, every read): a daemon that
+    answers one byte a second is cut off when it runs out, not reset by each byte."""
+    import time
+    deadline = time.monotonic() + timeout
     family, address, prefix = split_url(url)
     try:
         if family == "unix":
@@ -187,13 +204,27 @@ def http_get(url: str, path: str, token: str | None, timeout: float) -> tuple[in
         raise Failure(f"daemon at {url} unreachable ({e.strerror or e})") from None
     try:
         auth = f"Authorization: Bearer {token}\r\n" if token else ""
-        sock.sendall(f"GET {prefix}{path} HTTP/1.0\r\nHost: discovery\r\n{auth}\r\n".encode())
         chunks = []
+        size = 0
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        sock.settimeout(left)
+        sock.sendall(f"GET {prefix}{path} HTTP/1.0\r\nHost: discovery\r\n{auth}\r\n".encode())
         while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            sock.settimeout(left)
             data = sock.recv(65536)
             if not data:
                 break
+            size += len(data)
+            if size > MAX_BODY:
+                raise Failure(f"daemon at {url}: answer larger than {MAX_BODY} bytes")
             chunks.append(data)
+    except TimeoutError:
+        raise Failure(f"daemon at {url}: no complete answer within --timeout {timeout:g}s") from None
     except OSError as e:
         raise Failure(f"daemon at {url}: {e.strerror or e}") from None
     finally:
@@ -214,19 +245,50 @@ def http_get(url: str, path: str, token: str | None, timeout: float) -> tuple[in
     return int(parts[1]), headers, body
 
 
-def validate(body: bytes, source: str) -> bytes:
-    """Check every line is ``host:slots`` (slots a positive integer); ``Failure`` otherwise."""
+def host_ok(host: str) -> bool:
+    """``host`` is an IPv4 literal in canonical form or an RFC 1123 name (what the daemon's
+    ``discovery.hosts.servable`` allows, checked again here without importing it)."""
+    if not host or len(host) > 253 or not _NAME_CHARS.issuperset(host):
+        return False
+    labels = host.split(".")
+    for label in labels:
+        if not label or len(label) > 63 or label[0] == "-" or label[-1] == "-":
+            return False
+    if not labels[-1].isdigit():
+        return True
+    if len(labels) != 4 or not all(label.isdigit() and str(int(label)) == label for label in labels):
+        return False
+    return 0 < int(labels[0]) < 224 and all(int(label) <= 255 for label in labels)  # no 0/8, multicast
+
+
+def validate(body: bytes, source: str, warnings: list | None = None) -> bytes:
+    """The good ``host:slots`` lines of ``body`` (slots ASCII digits in 1..1024).
+
+    Lines are split on ``\n`` only, as Horovod splits them. A bad line is left out and
+    described in ``warnings`` (escaped); ``Failure`` only when the answer as a whole is not
+    one (not UTF-8, no final newline)."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise Failure(f"{source}: answer is not UTF-8") from None
     if text and not text.endswith("\n"):
         raise Failure(f"{source}: answer does not end with a newline (partial?)")
-    for line in text.splitlines():
-        host, sep, slots = line.rpartition(":")
-        if not sep or not host or ":" in host or not slots.isdigit() or int(slots) < 1:
-            raise Failure(f"{source}: malformed line {line[:80]!r}")
-    return body
+    good = []
+    bad = 0
+    seen = set()
+    for line in text[:-1].split("\n") if text else ():
+        host, sep, slots = line.partition(":")
+        if (sep and host_ok(host) and slots.isascii() and slots.isdigit()
+                and 0 < int(slots) <= MAX_SLOTS and host not in seen):
+            seen.add(host)
+            good.append(line + "\n")
+            continue
+        bad += 1
+        if warnings is not None and bad <= MAX_WARNINGS:
+            warnings.append(f"{source}: left out a malformed line {line[:80]!r}")
+    if bad > MAX_WARNINGS and warnings is not None:
+        warnings.append(f"{source}: left out {bad - MAX_WARNINGS} more malformed lines")
+    return "".join(good).encode() if bad else body
 
 
 def from_daemon(s: dict) -> bytes:
@@ -241,9 +303,12 @@ def from_daemon(s: dict) -> bytes:
         age = float(headers.get("x-discovery-age", "nan"))
     except ValueError:
         age = float("nan")
-    if not age <= s["max_age"]:  # also catches a missing header (nan)
+    if not 0 <= age <= s["max_age"]:  # also catches a missing header (nan) and -inf
         raise Failure(f"daemon at {s['url']}: list is stale ({age:g}s old, --max-age {s['max_age']:g})")
-    return validate(body, f"daemon at {s['url']}")
+    if s["group"] and headers.get("x-discovery-group") == "unknown":
+        s["warnings"].append(f"daemon at {s['url']}: no pod has ever carried group {s['group'][:80]!r} "
+                             "(a typo in --group? the job's pods not created yet?)")
+    return validate(body, f"daemon at {s['url']}", s["warnings"])
 
 
 # -- the cache -------------------------------------------------------------------------------
@@ -289,7 +354,7 @@ def from_cache(s: dict) -> bytes:
         raise Failure(f"cache {path}: {e.strerror or e}") from None
     if age > s["max_cache_age"]:
         raise Failure(f"cache {path} is {age:.0f}s old (--max-cache-age {s['max_cache_age']:g})")
-    return validate(body, f"cache {path}")
+    return validate(body, f"cache {path}", s["warnings"])
 
 
 # -- main --------------------------------------------------------------------------------------
@@ -304,7 +369,7 @@ def answer(s: dict) -> bytes:
             if s["fallback"] == "cache":
                 return from_cache(s)
             from discovery.discover_api import from_api
-            return validate(from_api(s), "api fallback")
+            return validate(from_api(s), "api fallback", s["warnings"])
         except Failure as second:
             raise Failure(f"{first}; {s['fallback']} fallback: {second}") from None
     if s["fallback"] == "cache":
@@ -317,14 +382,18 @@ def main(argv: list[str] | None = None) -> int:
     if "-h" in argv or "--help" in argv:
         sys.stdout.write(HELP)
         return EXIT_OK
+    s: dict = {"warnings": []}
     try:
-        body = answer(parse_args(argv))
+        s = parse_args(argv)
+        body = answer(s)
     except UsageError as e:
         sys.stderr.write(f"error: {e}\n")
         return EXIT_USAGE
     except Failure as e:
-        sys.stderr.write(f"error: {e}\n")
+        sys.stderr.write("".join(f"warning: {w}\n" for w in s["warnings"]) + f"error: {e}\n")
         return EXIT_NO_ANSWER
+    if s["warnings"]:
+        sys.stderr.write("".join(f"warning: {w}\n" for w in s["warnings"]))
     try:
         sys.stdout.buffer.write(body)
         sys.stdout.buffer.flush()

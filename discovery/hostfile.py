@@ -9,11 +9,14 @@ import os
 import tempfile
 from typing import Iterable
 
-from discovery.hosts import Host
+from discovery.hosts import MAX_SLOTS, Host, servable
 
 
 def render_hostfile(hosts: Iterable[Host]) -> str:
-    return "".join(f"{h.host} slots={h.slots}\n" for h in hosts)
+    """``host slots=N`` lines. A host that fails ``hosts.servable`` (or has slots out of
+    range) is left out: the hostfile never trusts that the caller checked."""
+    return "".join(f"{h.host} slots={h.slots}\n" for h in hosts
+                   if servable(h.host) and 0 < h.slots <= MAX_SLOTS)
 
 
 def write_atomic(path: str, text: str, mode: int = 0o644) -> None:

@@ -19,11 +19,18 @@ Address (``Rules.address``):
   service); pods without hostname and subdomain are skipped.
 - ``name`` the pod name.
 
+Every served host passes ``check_host`` (``check_ip``/``check_dns_name``): an IPv4 literal
+in canonical form in mode ``ip`` (the pod IP itself is checked in every mode), an RFC 1123
+DNS name in modes ``dns``/``name``. A pod whose field fails is *skipped* with the reason
+``bad address in <field>: <value escaped> (<why>)``: whoever can patch a pod's status must
+not be able to put shell syntax, an option or a line break into horovodrun's ssh command.
+
 Order is stable: by creation time, then namespace, then name, so hosts that joined earlier
 keep their place when others join.
 """
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
@@ -38,6 +45,99 @@ WAIT_TERMINATING = "terminating"
 WAIT_NO_IP = "no pod IP"
 WAIT_NO_GROUP = "no group label"
 
+MAX_SLOTS = 1024  # slots per host served (discover-hosts refuses more, like a typo would deserve)
+# Host names: RFC 1123 labels; at most 253 characters in all.
+MAX_NAME = 253
+MAX_LABEL = 63
+_LABEL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
+_SHOWN = 80  # characters of a bad value quoted in a reason
+
+
+class BadHost(ValueError):
+    """A value that must not be served as a host; the message says why (no value in it)."""
+
+
+def escape(value: Any) -> str:
+    """A hostile value made safe for a log line or a reason: ``repr`` (control characters,
+    line breaks and non-printable code points escaped), cut to a readable length."""
+    if not isinstance(value, str):
+        return f"<{type(value).__name__}>"
+    if len(value) > _SHOWN:
+        return f"{value[:_SHOWN]!r}...({len(value)} chars)"
+    return repr(value)
+
+
+def check_ip(value: Any) -> str:
+    """An IP address literal -> its canonical text; ``BadHost`` otherwise.
+
+    IPv4 or IPv6 as ``ipaddress`` reads them (no leading zeros, no zone/scope ``%eth0``), not
+    unspecified, multicast or reserved (``0.0.0.0``, ``255.255.255.255``: nothing to ssh to).
+    """
+    if not isinstance(value, str) or not value:
+        raise BadHost("not an IP address")
+    if not value.isascii() or "%" in value:
+        raise BadHost("not an IP address literal (non-ASCII or scoped)")
+    try:
+        addr = ipaddress.ip_address(value)
+    except ValueError:
+        raise BadHost("not an IP address literal") from None
+    if addr.is_unspecified or addr.is_multicast or (addr.version == 4 and addr.is_reserved):
+        raise BadHost("unspecified, multicast or reserved address")
+    return str(addr)
+
+
+def check_dns_name(value: Any) -> str:
+    """An RFC 1123 host name (labels of letters, digits and inner ``-``, 1..63 characters,
+    253 in all, no trailing dot, a last label that is not all digits, so no resolver reads
+    it as a number) -> the name; ``BadHost`` otherwise."""
+    if not isinstance(value, str) or not value:
+        raise BadHost("empty name")
+    if len(value) > MAX_NAME:
+        raise BadHost(f"longer than {MAX_NAME} characters")
+    labels = value.split(".")
+    for label in labels:
+        if not label or len(label) > MAX_LABEL:
+            raise BadHost(f"empty label or label longer than {MAX_LABEL} characters")
+        if not _LABEL_CHARS.issuperset(label):
+            raise BadHost("characters other than letters, digits, '-' and '.'")
+        if label[0] == "-" or label[-1] == "-":
+            raise BadHost("a label starts or ends with '-'")
+    if labels[-1].isdigit():
+        raise BadHost("all-numeric last label (would read as an address)")
+    return value
+
+
+def check_host(value: Any, address: str = "ip") -> str:
+    """A value about to be served as a host in address mode ``address`` -> its canonical
+    form; ``BadHost`` otherwise. Mode ``ip``: an IPv4 literal (Horovod's ``host:slots`` has
+    no room for an IPv6 one); ``dns``/``name``: an RFC 1123 name."""
+    if address == "ip":
+        canonical = check_ip(value)
+        if ":" in canonical:
+            raise BadHost("IPv6 literal (Horovod's host:slots cannot carry it)")
+        return canonical
+    return check_dns_name(value)
+
+
+def servable(value: Any) -> bool:
+    """Whether ``value`` may be served or passed to a command as a host: an IPv4 literal in
+    canonical form or an RFC 1123 name (the check every consumer repeats)."""
+    try:
+        if check_ip(value) == value and ":" not in value:
+            return True
+    except BadHost:
+        pass
+    try:
+        check_dns_name(value)
+        return True
+    except BadHost:
+        return False
+
+
+def bad_address(field_name: str, value: Any, why: BadHost) -> str:
+    """The skip reason for a bad host value: the field, the value escaped, the cause."""
+    return f"bad address in {field_name}: {escape(value)} ({why})"
+
 
 @dataclass(frozen=True)
 class Rules:
@@ -49,8 +149,8 @@ class Rules:
     cluster_domain: str = "cluster.local"
 
     def __post_init__(self) -> None:
-        if not isinstance(self.default_slots, int) or self.default_slots < 1:
-            raise ValueError(f"default slots must be a positive integer, got {self.default_slots!r}")
+        if not isinstance(self.default_slots, int) or not 1 <= self.default_slots <= MAX_SLOTS:
+            raise ValueError(f"default slots must be an integer in 1..{MAX_SLOTS}, got {self.default_slots!r}")
         if self.address not in ADDRESS_MODES:
             raise ValueError(f"address must be one of {', '.join(ADDRESS_MODES)}, got {self.address!r}")
         if self.group_by is not None and not self.group_by:
@@ -84,6 +184,7 @@ class Skipped:
     pod: str
     uid: str
     reason: str
+    group: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -94,6 +195,7 @@ class Waiting:
     pod: str
     uid: str
     reason: str
+    group: str | None = field(default=None, compare=False)
 
 
 Verdict = Host | Skipped | Waiting
@@ -101,11 +203,13 @@ Verdict = Host | Skipped | Waiting
 
 @dataclass(frozen=True)
 class HostResult:
-    """``hosts`` in stable order, ``skipped`` pods with reasons, ``waiting`` counts by reason."""
+    """``hosts`` in stable order, ``skipped`` pods with reasons, ``waiting`` counts by reason,
+    ``groups``: every group label value a selected pod carries (hosts, skipped or waiting)."""
 
     hosts: tuple[Host, ...]
     skipped: tuple[Skipped, ...]
     waiting: Mapping[str, int]
+    groups: frozenset[str] = frozenset()
 
 
 def _get(d: Any, *keys: str) -> Any:
@@ -124,8 +228,8 @@ def parse_slots(value: Any) -> int:
     if not text.isdigit() or not text.isascii():
         raise ValueError(f"not a positive integer: {value!r}")
     n = int(text)
-    if n < 1 or n > 4096:
-        raise ValueError(f"out of range 1..4096: {value!r}")
+    if n < 1 or n > MAX_SLOTS:
+        raise ValueError(f"out of range 1..{MAX_SLOTS}: {value!r}")
     return n
 
 
@@ -141,7 +245,7 @@ def parse_gpu_quantity(value: Any) -> int:
 def _dns_name(pod: Mapping[str, Any], namespace: str, rules: Rules) -> str | None:
     hostname = _get(pod, "spec", "hostname")
     subdomain = _get(pod, "spec", "subdomain")
-    if not hostname or not subdomain:
+    if not hostname or not subdomain or not isinstance(hostname, str) or not isinstance(subdomain, str):
         return None
     return f"{hostname}.{subdomain}.{namespace}.svc.{rules.cluster_domain}"
 
@@ -154,11 +258,16 @@ def classify(pod: Mapping[str, Any], rules: Rules) -> Verdict:
     namespace = str(meta.get("namespace") or "")
     uid = str(meta.get("uid") or "")
     status = _get(pod, "status") or {}
+    group = None
+    if rules.group_by is not None:
+        labels = meta.get("labels")
+        value = labels.get(rules.group_by) if isinstance(labels, dict) else None
+        group = value if isinstance(value, str) and value else None
 
     if meta.get("deletionTimestamp"):
-        return Waiting(namespace, name, uid, WAIT_TERMINATING)
+        return Waiting(namespace, name, uid, WAIT_TERMINATING, group)
     if _get(status, "phase") != "Running":
-        return Waiting(namespace, name, uid, WAIT_NOT_RUNNING)
+        return Waiting(namespace, name, uid, WAIT_NOT_RUNNING, group)
     conditions = _get(status, "conditions")
     ready = False
     if isinstance(conditions, list):
@@ -166,17 +275,17 @@ def classify(pod: Mapping[str, Any], rules: Rules) -> Verdict:
             if isinstance(cond, dict) and cond.get("type") == "Ready":
                 ready = cond.get("status") == "True"
     if not ready:
-        return Waiting(namespace, name, uid, WAIT_NOT_READY)
-    ip = _get(status, "podIP")
-    if not ip or not isinstance(ip, str):
-        return Waiting(namespace, name, uid, WAIT_NO_IP)
+        return Waiting(namespace, name, uid, WAIT_NOT_READY, group)
+    raw_ip = _get(status, "podIP")
+    if not raw_ip:
+        return Waiting(namespace, name, uid, WAIT_NO_IP, group)
+    try:
+        ip = check_ip(raw_ip)
+    except BadHost as e:
+        return Skipped(namespace, name, uid, bad_address("status.podIP", raw_ip, e), group)
 
-    group = None
-    if rules.group_by is not None:
-        labels = meta.get("labels")
-        group = labels.get(rules.group_by) if isinstance(labels, dict) else None
-        if not group:
-            return Waiting(namespace, name, uid, WAIT_NO_GROUP)
+    if rules.group_by is not None and group is None:
+        return Waiting(namespace, name, uid, WAIT_NO_GROUP)
 
     annotations = meta.get("annotations")
     raw = annotations.get(SLOTS_ANNOTATION) if isinstance(annotations, dict) else None
@@ -184,7 +293,7 @@ def classify(pod: Mapping[str, Any], rules: Rules) -> Verdict:
         try:
             slots = parse_slots(raw)
         except ValueError as e:
-            return Skipped(namespace, name, uid, f"bad annotation {SLOTS_ANNOTATION}: {e}")
+            return Skipped(namespace, name, uid, f"bad annotation {SLOTS_ANNOTATION}: {e}", group)
     else:
         gpus = 0
         containers = _get(pod, "spec", "containers")
@@ -195,19 +304,25 @@ def classify(pod: Mapping[str, Any], rules: Rules) -> Verdict:
             try:
                 gpus += parse_gpu_quantity(limit)
             except ValueError as e:
-                return Skipped(namespace, name, uid, f"bad {GPU_RESOURCE} limit: {e}")
+                return Skipped(namespace, name, uid, f"bad {GPU_RESOURCE} limit: {e}", group)
         slots = gpus if gpus > 0 else rules.default_slots
+        if slots > MAX_SLOTS:
+            return Skipped(namespace, name, uid, f"bad {GPU_RESOURCE} limit: {slots} slots, more than {MAX_SLOTS}", group)
 
     if rules.address == "name":
-        host = name
+        host, where = name, "metadata.name"
     elif rules.address == "dns" or ":" in ip:
-        host = _dns_name(pod, namespace, rules)
+        host, where = _dns_name(pod, namespace, rules), "spec.hostname/spec.subdomain"
         if host is None:
             why = "IPv6 pod IP needs a DNS name" if rules.address == "ip" else "--address dns"
             return Skipped(namespace, name, uid,
-                           f"{why}: pod has no spec.hostname and spec.subdomain")
+                           f"{why}: pod has no spec.hostname and spec.subdomain", group)
     else:
-        host = ip
+        host, where = ip, "status.podIP"
+    try:
+        host = check_host(host, "ip" if where == "status.podIP" else "dns")
+    except BadHost as e:
+        return Skipped(namespace, name, uid, bad_address(where, host, e), group)
     return Host(created=str(meta.get("creationTimestamp") or ""), namespace=namespace, pod=name,
                 host=host, slots=slots, uid=uid, ip=ip, group=group)
 
@@ -221,7 +336,10 @@ def collect(verdicts: Iterable[Verdict]) -> HostResult:
     hosts: list[Host] = []
     skipped: list[Skipped] = []
     waiting: dict[str, int] = {}
+    groups: set[str] = set()
     for v in verdicts:
+        if v.group is not None:
+            groups.add(v.group)
         if isinstance(v, Host):
             hosts.append(v)
         elif isinstance(v, Skipped):
@@ -234,12 +352,12 @@ def collect(verdicts: Iterable[Verdict]) -> HostResult:
     for h in hosts:
         key = (h.group, h.host)
         if key in seen:
-            skipped.append(Skipped(h.namespace, h.pod, h.uid, f"duplicate host {h.host!r}"))
+            skipped.append(Skipped(h.namespace, h.pod, h.uid, f"duplicate host {h.host!r}", h.group))
             continue
         seen.add(key)
         unique.append(h)
     skipped.sort(key=lambda s: (s.namespace, s.pod))
-    return HostResult(tuple(unique), tuple(skipped), waiting)
+    return HostResult(tuple(unique), tuple(skipped), waiting, frozenset(groups))
 
 
 def pods_to_hosts(pods: Iterable[Mapping[str, Any]], rules: Rules = Rules()) -> HostResult:
@@ -248,5 +366,8 @@ def pods_to_hosts(pods: Iterable[Mapping[str, Any]], rules: Rules = Rules()) -> 
 
 
 def render_lines(hosts: Iterable[Host]) -> str:
-    """``host:slots`` lines, each ending in a newline; empty string for no hosts."""
-    return "".join(f"{h.host}:{h.slots}\n" for h in hosts)
+    """``host:slots`` lines, each ending in a newline; empty string for no hosts.
+
+    Checks each host again and leaves out one that fails (``classify`` reports those): nothing
+    renders a value that was not validated, whoever built the ``Host``."""
+    return "".join(f"{h.host}:{h.slots}\n" for h in hosts if servable(h.host) and 0 < h.slots <= MAX_SLOTS)

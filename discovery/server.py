@@ -3,9 +3,11 @@
 - ``GET /hosts[?group=G]``  ``host:slots`` lines (text). 503 until the first sync. With
   ``--group-by`` a ``group`` is required (400 without). Headers: ``X-Discovery-Age``
   (seconds the list may be out of date), ``X-Discovery-Stale`` (``0``/``1``),
-  ``X-Discovery-Generation``.
+  ``X-Discovery-Generation``; with a group, ``X-Discovery-Group``: ``known`` (some selected
+  pod has carried that label value, even if none is ready yet) or ``unknown`` (none ever did:
+  a typo, or the job's pods are not created yet); the body is empty in both cases.
 - ``GET /hosts.json[?group=G]``  hosts, skipped pods with reasons, waiting counts, pods
-  being prepared, resourceVersion, staleness, watch counters.
+  being prepared, resourceVersion, staleness, watch counters; ``group_known`` as above.
 - ``GET /healthz``  200 while the watch thread runs and has not given up.
 - ``GET /readyz``   200 once synced and not stale; 503 with the reason otherwise.
 - ``GET /metrics``  Prometheus text.
@@ -106,9 +108,12 @@ def make_app(svc: DiscoveryService, token: str | None = None) -> web.Application
             raise web.HTTPBadRequest(text=f"group required: /hosts?group=<{svc.rules.group_by} value>\n")
         return group
 
-    def headers() -> dict[str, str]:
-        return {"X-Discovery-Age": f"{svc.age():.3f}", "X-Discovery-Stale": "1" if svc.stale else "0",
-                "X-Discovery-Generation": str(svc.table.generation), "Cache-Control": "no-store"}
+    def headers(group: str | None = None) -> dict[str, str]:
+        h = {"X-Discovery-Age": f"{svc.age():.3f}", "X-Discovery-Stale": "1" if svc.stale else "0",
+             "X-Discovery-Generation": str(svc.table.generation), "Cache-Control": "no-store"}
+        if group is not None:
+            h["X-Discovery-Group"] = "known" if group in svc.known_groups else "unknown"
+        return h
 
     async def hosts(request: web.Request) -> web.Response:
         group = group_of(request)
@@ -116,7 +121,7 @@ def make_app(svc: DiscoveryService, token: str | None = None) -> web.Application
         if not table.synced:
             reason = svc.status.fatal or svc.status.last_error or "first list not done yet"
             return web.Response(status=503, text=f"not synced: {reason}\n", headers=headers())
-        return web.Response(body=table.body(group), content_type="text/plain", headers=headers())
+        return web.Response(body=table.body(group), content_type="text/plain", headers=headers(group))
 
     async def hosts_json(request: web.Request) -> web.Response:
         group = group_of(request)
@@ -126,6 +131,7 @@ def make_app(svc: DiscoveryService, token: str | None = None) -> web.Application
             "stale_after_seconds": svc.stale_after, "generation": table.generation,
             "resource_version": s.resource_version, "pods_seen": table.pods_seen,
             "group_by": svc.rules.group_by, "group": group,
+            "group_known": None if group is None else group in svc.known_groups,
             "hosts": [{"host": h.host, "slots": h.slots, "pod": h.pod, "namespace": h.namespace,
                        "uid": h.uid, "ip": h.ip, "group": h.group} for h in table.hosts_in(group)],
             "skipped": [{"pod": k.pod, "namespace": k.namespace, "uid": k.uid, "reason": k.reason}
@@ -137,7 +143,7 @@ def make_app(svc: DiscoveryService, token: str | None = None) -> web.Application
                       "fatal": s.fatal},
         }
         return web.Response(text=json.dumps(doc, indent=1) + "\n", content_type="application/json",
-                            headers=headers())
+                            headers=headers(group))
 
     async def healthz(request: web.Request) -> web.Response:
         if svc.status.fatal:

@@ -53,6 +53,7 @@ class DiscoveryService:
         self.admission: Admission | None = None
         self.table: HostTable = EMPTY
         self.hostfile_errors = 0
+        self.known_groups: set[str] = set()  # every group label value a selected pod ever carried
         self._loop: asyncio.AbstractEventLoop | None = None
         self._dirty: asyncio.Event | None = None
         self._published: asyncio.Condition | None = None
@@ -137,6 +138,7 @@ class DiscoveryService:
             return
         _, pods = self.cache.snapshot()
         result = self._builder.result(pods)
+        self.known_groups |= result.groups
         state = None
         if self.admission is not None:
             # forget an incarnation only when its pod is gone: a readiness flap keeps the uid

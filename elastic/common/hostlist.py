@@ -6,21 +6,26 @@ Pure functions, no I/O.  Accepted forms (one entry per item/line):
 * a hosts file: one ``name``, ``name:slots`` (what ``discover-hosts`` prints) or
   ``name slots=N`` (Horovod's hostfile) per line, ``#`` comments and blank lines ignored.
 
-A host name is an IPv4 address or a DNS name (letters, digits, ``-``, ``_``, ``.``) that does
-not start with ``-``: anything else (spaces, shell syntax, ``user@``, option-looking names,
-IPv6 literals, which Horovod's ``host:slots`` format cannot carry) raises ``ConfigError``
-naming the offending entry.
+A host name is an IPv4 address in canonical form (``ipaddress``) or an RFC 1123 name
+(labels of letters, digits, ``_`` and inner ``-``, at most 63 characters each and 253 in all, a
+last label that is not all digits): anything else (spaces, shell syntax, ``user@``,
+option-looking names, control characters, IPv6 literals, which Horovod's ``host:slots``
+format cannot carry) raises ``ConfigError`` naming the offending entry, escaped. Slots are
+ASCII digits in 1..1024. Lines are split on ``\n`` only, as Horovod splits them.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass
 
 from elastic.errors import ConfigError
 
-_NAME = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,252})")
+# RFC 1123 labels, plus "_" (found in /etc/hosts and ssh_config aliases; inert for a shell)
+_LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?", re.ASCII)
 _SLOTS_KW = re.compile(r"slots=(\S+)")
+MAX_SLOTS = 1024
 
 
 @dataclass(frozen=True)
@@ -32,25 +37,34 @@ class Host:
 
 
 def validate_host_name(name: str) -> str:
-    """Return ``name`` if it is a safe host name or IPv4 address, else raise ``ConfigError``."""
+    """Return ``name`` if it is an IPv4 address in canonical form or an RFC 1123 host name,
+    else raise ``ConfigError`` (the value escaped in the message)."""
     if not name:
         raise ConfigError("empty host name")
     if name.startswith("-"):
-        raise ConfigError(f"host name {name!r} looks like an option")
+        raise ConfigError(f"host name {name[:80]!r} looks like an option")
     if ":" in name:
-        raise ConfigError(f"host name {name!r}: IPv6 literals are not supported (use a DNS name)")
-    if not _NAME.fullmatch(name) or ".." in name or name.endswith("-"):
-        raise ConfigError(f"host name {name!r} contains characters that are not allowed in a host name")
+        raise ConfigError(f"host name {name[:80]!r}: IPv6 literals are not supported (use a DNS name)")
+    labels = name.split(".")
+    if len(name) > 253 or not all(_LABEL.fullmatch(label) for label in labels):
+        raise ConfigError(f"host name {name[:80]!r} contains characters that are not allowed in a host name")
+    if labels[-1].isdigit():  # an address: only the canonical dotted quad (no octal, no short forms)
+        try:
+            if str(ipaddress.IPv4Address(name)) != name:
+                raise ValueError(name)
+        except ValueError:
+            raise ConfigError(f"host name {name[:80]!r} is not an IPv4 address in canonical form") from None
     return name
 
 
 def _slots(text: str, entry: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise ConfigError(f"bad slots {text!r} in host entry {entry!r}") from None
+    if not (text.isascii() and text.isdigit()):
+        raise ConfigError(f"bad slots {text[:20]!r} in host entry {entry[:80]!r}")
+    value = int(text)
     if value < 1:
-        raise ConfigError(f"slots must be >= 1 in host entry {entry!r}")
+        raise ConfigError(f"slots must be >= 1 in host entry {entry[:80]!r}")
+    if value > MAX_SLOTS:
+        raise ConfigError(f"slots must be <= {MAX_SLOTS} in host entry {entry[:80]!r}")
     return value
 
 
@@ -92,7 +106,7 @@ def parse_host_list(text: str, default_slots: int = 1) -> list[Host]:
 def parse_hosts_file(text: str, default_slots: int = 1) -> list[Host]:
     """Parse a hosts file (``discover-hosts`` output or a Horovod hostfile); may be empty."""
     hosts = []
-    for line in text.splitlines():
+    for line in text.split("\n"):
         line = line.split("#", 1)[0].strip()
         if line:
             hosts.append(parse_entry(line, default_slots))

@@ -1,7 +1,11 @@
 """Prepare one host before the discovery daemon serves it (the daemon's ``--prepare-cmd``).
 
     python -m elastic.launch.prepare --identity FILE --ssh-dir DIR [--ssh-port P]
-                                  [--dataset SRC:DEST] HOST
+                                  [--dataset SRC:DEST] -- HOST
+
+HOST comes from a pod (the daemon appends ``-- HOST``): it must be an IPv4 address or an
+RFC 1123 name (``hostlist.validate_host_name``); anything else -- an option such as
+``--help``, shell syntax, a line break -- is refused with exit 2 before any step runs.
 
 1. ``ssh-bootstrap hosts --identity FILE --out DIR --port P --hosts HOST``: checks that HOST
    answers with the job's key, adds its host key to ``DIR/known_hosts`` -- the file the ssh
@@ -21,15 +25,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 
 from elastic.errors import ConfigError, ElasticError, SSHError, SyncError
 from elastic.common.cli import run_main
+from elastic.common.hostlist import validate_host_name
 from elastic.launch.tools import tool
-
-_HOST = re.compile(r"^[A-Za-z0-9_.:-]+$")
 
 
 def parse_dataset(value: str) -> tuple[str, str]:
@@ -72,9 +74,8 @@ def prepare(host: str, identity: str, ssh_dir: str, ssh_port: int | None, datase
             pod_uid: str | None = None) -> None:
     """Pin ``host``'s key (re-pinning it for a new ``pod_uid``) and sync the dataset to it;
     raises SSHError/SyncError/ConfigError."""
-    if not _HOST.match(host):
-        raise ConfigError(f"bad host {host!r}")
-    argv = [tool("ssh-bootstrap"), "hosts", "--identity", identity, "--out", ssh_dir, "--hosts", host]
+    validate_host_name(host)
+    argv = [tool("ssh-bootstrap"), "hosts", "--identity", identity, "--out", ssh_dir, f"--hosts={host}"]
     if ssh_port is not None:
         argv += ["--port", str(ssh_port)]
     if pod_uid:
@@ -82,7 +83,7 @@ def prepare(host: str, identity: str, ssh_dir: str, ssh_port: int | None, datase
     _run(argv, f"ssh-bootstrap hosts for {host}", SSHError)
     if dataset:
         src, dest = parse_dataset(dataset)
-        _run([tool("dataset-sync"), src, dest, "--host", host, "--ssh-config", f"{ssh_dir}/ssh_config"],
+        _run([tool("dataset-sync"), f"--host={host}", "--ssh-config", f"{ssh_dir}/ssh_config", "--", src, dest],
              f"dataset-sync to {host}", SyncError)
 
 
@@ -100,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
     def body() -> int:
+        validate_host_name(args.host)
         prepare(args.host, args.identity, args.ssh_dir, args.ssh_port, args.dataset,
                 os.environ.get("DISCOVERY_POD_UID") or None)
         print(f"prepared {args.host}", file=sys.stderr)

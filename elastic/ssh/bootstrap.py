@@ -40,7 +40,7 @@ from typing import Iterator
 
 from elastic.common.atomicfile import write_atomic
 from elastic.errors import ConfigError, SSHError
-from elastic.common.hostlist import Host, merge_hostfile, parse_hosts_file, render_hostfile
+from elastic.common.hostlist import Host, validate_host_name, merge_hostfile, parse_hosts_file, render_hostfile
 from elastic.ssh.known_hosts import KnownHosts, PinResult, host_key_name, mismatch_error, pin, repin
 from elastic.ssh.pin_owners import is_new_incarnation, parse_pin_owners, render_pin_owners
 from elastic.ssh.config import BootstrapDir, render_settings, render_ssh_config, render_ssh_wrapper
@@ -200,6 +200,8 @@ def bootstrap_hosts(hosts: list[Host], identity: str, out_dir: str | os.PathLike
     ``repin_uid`` names the pod incarnation of the single host given; ConfigError otherwise."""
     if not hosts:
         raise ConfigError("no hosts to bootstrap")
+    for h in hosts:  # again here: no caller's check is trusted (a host is pod-controlled)
+        validate_host_name(h.name)
     if not 0 < port < 65536:
         raise ConfigError(f"bad SSH port {port}")
     if repin_uid is not None and (len(hosts) != 1 or not repin_uid.strip()):

@@ -18,6 +18,7 @@ import shlex
 import subprocess
 from dataclasses import dataclass
 
+from elastic.common.hostlist import validate_host_name
 from elastic.errors import SSHError
 
 HOST_KEY_FAILURE = "Host key verification failed"
@@ -61,8 +62,9 @@ class SSHClient:
         return args
 
     def argv(self, host: str, script: str) -> list[str]:
-        """The argument vector that runs ``script`` with ``sh -c`` on ``host``."""
-        return self.base() + ["--", host, "sh -c " + shlex.quote(script)]
+        """The argument vector that runs ``script`` with ``sh -c`` on ``host`` (``ConfigError``
+        if ``host`` is not a valid host name: it may come from a pod)."""
+        return self.base() + ["--", validate_host_name(host), "sh -c " + shlex.quote(script)]
 
     def rsh(self) -> str:
         """The ``rsync -e`` value (rsync splits it on spaces and honours quotes)."""

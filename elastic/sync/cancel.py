@@ -1,7 +1,8 @@
 """Cancellation shared by every worker of one ``dataset-sync`` run.
 
 ``CancelToken.cancel()`` (safe from a signal handler) sets the flag, wakes every ``wait`` and
-terminates the subprocesses registered with ``track``.  Workers check ``cancelled`` between
+terminates the subprocesses registered with ``track`` (their whole process group, see
+``procs.tied_popen``).  Workers check ``cancelled`` between
 steps; retry backoff waits with ``wait`` so a cancelled run does not sleep.
 """
 
@@ -11,6 +12,8 @@ import subprocess
 import threading
 from contextlib import contextmanager
 from typing import Iterator
+
+from elastic.sync.procs import kill_group
 
 
 class CancelToken:
@@ -36,7 +39,7 @@ class CancelToken:
             procs = list(self._procs)
         for proc in procs:
             if proc.poll() is None:
-                proc.terminate()
+                kill_group(proc)
 
     @contextmanager
     def track(self, proc: subprocess.Popen) -> Iterator[subprocess.Popen]:
@@ -44,7 +47,7 @@ class CancelToken:
         with self._lock:
             self._procs.add(proc)
         if self.cancelled and proc.poll() is None:
-            proc.terminate()
+            kill_group(proc)
         try:
             yield proc
         finally:

@@ -5,6 +5,7 @@ Pure string builders and parsers; nothing here runs a command.  For ``DEST=/data
     /data/mnist                      -> .mnist.dataset-sync/v-<id>   (a relative symlink)
     /data/.mnist.dataset-sync/
         lock                         flock(1)ed by the sync working on this DEST (sync_lock)
+        writer                       held open (shared flock) by every remote rsync writing staging
         staging/                     the next version, being copied (kept for resume)
         v-<id>/                      a complete, verified version (+ .dataset-manifest.json)
 
@@ -12,6 +13,14 @@ A reader of DEST sees a complete version: the new one is built in ``staging``, v
 to ``v-<id>`` and published by renaming a fresh symlink over DEST (``rename(2)`` is atomic).
 The previous version is kept (readers that resolved it keep working) and older ones removed.
 An interrupted sync leaves DEST untouched and ``staging`` half-filled; the next run reuses it.
+
+No stale writer: a remote rsync runs as a *registered writer* (``writer_rsync_path``: it
+holds ``<state>/writer`` open with a shared ``flock`` for as long as it or its children
+live). A sync that died (``kill -9``, lost connection) may leave one behind, still writing
+into ``staging``. The probe -- run while this run holds the DEST lock, so no live run has a
+writer -- kills every process holding ``writer`` open and waits for the exclusive lock on it
+(``error=`` if one survives), before anything reads or changes ``staging``; so a copy is
+published only when no one else can write into it.
 
 The scripts are POSIX sh using GNU coreutils/findutils/sed (``readlink``, ``mv -T``, ``ln -sfn``,
 ``find -printf``, ``sha256sum -z``, ``sort -z``, ``sed -z``).  Every path in them was checked by ``sync_safety`` and is
@@ -30,6 +39,8 @@ from elastic.errors import SyncError
 from elastic.sync.manifest import MANIFEST_NAME
 
 STATE_SUFFIX = ".dataset-sync"
+WRITER_NAME = "writer"
+STALE_WRITER_WAIT = 30  # seconds for killed stale writers to be gone
 
 
 @dataclass(frozen=True)
@@ -65,6 +76,36 @@ class Layout:
 
     def version_dir(self, version: str) -> str:
         return posixpath.join(self.state, version)
+
+    @property
+    def writer(self) -> str:
+        return posixpath.join(self.state, WRITER_NAME)
+
+
+def writer_rsync_path(layout: Layout, remote_rsync: str) -> str:
+    """rsync's ``--rsync-path``: the remote rsync, holding ``<state>/writer`` open with a
+    shared ``flock`` (fd 8, inherited by the rsync processes) while it runs."""
+    w = shlex.quote(layout.writer)
+    return f"exec 8>>{w} && flock -s 8 && exec {remote_rsync}"
+
+
+def end_stale_writers_script(layout: Layout) -> str:
+    """Shell lines (part of the probe) that kill every process holding ``<state>/writer``
+    open -- rsyncs of a sync that is gone -- and wait until the exclusive lock on it is free;
+    ``error=...`` and exit when a writer survives ``STALE_WRITER_WAIT`` seconds."""
+    q = shlex.quote
+    return f"""
+writer={q(layout.writer)}
+if [ -e "$writer" ]; then
+  for fd in $(find /proc/[0-9]*/fd -lname "$writer" 2>/dev/null); do
+    pid=${{fd#/proc/}}; pid=${{pid%%/*}}
+    [ "$pid" != "$$" ] && kill -9 "$pid" 2>/dev/null
+  done
+  exec 7>>"$writer" || {{ echo "error=cannot open $writer"; exit 0; }}
+  flock -x -w {STALE_WRITER_WAIT} 7 || {{ echo "error=a stale rsync still writes into $state/staging"; exit 0; }}
+  exec 7>&-
+fi
+"""
 
 
 def new_version_name(digest: str, now: float | None = None) -> str:
@@ -107,6 +148,8 @@ elif [ -e "$dest" ]; then
 else
   echo current=
 fi
+command -v flock >/dev/null 2>&1 || {{ echo "error=the host has no flock (util-linux)"; exit 0; }}
+{end_stale_writers_script(layout)}
 mkdir -p -- "$state/staging" || {{ echo "error=cannot create $state/staging"; exit 0; }}
 if command -v {q(remote_rsync)} >/dev/null 2>&1; then echo rsync=yes; else echo rsync=no; fi
 for tool in sha256sum find xargs readlink sort sed cut; do

@@ -22,7 +22,8 @@ from elastic.errors import SyncError
 from elastic.sync.manifest import MANIFEST_NAME
 from elastic.ssh.exec import HOST_KEY_FAILURE, ssh_failure
 from elastic.sync.cancel import CancelToken
-from elastic.sync.remote import Layout
+from elastic.sync.procs import tied_popen
+from elastic.sync.remote import Layout, writer_rsync_path
 
 _PROGRESS = re.compile(r"^\s*([\d,]+)\s+\d+%.*?(?:\(xfr#(\d+), (?:to|ir)-chk=(\d+)/(\d+)\))?\s*$")
 _STATS = {
@@ -55,10 +56,13 @@ class RsyncStats:
 
 def rsync_argv(src: str, host: str, layout: Layout, current: str, rsh: str, *, remote_rsync: str = "rsync",
                bwlimit_kbps: int | None = None, checksum: bool = False, io_timeout: int = 120) -> list[str]:
-    """The rsync command copying the local directory ``src`` into ``host``'s staging dir."""
+    """The rsync command copying the local directory ``src`` into ``host``'s staging dir.
+
+    The remote rsync is a *registered writer* (``remote.writer_rsync_path``): it holds
+    ``<state>/writer`` open, so the next run can find and end it if this one dies."""
     argv = ["rsync", "-rlpt", "--delete", "--safe-links", f"--exclude=/{MANIFEST_NAME}",
             "--no-inc-recursive", "--info=progress2,stats2", "--no-h", f"--timeout={io_timeout}",
-            "-e", rsh, f"--rsync-path={remote_rsync}"]
+            "-e", rsh, f"--rsync-path={writer_rsync_path(layout, remote_rsync)}"]
     if current:
         argv.append(f"--link-dest=../{current}")
     if checksum:
@@ -108,7 +112,7 @@ def run_rsync(argv: list[str], host: str, on_progress: Callable[[RsyncProgress],
     ``SSHError`` when ssh could not connect, ``Interrupted`` when ``cancel`` was cancelled."""
     with tempfile.TemporaryFile() as errors:
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors)
+            proc = tied_popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors)
         except OSError as exc:
             raise SyncError(f"cannot run rsync: {exc.strerror}") from exc
         output = []

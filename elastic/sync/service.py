@@ -43,7 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 from elastic.errors import ConfigError, SSHError, SyncError
-from elastic.common.hostlist import Host
+from elastic.common.hostlist import Host, validate_host_name
 from elastic.sync.manifest import (Manifest, build_manifest, cache_path, compare, listing_digest, load_cache, parse_listing,
                               quick_digest, save_cache)
 from elastic.ssh.exec import HostKeyUnverified, SSHClient
@@ -331,7 +331,7 @@ def sync_dataset(src: str, dest: str, hosts: list[Host], options: SyncOptions | 
     cancel = cancel or CancelToken()
     if not hosts:
         raise ConfigError("no hosts to sync to")
-    names = [h.name for h in hosts]
+    names = [validate_host_name(h.name) for h in hosts]  # again: no caller's check is trusted
     if len(set(names)) != len(names):
         raise ConfigError(f"a host is listed twice: {', '.join(sorted({n for n in names if names.count(n) > 1}))}")
     started = time.monotonic()

@@ -15,7 +15,9 @@ from tests.discovery.podspec import pod
 
 SCRIPT = r"""
 import os, sys, time
-host, log = sys.argv[2], sys.argv[1]
+log, sep, host = sys.argv[1:]  # the daemon appends "--" and the host
+if sep != "--":
+    sys.exit("no -- before the host")
 with open(log, "a") as f:
     f.write(f"start {host}\n")
 n = sum(1 for line in open(log) if line == f"start {host}\n")
@@ -93,3 +95,23 @@ def test_missing_command_fails_with_reason(tmp_path: Path) -> None:
 def test_bad_command_is_a_config_error(cmd: str, msg: str) -> None:
     with pytest.raises(ConfigError, match=msg):
         PrepareSettings.parse(cmd)
+
+
+def test_a_host_that_is_not_servable_is_never_passed_to_the_command(tmp_path: Path) -> None:
+    """Even a ``Host`` built past ``classify`` (no path trusts another's check) never reaches
+    the command: the prepare step fails with the value escaped, and nothing runs."""
+    from discovery.hosts import Host
+    script = tmp_path / "prep.py"
+    script.write_text(SCRIPT)
+    log = tmp_path / "log"
+    settings = PrepareSettings.parse(f"{sys.executable} {script} {log}", retries=0)
+    bad = Host(created="", namespace="default", pod="evil", host="--help", slots=1, uid="u1", ip="--help")
+
+    async def scenario() -> str:
+        adm = Admission(settings, lambda: None)
+        state = (await _settle(adm, [bad]))["--help"]
+        await adm.aclose()
+        return state
+    state = asyncio.run(scenario())
+    assert state.startswith("prepare failed") and "refused to prepare a bad host '--help'" in state
+    assert not log.exists()

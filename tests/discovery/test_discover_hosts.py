@@ -40,11 +40,37 @@ def test_bad_url_is_a_usage_error(url: str) -> None:
         split_url(url)
 
 
-@pytest.mark.parametrize("body", [b"10.0.0.1:1\n10.0.0.2", b"10.0.0.1\n", b"fd00::1:2\n", b"h:0\n",
-                                  b"h:x\n", b":1\n", b"\xff:1\n"])
-def test_partial_or_malformed_answers_are_refused(body: bytes) -> None:
+@pytest.mark.parametrize("body", [b"10.0.0.1:1\n10.0.0.2", b"10.0.0.1:1", b"\xff:1\n"])
+def test_partial_answers_are_refused(body: bytes) -> None:
     with pytest.raises(Failure):
         validate(body, "test")
+
+
+@pytest.mark.parametrize("line", [
+    b"10.0.0.1", b"fd00::1:2", b"h:0", b"h:x", b":1", b"h:1025", b"h:99999999999999999999",
+    b"h:\xc2\xb2", b"h:\xd9\xa1", b"h:+1", b"h: 1", b"h:1 ", b"h:1_0", b"10.0.0.9\r:1",
+    b"10.0.0.9:1\r", b"a\x0bb:1", b"a\xe2\x80\xa8b:1", b"a\x00b:1", b"a\x1cb:1", b"-oProxyCommand=x:1",
+    b"$(id):1", b"a b:1", b"010.0.0.1:1", b"0.0.0.0:1", b"x" * 300 + b":1", b"h:1:1",
+])
+def test_a_bad_line_is_left_out_and_reported_the_rest_served(line: bytes) -> None:
+    """Issue 13: one bad pod must not make every poll fail (horovodrun would never scale again)."""
+    warnings: list[str] = []
+    out = validate(b"10.0.0.1:2\n" + line + b"\nworker-3.example:4\n", "daemon", warnings)
+    assert out == b"10.0.0.1:2\nworker-3.example:4\n"
+    assert len(warnings) == 1 and "left out a malformed line" in warnings[0]
+    assert warnings[0].isprintable()
+
+
+def test_many_bad_lines_are_counted_not_listed() -> None:
+    warnings: list[str] = []
+    out = validate(b"".join(b"bad host %d:1\n" % i for i in range(50)) + b"10.0.0.1:1\n", "d", warnings)
+    assert out == b"10.0.0.1:1\n" and len(warnings) == 6 and "45 more" in warnings[-1]
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-1", "0", "1e309"])
+def test_non_finite_or_non_positive_durations_are_usage_errors(value: str) -> None:
+    with pytest.raises(UsageError, match="finite"):
+        parse_args(["--timeout", value])
 
 
 def test_flags_beat_environment_beat_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -213,3 +239,140 @@ def test_api_fallback_with_client_certificate_data_leaves_no_key_files(cluster, 
     # the decoded certificate and key were written for the TLS context and removed at once,
     # on success and on failure alike
     assert list(scratch.iterdir()) == []
+
+
+# -- hostile daemons (issue 13) ---------------------------------------------------------------
+class FakeDaemon:
+    """A loopback socket server answering every connection with ``answer(conn)`` in a thread."""
+
+    def __init__(self, answer) -> None:  # type: ignore[no-untyped-def]
+        import socket
+        import threading
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.answer = answer
+        self.sent = 0
+        self.finished = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        try:
+            conn, _ = self.sock.accept()
+        except OSError:
+            return
+        with conn:
+            conn.recv(65536)
+            try:
+                self.answer(self, conn)
+            except OSError:
+                pass
+        self.finished.set()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_timeout_bounds_the_whole_exchange_with_a_dripping_daemon() -> None:
+    """A daemon that sends one byte a second used to keep discover-hosts waiting for as long
+    as it liked (the timeout was per read): the whole call now ends at --timeout."""
+    body = b"10.0.0.1:1\n" * 6
+    reply = b"HTTP/1.0 200 OK\r\nX-Discovery-Age: 0\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    stop = __import__("threading").Event()
+
+    def drip(fake, conn) -> None:  # type: ignore[no-untyped-def]
+        for i in range(len(reply)):
+            if stop.is_set():
+                return
+            conn.sendall(reply[i:i + 1])
+            fake.sent += 1
+            stop.wait(0.5)
+
+    fake = FakeDaemon(drip)
+    try:
+        r = run("--url", fake.url, "--timeout", "2")
+        assert r.returncode == 1 and r.stdout == ""
+        assert "no complete answer within --timeout 2s" in r.stderr
+        assert fake.sent < len(reply) and not fake.finished.is_set()  # it stopped waiting, not the daemon
+    finally:
+        stop.set()
+        fake.close()
+
+
+@pytest.mark.parametrize("age", ["-inf", "-1", "nan", "inf"])
+def test_an_age_that_is_not_a_finite_non_negative_number_is_not_trusted(age: str) -> None:
+    body = b"10.0.0.1:1\n"
+
+    def answer(fake, conn) -> None:  # type: ignore[no-untyped-def]
+        conn.sendall(b"HTTP/1.0 200 OK\r\nX-Discovery-Age: %s\r\nContent-Length: %d\r\n\r\n%s"
+                     % (age.encode(), len(body), body))
+
+    fake = FakeDaemon(answer)
+    try:
+        r = run("--url", fake.url)
+        assert r.returncode == 1 and r.stdout == "" and "list is stale" in r.stderr
+    finally:
+        fake.close()
+
+
+def test_a_bad_line_from_the_daemon_does_not_stop_the_job_from_scaling() -> None:
+    body = b"10.0.0.1:1\n10.0.0.2\r:1\n10.0.0.3:1\n"
+
+    def answer(fake, conn) -> None:  # type: ignore[no-untyped-def]
+        conn.sendall(b"HTTP/1.0 200 OK\r\nX-Discovery-Age: 0\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+
+    fake = FakeDaemon(answer)
+    try:
+        r = run("--url", fake.url)
+        assert (r.returncode, r.stdout) == (0, "10.0.0.1:1\n10.0.0.3:1\n")
+        assert r.stderr.startswith("warning: ") and "'10.0.0.2\\r:1'" in r.stderr
+    finally:
+        fake.close()
+
+
+def test_an_unknown_group_is_told_apart_from_a_known_group_with_no_ready_host(cluster, daemon) -> None:
+    cluster.create_pod("pending-a", labels={"app": "elastic-horovod", "role": "worker", "job": "a"},
+                       node_name="elsewhere")  # never runs: the group is known, its host list empty
+    fake_pod(cluster, "ready-b", "10.9.0.2", labels={"app": "elastic-horovod", "role": "worker", "job": "b"})
+    d = daemon(cluster, "--group-by", "job")
+    d.wait_hosts(["10.9.0.2:1"], group="b")
+    status, headers, body = d.get("/hosts?group=a")
+    assert (status, body, headers["x-discovery-group"]) == (200, "", "known")
+    status, headers, body = d.get("/hosts?group=typo")
+    assert (status, body, headers["x-discovery-group"]) == (200, "", "unknown")
+    assert d.json("/hosts.json?group=typo")["group_known"] is False
+    assert d.json("/hosts.json?group=a")["group_known"] is True
+    r = run("--group", "a", env={"DISCOVERY_URL": d.url})
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+    r = run("--group", "typo", env={"DISCOVERY_URL": d.url})
+    assert (r.returncode, r.stdout) == (0, "")  # pods still pending must not fail the job
+    assert r.stderr.startswith("warning: ") and "no pod has ever carried group 'typo'" in r.stderr
+
+
+def test_daemon_closes_idle_and_half_sent_connections_and_caps_them(cluster, daemon) -> None:
+    import socket
+    fake_pod(cluster, "w-1", "10.9.0.1")
+    d = daemon(cluster)
+    d.wait_hosts(["10.9.0.1:1"])
+    host, port = d.url[7:].rsplit(":", 1)
+    idle = [socket.create_connection((host, int(port)), timeout=60) for _ in range(5)]
+    half = [socket.create_connection((host, int(port)), timeout=60) for _ in range(5)]
+    for s in half:
+        s.sendall(b"GET /hosts HTTP/1.1\r\nHost: x\r\nX-Slow: ")  # never finished
+    extra = [socket.create_connection((host, int(port)), timeout=60) for _ in range(300)]
+    try:
+        def closed(s: socket.socket) -> bool:
+            s.settimeout(0.01)
+            try:
+                return s.recv(1) == b""
+            except socket.timeout:
+                return False
+            except OSError:
+                return True
+        # past the cap (256) connections are closed at once; the rest once they wait > 5 s
+        wait_for_all = lambda: all(closed(s) for s in idle + half + extra)  # noqa: E731
+        d.wait_for(wait_for_all, 60, "every idle or half-sent connection closed by the daemon")
+        assert d.hosts() == ["10.9.0.1:1"]  # still serving
+    finally:
+        for s in idle + half + extra:
+            s.close()

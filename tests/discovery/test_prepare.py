@@ -1,4 +1,4 @@
-"""``--prepare-cmd``: a host is served only after ``CMD HOST`` exits 0, once per pod uid."""
+"""``--prepare-cmd``: a host is served only after ``CMD -- HOST`` exits 0, once per pod uid."""
 from __future__ import annotations
 
 import sys
@@ -8,7 +8,9 @@ from tests.discovery.conftest import fake_pod
 
 PREPARE = r"""
 import os, sys, time
-logdir, host = sys.argv[1], sys.argv[2]
+logdir, sep, host = sys.argv[1:]  # the daemon appends "--" and the host
+if sep != "--":
+    sys.exit("no -- before the host: " + repr(sys.argv))
 with open(os.path.join(logdir, "runs"), "a") as f:
     f.write(host + "\n")
 if host.endswith(".66"):
@@ -63,7 +65,9 @@ def test_host_served_only_after_prepare_succeeds_once_per_uid(cluster, daemon, t
 
 ENV_PREPARE = r"""
 import json, os, sys
-out, host = sys.argv[1], sys.argv[2]
+out, sep, host = sys.argv[1:]
+if sep != "--":
+    sys.exit("no -- before the host: " + repr(sys.argv))
 names = ("DISCOVERY_POD_UID", "DISCOVERY_POD_NAME", "DISCOVERY_POD_NAMESPACE")
 with open(out, "a") as f:
     f.write(json.dumps({"host": host, **{n: os.environ.get(n) for n in names}}) + "\n")

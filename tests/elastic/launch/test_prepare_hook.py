@@ -22,8 +22,8 @@ def test_a_pod_that_joins_later_is_served_only_once_its_data_is_there(cluster, t
     # The hook pins the new pod's host key, then syncs to it (slowed to 2 MiB/s so that the
     # window between "pod Ready" and "data complete" is seconds long).
     hook = (f"{tool('ssh-bootstrap')} hosts --identity {cluster.identity} --out {ssh_dir} --port {cluster.ssh_port}"
-            f" --hosts \"$0\" >/dev/null && exec {tool('dataset-sync')} {src} /data/ds"
-            f" --ssh-config {ssh_dir}/ssh_config --bwlimit 2048 --host \"$0\"")
+            f" --hosts=\"$1\" >/dev/null && exec {tool('dataset-sync')} {src} /data/ds"
+            f" --ssh-config {ssh_dir}/ssh_config --bwlimit 2048 --host=\"$1\"")
     sock = tmp_path / "discovery.sock"
     log = open(tmp_path / "daemon.log", "w")
     env = private_cache(tmp_path, dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"))

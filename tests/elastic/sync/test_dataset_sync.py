@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 import subprocess
 from pathlib import Path
 
@@ -250,3 +251,48 @@ def test_two_concurrent_syncs_to_one_dest_take_turns_on_the_host_lock(sync_clust
     assert not (state / "staging").exists()
     with open(state / "lock", "rb") as handle:  # nobody holds the lock any more
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def _rsyncs_into(staging_path: str) -> str:
+    """Local rsync processes (any parent) whose command line names ``staging_path``."""
+    return subprocess.run(["pgrep", "-af", f"rsync .*{staging_path}"], capture_output=True, text=True).stdout
+
+
+def test_kill_9_mid_copy_leaves_no_writer_and_a_later_sync_stays_true_to_its_manifest(
+        sync_cluster, pod_ips, ssh_dir, tmp_path):
+    """Issue 13: ``kill -9`` of dataset-sync alone (not its process group) while rsync copies;
+    the orphaned transfer must not outlive it, locally or on the host, and a new sync of other
+    data publishes a copy that still matches its manifest 30 s later."""
+    host = pod_ips["worker-1"]
+    big = make_dataset(tmp_path / "big", small=10, big_mib=1)
+    for i in range(40):  # 40 MiB at 1 MiB/s: the copy outlasts the whole test if nothing stops it
+        (big / f"part{i:02d}.bin").write_bytes(os.urandom(2**20))
+    killed = subprocess.Popen([tool("dataset-sync"), str(big), "/data/orphan", "--host", host, "--ssh-config",
+                               str(ssh_dir / "ssh_config"), "--bwlimit", "1024"],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env=private_cache(tmp_path))
+    staging = sync_cluster.pod_data_dir("worker-1") / ".orphan.dataset-sync" / "staging"
+    try:
+        wait_for(lambda: len(list(staging.glob("part*.bin"))) >= 2, timeout=90, what="the copy under way")
+    finally:
+        killed.kill()  # SIGKILL to dataset-sync only, as the OOM killer or `kill -9 PID` would
+        killed.wait(timeout=30)
+    wait_for(lambda: _rsyncs_into(f"{host}:/data/.orphan") == "", timeout=30,
+             what="no local rsync left behind by the killed sync")
+
+    small = make_dataset(tmp_path / "small", small=12, big_mib=1)
+    proc, report = sync(ssh_dir, small, "/data/orphan", "--host", host)
+    assert proc.returncode == 0, proc.stderr
+    assert report["ok"]
+    assert_host_has(sync_cluster, "worker-1", "/data/orphan", small)
+    # The observation window is the point: an orphaned writer (local or remote) would keep
+    # adding the big dataset's files to the published copy during these 30 seconds.
+    published = sync_cluster.pod_data_dir("worker-1") / sync_cluster.ssh(
+        "worker-1", "readlink /data/orphan").stdout.strip()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        assert not list(published.glob("part*")) and not list(published.glob(".part*")), "a stale writer wrote"
+        time.sleep(1)
+    assert_host_has(sync_cluster, "worker-1", "/data/orphan", small)
+    remote = sync_cluster.ssh("worker-1", "pgrep -af 'rsync --server' || true")
+    assert ".orphan" not in remote.stdout and "orphan" not in remote.stdout
