@@ -1,15 +1,22 @@
-"""What both commands share around the loop: parse, build the task, train, and turn our
-errors into one line."""
+"""What both commands share around the loop: parse, build the task, train, and turn every
+failure into one line and an exit code.
+
+The contract: 0 when training is done; 2 for bad input or usage (``InputError``: a bad flag,
+a missing or malformed dataset); 1 for a runtime failure (any other error, ours or not);
+128 + N when ended by signal N (SIGTERM: 143, from ``training.signals``; Ctrl-C: 130).
+Each failure is one line ``error: <cause>`` on stderr; ``TRAINING_TRACEBACK=1`` adds the
+traceback of an unexpected error before it."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import traceback
 from typing import Callable
 
 from training import options
-from training.errors import TrainingError
-
-EXIT_ERROR = 2
+from training.errors import EXIT_FAILURE, TrainingError
 
 
 def one_line(exc: BaseException) -> str:
@@ -23,22 +30,29 @@ def one_line(exc: BaseException) -> str:
     return last[len(prefix):] if last.startswith(prefix) else last
 
 
-def guarded(body: Callable[[], int]) -> int:
-    """Run ``body``; a ``TrainingError`` becomes ``error: <message>`` on stderr and exit 2.
+def fail(message: str, code: int) -> int:
+    """Write ``error: <message>`` on stderr; return ``code``."""
+    sys.stderr.write(f"error: {message}\n")
+    sys.stderr.flush()
+    return code
 
-    ``--help`` (argparse's ``SystemExit``) returns its code instead of raising.
-    """
+
+def guarded(body: Callable[[], int]) -> int:
+    """Run ``body`` and return its exit code; a ``TrainingError`` becomes its ``exit_code``
+    (2 for bad input, 1 otherwise), any other exception 1, Ctrl-C 130, each with one line
+    ``error: ...`` on stderr. ``--help`` (argparse's ``SystemExit``) returns its code."""
     try:
         return body()
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 0
     except TrainingError as exc:
-        sys.stderr.write(f"error: {one_line(exc)}\n")
-        sys.stderr.flush()
-        return EXIT_ERROR
+        return fail(one_line(exc), exc.exit_code)
     except KeyboardInterrupt:
-        sys.stderr.write("error: interrupted\n")
-        return 130
+        return fail("interrupted", 128 + signal.SIGINT)
+    except Exception as exc:  # a runtime failure we did not foresee: still one line, exit 1
+        if os.environ.get("TRAINING_TRACEBACK") == "1":
+            traceback.print_exc()
+        return fail(f"{type(exc).__name__}: {one_line(exc)}", EXIT_FAILURE)
 
 
 def train_command(argv: list[str] | None, defaults: options.Defaults, make_task: Callable) -> int:

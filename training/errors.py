@@ -1,27 +1,42 @@
-"""The training package's error tree.
+"""The training package's error tree and what each error means for the exit code.
 
-    TrainingError              base: the command prints ``error: <message>`` and exits 2
-    +-- ConfigError            a bad flag or environment value
-    +-- DatasetError           a missing or malformed dataset (names the path and what is wrong)
-    +-- CheckpointError        a checkpoint that cannot be read or written
+    TrainingError              root: the command prints ``error: <message>`` (one line)
+    +-- InputError             bad input or usage: exit 2 (argparse's convention)
+    |   +-- ConfigError        a bad flag or environment value
+    |   +-- DatasetError       a missing or malformed dataset (names the path and what is wrong)
+    +-- CheckpointError        a checkpoint that cannot be read or written: exit 1
 
-Library errors (OSError, torch/PIL errors) are wrapped at the edge with ``raise ... from``.
+Every other failure while training is a runtime failure, exit 1; a worker ended by signal N
+exits 128 + N (SIGTERM: 143, see ``training.signals``). Library errors (OSError, torch/PIL
+errors) are wrapped at the edge with ``raise ... from``.
 """
 
 from __future__ import annotations
 
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
 
 class TrainingError(Exception):
-    """Base of every error this package raises on purpose."""
+    """Root of every error this package raises on purpose; a runtime failure (exit 1)."""
+
+    exit_code = EXIT_FAILURE
 
 
-class ConfigError(TrainingError):
+class InputError(TrainingError):
+    """Bad input or usage (exit 2)."""
+
+    exit_code = EXIT_USAGE
+
+
+class ConfigError(InputError):
     """A flag or environment value is invalid."""
 
 
-class DatasetError(TrainingError):
+class DatasetError(InputError):
     """The dataset is missing or malformed; the message names the file or directory."""
 
 
 class CheckpointError(TrainingError):
-    """A checkpoint cannot be read or written."""
+    """A checkpoint cannot be read or written (a runtime failure, exit 1)."""

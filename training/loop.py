@@ -17,12 +17,21 @@ Elastic contract, per step of an epoch:
 - every ``--commit-every`` steps: the epoch's loss/accuracy sums are allreduced into the
   state, the state is saved, the trace is written, then hosts updates are checked (which
   may raise ``HostsUpdatedInterrupt`` and re-enter with the new world);
+- every ``--host-check-every`` steps between commits: host updates and pending SIGTERMs are
+  checked (two tiny collectives); either one commits first, so nothing trained is lost;
 - a lost worker raises ``HorovodInternalError`` in the others: they restore the last
   commit, re-plan the epoch's remaining samples and go on.
 
-At an epoch's end: floating buffers (BatchNorm statistics) are averaged over the ranks,
+Samples/s are timed over the training steps (commits included) only, in total and per
+worker (per GPU). At an epoch's end: floating buffers (BatchNorm statistics) are averaged over the ranks,
 validation accuracy is computed on a sharded validation split, and rank 0 writes the
 epoch metrics record and a checkpoint.
+
+GPU path (CUDA, or ``--debug-gpu-path`` on the CPU, where only the device differs): mixed
+precision of ``--amp-dtype`` (fp16 with a gradient scaler whose state is part of the elastic
+state from the start, bf16 without), channels_last for models that want it (made safe for
+Horovod by ``training.layout``), ``cudnn.benchmark``, persistent loading processes started by
+forkserver (``training.loaders``). The elastic state is a ``training.state.TrainingState``.
 """
 
 from __future__ import annotations
@@ -35,11 +44,13 @@ from typing import Callable
 
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader, Dataset, Subset
+from torch.utils.data import DataLoader, Dataset
 
-from training import checkpoint, cpus, metrics
+from training import checkpoint, cpus, loaders, metrics
 from training.errors import CheckpointError
+from training.layout import LayoutCompression
 from training.schedule import learning_rate
+from training.seeding import stream_seed
 from training.signals import EXIT_TERM, StopFlags, leave
 from training.trace import Tracer, params_checksum
 
@@ -60,6 +71,24 @@ def use_cuda(args) -> bool:
     return torch.cuda.is_available() and not args.no_cuda
 
 
+def gpu_path(args) -> bool:
+    """Take the GPU code path: on CUDA, or on the CPU with ``--debug-gpu-path``."""
+    return use_cuda(args) or bool(args.debug_gpu_path)
+
+
+AMP_TYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def param_groups(model: torch.nn.Module, weight_decay: float, norm_weight_decay: float) -> list:
+    """Optimizer groups: weights (2-D and up) with ``weight_decay``, every 1-D parameter
+    (normalisation weights, biases) with ``norm_weight_decay``; empty groups left out."""
+    decay = [p for p in model.parameters() if p.ndim > 1]
+    other = [p for p in model.parameters() if p.ndim <= 1]
+    groups = [{"params": decay, "weight_decay": weight_decay},
+              {"params": other, "weight_decay": norm_weight_decay}]
+    return [g for g in groups if g["params"]]
+
+
 def log(msg: str) -> None:
     """One line on stderr."""
     sys.stderr.write(f"training: {msg}\n")
@@ -72,11 +101,15 @@ class Trainer:
     def __init__(self, task: Task, args, hvd, flags: StopFlags):
         self.task, self.args, self.hvd, self.flags = task, args, hvd, flags
         self.cuda = use_cuda(args)
+        self.gpu_path = gpu_path(args)
         self.device = torch.device("cuda", hvd.local_rank()) if self.cuda else torch.device("cpu")
-        self.amp = self.cuda and not args.no_amp
-        self.channels_last = self.cuda and task.channels_last
-        workers = args.workers if args.workers is not None else (4 if self.cuda else 0)
-        self.loader_kwargs = {"num_workers": workers, "pin_memory": self.cuda}
+        self.amp = self.gpu_path and not args.no_amp
+        self.amp_dtype = AMP_TYPES[args.amp_dtype]
+        self.channels_last = self.gpu_path and task.channels_last
+        self.workers = args.workers if args.workers is not None else loaders.default_workers(
+            self.gpu_path, hvd.local_size(), cpus.usable_cpus(), cpus.cgroup_cpu_limit())
+        self._train_loader = self._val_loader = None  # started at first use, then kept
+        self._tick: float | None = None  # start of the training time not yet committed
         self.writer = metrics.MetricsWriter(args.metrics_file)
         self.tracer = Tracer(args.trace_dir)
         self.n = len(task.train_set)
@@ -89,28 +122,32 @@ class Trainer:
     def build(self):
         """Model, wrapped optimizer, grad scaler and sampler, resumed from a checkpoint."""
         from training.sampler import StepSampler
+        from training.state import TrainingState
 
         hvd, args = self.hvd, self.args
         torch.manual_seed(args.seed)
         model = self.task.build_model().to(self.device)
         if self.channels_last:
             model = model.to(memory_format=torch.channels_last)
-        opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
-                              weight_decay=args.weight_decay)
+        opt = torch.optim.SGD(param_groups(model, args.weight_decay, args.norm_weight_decay),
+                              lr=args.lr, momentum=args.momentum)
         compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
         opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(),
-                                       compression=compression)
+                                       compression=LayoutCompression(compression))
         self.model, self.opt = model, opt
-        self.scaler = torch.amp.GradScaler("cuda") if self.amp else None
+        use_scaler = self.amp and args.amp_dtype == "fp16"
+        self.scaler = torch.amp.GradScaler(self.device.type) if use_scaler else None
         self.sampler = StepSampler(self.n, args.batch_size, seed=args.seed)
-        now = time.time()
         fields = {"epoch": 0, "batch": 0, "resets": 0, "stats": (0.0, 0, 0),
-                  "epoch_start": now, "mark": (now, 0, 0), "scaler_state": None}
+                  "clock": (0.0, 0.0), "mark": (0.0, 0, 0),
+                  # the scaler's state belongs to the state from the start: a failure before
+                  # the first commit must roll every rank back to the same scale
+                  "scaler_state": self.scaler.state_dict() if self.scaler else None}
         if args.checkpoint_dir:
             fields.update(self.resume(args.checkpoint_dir))
         self.sampler.load_state_dict({"epoch": fields["epoch"],
                                       "processed_num": fields.pop("processed", 0)})
-        state = hvd.elastic.TorchState(model=model, optimizer=opt, sampler=self.sampler, **fields)
+        state = TrainingState(model=model, optimizer=opt, sampler=self.sampler, **fields)
         state.register_reset_callbacks([lambda: self.on_reset(state)])
         return state
 
@@ -132,12 +169,14 @@ class Trainer:
             raise CheckpointError(f"{path} does not fit the model: {exc}".splitlines()[0]) from exc
         if self.hvd.rank() == 0:
             log(f"resuming from {path} (epoch {epoch + 1}, {processed} samples done)")
-        now = time.time()
         stats = tuple(payload.get("stats", (0.0, 0, 0)))
-        return {"epoch": epoch, "processed": processed, "batch": int(payload.get("batch", 0)),
-                "resets": int(payload.get("resets", 0)), "stats": stats,
-                "epoch_start": now, "mark": (now, stats[2], int(payload.get("batch", 0))),
-                "scaler_state": payload.get("scaler_state")}
+        clock = tuple(payload.get("clock", (0.0, 0.0)))
+        fields = {"epoch": epoch, "processed": processed, "batch": int(payload.get("batch", 0)),
+                  "resets": int(payload.get("resets", 0)), "stats": stats, "clock": clock,
+                  "mark": (clock[0], stats[2], int(payload.get("batch", 0)))}
+        if self.scaler is not None and payload.get("scaler_state"):
+            fields["scaler_state"] = payload["scaler_state"]
+        return fields
 
     def on_reset(self, state) -> None:
         """Reset callback: count the reset, drop uncommitted work, rescale the rate.
@@ -153,42 +192,82 @@ class Trainer:
     # -- the elastic function ----------------------------------------------------------
     def train(self, state):
         """Train until ``--epochs`` are done (re-entered by hvd.elastic.run after resets)."""
-        hvd = self.hvd
-        self.sampler.reset()
-        self._clear_pending()
-        if state.batch == 0 and self.sampler.processed_num == 0:
-            now = time.time()  # the epoch's clock starts with its first step, not at start-up
-            state.epoch_start, state.mark = now, (now, 0, 0)
-        if self.scaler is not None and state.scaler_state is not None:
-            self.scaler.load_state_dict(state.scaler_state)
-        self.check_signals(state)
-        self.tracer.worker(rank=hvd.rank(), size=hvd.size(), epoch=state.epoch,
-                           resets=state.resets)
-        if hvd.rank() == 0:
-            log(f"training at world size {hvd.size()} from epoch {state.epoch + 1}, "
-                f"{self.sampler.processed_num}/{self.n} samples done, {state.resets} resets")
+        self.enter(state)
         while state.epoch < self.args.epochs:
             self.train_epoch(state)
             self.end_epoch(state)
         return state
 
+    def enter(self, state) -> None:
+        """(Re-)entering training with the synced state: this world's plan, the state's loss
+        scale, this rank's random stream; leave now if a SIGTERM came during the reset."""
+        hvd = self.hvd
+        self.sampler.reset()
+        self._clear_pending()
+        self._tick = None
+        if self.scaler is not None and state.scaler_state is not None:
+            self.scaler.load_state_dict(state.scaler_state)
+        torch.manual_seed(stream_seed(self.args.seed, hvd.rank(), state.epoch, state.resets))
+        self.check_signals(state)
+        self.tracer.worker(rank=hvd.rank(), size=hvd.size(), epoch=state.epoch,
+                           resets=state.resets,
+                           loss_scale=self.scaler.get_scale() if self.scaler else None)
+        if hvd.rank() == 0:
+            log(f"training at world size {hvd.size()} from epoch {state.epoch + 1}, "
+                f"{self.sampler.processed_num}/{self.n} samples done, {state.resets} resets")
+
+    def train_loader(self) -> DataLoader:
+        """The training loader (persistent processes on the GPU path), planned by the sampler."""
+        if self._train_loader is None:
+            self._train_loader = loaders.make_loader(self.task.train_set, self.sampler,
+                                                     self.workers, pin_memory=self.cuda)
+        return self._train_loader
+
     def train_epoch(self, state) -> None:
         steps = self.sampler.steps
-        loader = DataLoader(self.task.train_set, batch_sampler=list(self.sampler),
-                            **self.loader_kwargs)
-        batches = iter(loader)
+        batches = iter(self.train_loader()) if len(self.sampler) else iter(())
+        self._tick = time.monotonic()
+        first = True
         for step in steps:
             batch = next(batches) if step.indices else None
+            if first and batch is not None:
+                self.tracer.inputs(epoch=state.epoch, rank=self.hvd.rank(), indices=step.indices,
+                                   batch=batch[0])
+                first = False
             self.set_lr(state)
             self.train_step(batch, step.total)
             self.sampler.record_step(step)
             self._pending.extend(step.indices)
             state.batch += 1
             self.debug_delay()
-            if state.batch % self.args.commit_every == 0:
-                self.commit(state)
+            self.after_step(state)
         if steps and state.batch % self.args.commit_every != 0:
             self.commit(state)
+        self._tick = None  # what follows (BN averaging, validation, checkpoint) is not training
+
+    def after_step(self, state) -> None:
+        """Commit every ``--commit-every`` steps; in between, every ``--host-check-every``
+        steps, commit early (and so check hosts) when a rank is leaving on SIGTERM, else
+        check for host changes and commit before the reset they cause."""
+        a = self.args
+        if state.batch % a.commit_every == 0:
+            self.commit(state)
+        elif state.batch % a.host_check_every == 0:
+            if self.any_leaving():
+                self.commit(state)
+                return
+            from horovod.common.exceptions import HostsUpdatedInterrupt
+
+            try:
+                state.check_host_updates()
+            except HostsUpdatedInterrupt:
+                self.commit(state, check_hosts=False)  # keep what was trained since the last
+                raise
+
+    def any_leaving(self) -> bool:
+        """Whether any rank got a SIGTERM (a collective: every rank must call it)."""
+        flag = torch.tensor([1.0 if self.flags.term else 0.0])
+        return float(self.hvd.allreduce(flag, op=self.hvd.Max, name="training.leaving")[0]) > 0
 
     def debug_delay(self) -> None:
         a = self.args
@@ -204,9 +283,10 @@ class Trainer:
             loss = sum(p.sum() for p in model.parameters()) * 0.0
         else:
             x, y = self.to_device(batch)
-            with torch.autocast(self.device.type, dtype=torch.float16, enabled=self.amp):
+            with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp):
                 out = model(x)
-                summed = F.cross_entropy(out.float(), y, reduction="sum")
+            summed = F.cross_entropy(out.float(), y, reduction="sum",
+                                     label_smoothing=self.args.label_smoothing)
             loss = summed * (self.hvd.size() / total)
             self._pending_loss += summed.detach().double()
             self._pending_correct += (out.detach().argmax(1) == y).sum()
@@ -237,9 +317,17 @@ class Trainer:
             group["lr"] = lr
 
     # -- commits -----------------------------------------------------------------------
-    def commit(self, state, after_save: Callable[[], None] | None = None) -> None:
-        """Fold the epoch's statistics into the state, save it, trace, check host updates."""
+    def commit(self, state, after_save: Callable[[], None] | None = None,
+               check_hosts: bool = True) -> None:
+        """Fold the epoch's statistics and training time into the state, save it, trace,
+        leave on SIGTERM, check host updates (unless ``check_hosts`` is false)."""
         hvd = self.hvd
+        if self._tick is not None:
+            now = time.monotonic()
+            seconds, worker_seconds = state.clock
+            state.clock = (seconds + now - self._tick,
+                           worker_seconds + (now - self._tick) * hvd.size())
+            self._tick = now
         sums = torch.tensor([float(self._pending_loss), float(self._pending_correct),
                              float(self._pending_count)], dtype=torch.float64)
         sums = hvd.allreduce(sums, op=hvd.Sum, name="training.stats")
@@ -258,7 +346,8 @@ class Trainer:
             if hvd.rank() == 0 and self.args.checkpoint_dir:
                 self.write_checkpoint(state)
         self.check_signals(state)
-        state.check_host_updates()
+        if check_hosts:
+            state.check_host_updates()
 
     def _clear_pending(self) -> None:
         self._pending = []
@@ -271,33 +360,35 @@ class Trainer:
         t0, s0, b0 = state.mark
         if not every or state.batch - b0 < every:
             return
-        now = time.time()
+        seconds = state.clock[0]
         if self.hvd.rank() == 0:
             loss, correct, count = state.stats
+            rate = metrics.rate(count - s0, seconds - t0)
             self.emit(metrics.record(
-                "progress", time=now, epoch=state.epoch + 1, batch=state.batch,
-                world_size=self.hvd.size(), samples=count,
-                samples_per_sec=metrics.rate(count - s0, now - t0), loss_sum=loss,
+                "progress", time=time.time(), epoch=state.epoch + 1, batch=state.batch,
+                world_size=self.hvd.size(), samples=count, samples_per_sec=rate,
+                samples_per_sec_per_worker=rate / self.hvd.size(), loss_sum=loss,
                 correct=correct, lr=self.opt.param_groups[0]["lr"], resets=state.resets))
-        state.mark = (now, state.stats[2], state.batch)
+        state.mark = (seconds, state.stats[2], state.batch)
 
     def end_epoch(self, state) -> None:
         hvd = self.hvd
         self.average_buffers()
         val = self.validate()
-        now = time.time()
         loss, correct, count = state.stats
+        seconds, worker_seconds = state.clock
         rec = metrics.record(
-            "epoch", time=now, epoch=state.epoch + 1, batch=state.batch, world_size=hvd.size(),
-            samples=count, samples_per_sec=metrics.rate(count, now - state.epoch_start),
+            "epoch", time=time.time(), epoch=state.epoch + 1, batch=state.batch,
+            world_size=hvd.size(), samples=count, samples_per_sec=metrics.rate(count, seconds),
+            samples_per_sec_per_worker=metrics.rate(count, worker_seconds),
             loss_sum=loss, correct=correct, lr=self.opt.param_groups[0]["lr"],
             resets=state.resets, val_accuracy=val)
         state.epoch += 1
         self.sampler.set_epoch(state.epoch)
         state.batch = 0
         state.stats = (0.0, 0, 0)
-        state.epoch_start = now
-        state.mark = (now, 0, 0)
+        state.clock = (0.0, 0.0)
+        state.mark = (0.0, 0, 0)
 
         def publish():
             if hvd.rank() == 0:
@@ -324,16 +415,19 @@ class Trainer:
         if self.task.val_set is None:
             return None
         hvd = self.hvd
-        shard = Subset(self.task.val_set, range(hvd.rank(), len(self.task.val_set), hvd.size()))
+        if self._val_loader is None:
+            shards = loaders.ShardBatches(len(self.task.val_set), self.args.val_batch_size,
+                                          lambda: (hvd.rank(), hvd.size()))
+            self._val_loader = loaders.make_loader(self.task.val_set, shards, self.workers,
+                                                   pin_memory=self.cuda)
         correct = torch.zeros((), dtype=torch.int64, device=self.device)
         count = 0
         self.model.eval()
-        batches = DataLoader(shard, batch_size=self.args.val_batch_size,
-                             **self.loader_kwargs) if len(shard) else ()
+        batches = self._val_loader if len(self._val_loader.batch_sampler) else ()
         with torch.no_grad():
             for batch in batches:
                 x, y = self.to_device(batch)
-                with torch.autocast(self.device.type, dtype=torch.float16, enabled=self.amp):
+                with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp):
                     out = self.model(x)
                 correct += (out.argmax(1) == y).sum()
                 count += int(y.shape[0])
@@ -351,6 +445,7 @@ class Trainer:
             "task": self.task.name, "dataset_size": self.n,
             "model": self.model.state_dict(), "optimizer": self.opt.state_dict(),
             "batch": state.batch, "resets": state.resets, "stats": tuple(state.stats),
+            "clock": tuple(state.clock),
             "scaler_state": self.scaler.state_dict() if self.scaler is not None else None,
         }
         path = checkpoint.save(self.args.checkpoint_dir, payload, self.sampler.epoch,
@@ -385,7 +480,9 @@ def run(task: Task, args) -> int:
     hvd.init()
     if use_cuda(args):
         torch.cuda.set_device(hvd.local_rank())
-    elif not os.environ.get("OMP_NUM_THREADS"):  # share the cores among this host's workers
+    if gpu_path(args):
+        torch.backends.cudnn.benchmark = True  # fixed input shapes: let cuDNN pick kernels
+    if not use_cuda(args) and not os.environ.get("OMP_NUM_THREADS"):  # share the cores among this host's workers
         torch.set_num_threads(cpus.threads_per_worker(hvd.local_size(), cpus.usable_cpus(),
                                                       cpus.cgroup_cpu_limit()))
     trainer = Trainer(task, args, hvd, flags)

@@ -7,7 +7,9 @@ crash never leave half a line) and prints the same line to stdout.
 Keys of every record: ``event`` ("progress" every N batches, "epoch" at an epoch's end),
 ``time`` (Unix seconds), ``epoch`` (1-based), ``batch`` (steps done in the epoch),
 ``world_size``, ``samples`` (samples trained in the epoch so far), ``samples_per_sec``
-(since the previous record of the same epoch, or the epoch start for "epoch"), ``loss`` and
+(since the previous record of the same epoch, or the epoch start for "epoch"; timed over
+training steps only, not BatchNorm averaging, validation or checkpoint writes),
+``samples_per_sec_per_worker`` (the same per worker, i.e. per GPU), ``loss`` and
 ``accuracy`` (training, over the epoch so far), ``lr``, ``resets`` (elastic resets since the
 job started) and ``val_accuracy`` (epoch records only; null without a validation split).
 """
@@ -23,7 +25,7 @@ from training.errors import ConfigError
 
 
 def record(event: str, *, time: float, epoch: int, batch: int, world_size: int, samples: int,
-           samples_per_sec: float, loss_sum: float, correct: int, lr: float, resets: int,
+           samples_per_sec: float, samples_per_sec_per_worker: float, loss_sum: float, correct: int, lr: float, resets: int,
            val_accuracy: float | None = None) -> dict:
     """One metrics record; ``loss`` and ``accuracy`` are means over ``samples`` (null if none)."""
     if event not in ("progress", "epoch"):
@@ -36,6 +38,7 @@ def record(event: str, *, time: float, epoch: int, batch: int, world_size: int, 
         "world_size": world_size,
         "samples": samples,
         "samples_per_sec": round(samples_per_sec, 2),
+        "samples_per_sec_per_worker": round(samples_per_sec_per_worker, 2),
         "loss": round(loss_sum / samples, 6) if samples else None,
         "accuracy": round(correct / samples, 6) if samples else None,
         "lr": lr,

@@ -27,8 +27,9 @@ class MnistNet(nn.Module):
 
 
 
-def resnet50(num_classes: int) -> nn.Module:
-    """torchvision's ResNet-50, randomly initialised (nothing is downloaded), ``num_classes`` outputs."""
+def resnet50(num_classes: int, zero_init_residual: bool = False) -> nn.Module:
+    """torchvision's ResNet-50, randomly initialised (nothing is downloaded), ``num_classes``
+    outputs; ``zero_init_residual`` starts each block's last BatchNorm weight at zero."""
     from torchvision.models import resnet50 as tv_resnet50
 
-    return tv_resnet50(weights=None, num_classes=num_classes)
+    return tv_resnet50(weights=None, num_classes=num_classes, zero_init_residual=zero_init_residual)

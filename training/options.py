@@ -36,6 +36,8 @@ class Defaults:
     synthetic_size: int
     image_size: int | None = None
     num_classes: int | None = None
+    label_smoothing: float = 0.0
+    norm_weight_decay: float | None = None  # None: the same as weight_decay
 
 
 class _Parser(argparse.ArgumentParser):
@@ -61,6 +63,15 @@ def _env(name: str, default, kind):
         raise ConfigError(f"{key}={raw!r} is not a valid {kind.__name__}") from exc
 
 
+def _env_flag(key: str) -> bool:
+    raw = os.environ.get(key, "").strip().lower()
+    if raw in TRUE:
+        return True
+    if raw in FALSE:
+        return False
+    raise ConfigError(f"{key}={raw!r} is not a boolean (1/0, true/false)")
+
+
 def _checked(kind, ok: Callable[[float], bool], rule: str):
     """An argparse ``type`` that converts to ``kind`` and requires ``ok(value)``."""
     def check(text: str):
@@ -81,6 +92,20 @@ def _positive(kind):
 
 def _non_negative(kind):
     return _checked(kind, lambda v: v >= 0, "must not be negative")
+
+
+def amp_dtype(text: str) -> str:
+    """``fp16`` or ``bf16`` (argparse ``type``)."""
+    if text not in AMP_DTYPES:
+        raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(AMP_DTYPES)}")
+    return text
+
+
+AMP_DTYPES = ("fp16", "bf16")
+
+
+def _fraction(kind):
+    return _checked(kind, lambda v: 0 <= v < 1, "must be in [0, 1)")
 
 
 def milestones(text: str) -> tuple[int, ...]:
@@ -116,8 +141,10 @@ class Flag(NamedTuple):
         kw = {"default": default, "help": self.help}
         if self.kind is bool:
             kw["action"] = "store_true"
+        elif self.check is not None:
+            kw["type"] = self.check(self.kind)
         elif self.kind is not str:
-            kw["type"] = self.check(self.kind) if self.check else self.kind
+            kw["type"] = self.kind
         p.add_argument(self.flag, **kw)
 
 
@@ -132,12 +159,19 @@ _FLAGS = (
          "learning rate of one worker; scaled by the world size (default %(default)s)", _non_negative),
     Flag("--momentum", float, MODEL, "SGD momentum (default %(default)s)", _non_negative),
     Flag("--weight-decay", float, MODEL, "SGD weight decay (default %(default)s)", _non_negative),
+    Flag("--norm-weight-decay", float, MODEL, "weight decay of normalisation weights and biases "
+         "(every 1-D parameter; default %(default)s, None: as --weight-decay)", _non_negative),
+    Flag("--label-smoothing", float, MODEL, "label smoothing of the cross-entropy loss "
+         "(default %(default)s)", _fraction),
     Flag("--warmup-epochs", float, MODEL,
          "epochs of linear warm-up to the scaled rate (default %(default)s)", _non_negative),
     Flag("--lr-milestones", str, MODEL,
          "epochs after which the rate is multiplied by 0.1, e.g. 30,60,80"),
-    Flag("--commit-every", int, 10, "commit the elastic state every N steps (default %(default)s)",
-         _positive),
+    Flag("--commit-every", int, 100, "commit the elastic state every N steps: a commit copies the "
+         "model and optimizer and waits for the GPU, and a failure loses the steps since the last "
+         "one (default %(default)s)", _positive),
+    Flag("--host-check-every", int, 10, "between commits, check for added or removed hosts every "
+         "N steps (cheap; a change commits first; default %(default)s)", _positive),
     Flag("--log-every", int, 50, "a progress metrics line every N steps (written at the next commit), "
          "0 = only per epoch (default %(default)s)", _non_negative),
     Flag("--checkpoint-dir", str, None,
@@ -148,8 +182,11 @@ _FLAGS = (
     Flag("--fp16-allreduce", bool, False, "compress gradients to fp16 for the allreduce"),
     Flag("--no-cuda", bool, False, "train on the CPU even when CUDA is available"),
     Flag("--no-amp", bool, False, "no automatic mixed precision on CUDA"),
-    Flag("--workers", int, None, "data-loading processes per worker (default 4 on CUDA, 0 on CPU)",
-         _non_negative),
+    Flag("--amp-dtype", str, "fp16", "mixed-precision type on CUDA: fp16 (with a gradient scaler) "
+         "or bf16 (no scaler; Ampere and newer) (default %(default)s)", lambda kind: amp_dtype),
+    Flag("--workers", int, None, "data-loading processes per worker (default on CUDA: the "
+         "worker's share of the CPUs the pod may use, minus one for the training process; "
+         "0 on CPU)", _non_negative),
     Flag("--seed", int, 42,
          "seed of the model initialisation and the epoch shuffles (default %(default)s)"),
     Flag("--term-grace", float, 20.0, "after SIGTERM, seconds to reach the next commit before leaving "
@@ -159,12 +196,17 @@ _FLAGS = (
     Flag("--debug-step-delay", float, 0.0, "debug: sleep this many seconds after every step, to watch "
          "or test elastic events on tiny data (default 0)", _non_negative),
     Flag("--debug-hold-file", str, None, "debug: apply --debug-step-delay only while this file exists"),
+    Flag("--debug-gpu-path", bool, False, "debug: on the CPU, take the code path CUDA takes "
+         "(channels_last, mixed precision of --amp-dtype, gradient scaler, data-loading processes "
+         "started by forkserver); only the device differs (also TRAINING_DEBUG_GPU_PATH=1)"),
 )
 _IMAGE_FLAGS = (  # the image models' flags (``Defaults.image_size`` set)
     Flag("--image-size", int, MODEL,
          "square input size in pixels, at least 64 (default %(default)s)", _positive),
     Flag("--num-classes", int, MODEL,
          "classes with --synthetic (default %(default)s); else the dataset's", _positive),
+    Flag("--zero-init-residual", bool, False,
+         "start each residual block's last BatchNorm at zero (Goyal et al.)"),
 )
 
 
@@ -183,6 +225,10 @@ def parse(argv: list[str] | None, d: Defaults) -> argparse.Namespace:
     if not args.data_dir and not args.synthetic:
         raise ConfigError("one of --data-dir DIR or --synthetic is required")
     args.lr_milestones = milestones(args.lr_milestones)
+    if args.norm_weight_decay is None:
+        args.norm_weight_decay = args.weight_decay
+    if not args.debug_gpu_path:
+        args.debug_gpu_path = _env_flag("TRAINING_DEBUG_GPU_PATH")
     if d.image_size is not None and args.image_size < 64:
         raise ConfigError(f"--image-size {args.image_size} is below the minimum of 64")
     return args

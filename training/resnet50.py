@@ -20,6 +20,7 @@ DEFAULTS = options.Defaults(
     prog="train-resnet50",
     description="Elastic ResNet-50 training on Horovod (horovodrun ... python -m training.resnet50).",
     epochs=90, batch_size=32, val_batch_size=32, lr=0.0125, momentum=0.9, weight_decay=5e-5,
+    norm_weight_decay=0.0, label_smoothing=0.1,
     warmup_epochs=5.0, lr_milestones="30,60,80", synthetic_size=1280, image_size=224,
     num_classes=1000)
 
@@ -46,7 +47,7 @@ def make_task(args):
         train = SyntheticDataset(args.synthetic_size, shape, classes, seed=args.seed)
         val = SyntheticDataset(max(1, args.synthetic_size // 10), shape, classes, seed=args.seed + 1)
     return Task(name="resnet50", train_set=train, val_set=val,
-                build_model=partial(resnet50, classes), channels_last=True)
+                build_model=partial(resnet50, classes, args.zero_init_residual), channels_last=True)
 
 
 def main(argv: list[str] | None = None) -> int:

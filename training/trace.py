@@ -8,6 +8,9 @@ Each worker process writes three files named ``<host>-<pid>.*`` in the trace dir
   indices this worker trained on since its previous commit. Lines are appended only after
   the state holding those steps was saved, and steps rolled back by a failure are never
   written, so the union over all workers of one epoch's lines is what the model learned from;
+- ``.inputs``       one JSON line per epoch (re)entered: ``{"epoch", "rank", "indices",
+  "sha256"}``, the first training batch's sample indices and a digest of its input tensor
+  as the model saw it (after augmentation);
 - ``.final.json``   at a normal end: ``{"host", "pid", "rank", "size", "epochs",
   "params_sha256", "resets"}``.
 
@@ -80,6 +83,19 @@ class Tracer:
                 os.write(fd, line.encode())
             finally:
                 os.close(fd)
+
+    def inputs(self, epoch: int, rank: int, indices, batch: torch.Tensor) -> None:
+        if self.dir is not None:
+            digest = hashlib.sha256(batch.detach().cpu().contiguous().numpy().tobytes()).hexdigest()
+            self._append("inputs", {"epoch": epoch, "rank": rank, "indices": list(indices),
+                                    "sha256": digest})
+
+    def _append(self, kind: str, rec: dict) -> None:
+        fd = os.open(self.dir / f"{self.stem}.{kind}", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        try:
+            os.write(fd, (json.dumps(rec) + "\n").encode())
+        finally:
+            os.close(fd)
 
     def final(self, **fields) -> None:
         if self.dir is not None:

@@ -109,3 +109,26 @@ def test_resnet50_on_tiny_imagenet_with_two_workers(tmp_path):
     assert progress and all(r["samples_per_sec"] > 0 for r in progress)
     # warm-up: the rate ramps from the base (0.0125) towards 2 x base over the first epoch
     assert progress[0]["lr"] < epochs[-1]["lr"] == pytest.approx(0.025)
+
+
+@pytest.mark.parametrize("module, argv, code, message", [
+    ("mnist", ["--data-dir", "/nonexistent-mnist"], 2,
+     "error: MNIST data directory /nonexistent-mnist does not exist"),
+    ("resnet50", ["--synthetic", "--amp-dtype", "fp8"], 2,
+     "error: argument --amp-dtype: 'fp8' is not one of fp16, bf16"),
+    ("resnet50", ["--synthetic", "--label-smoothing", "1.5"], 2,
+     "error: argument --label-smoothing: '1.5' must be in [0, 1)"),
+], ids=["missing-dataset", "bad-amp-dtype", "bad-label-smoothing"])
+def test_bad_input_exits_2_with_one_line(module, argv, code, message):
+    r = command(module, *argv)
+    assert (r.returncode, r.stderr) == (code, message + "\n")
+
+
+def test_runtime_failure_exits_1_with_one_line(tmp_path):
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    r = command("mnist", "--synthetic", "--synthetic-size", "64", "--epochs", "1",
+                "--checkpoint-dir", str(not_a_dir))
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.splitlines()[-1] == f"error: checkpoint directory {not_a_dir}: Not a directory"
+    assert "Traceback" not in r.stderr

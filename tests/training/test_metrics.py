@@ -12,20 +12,22 @@ from training.metrics import MetricsWriter, rate, record
 
 def test_epoch_record_fields():
     rec = record("epoch", time=1.5, epoch=2, batch=10, world_size=3, samples=200,
-                 samples_per_sec=123.456, loss_sum=100.0, correct=150, lr=0.03, resets=1,
+                 samples_per_sec=123.456, samples_per_sec_per_worker=41.152, loss_sum=100.0, correct=150, lr=0.03, resets=1,
                  val_accuracy=0.5)
     assert rec == {"event": "epoch", "time": 1.5, "epoch": 2, "batch": 10, "world_size": 3,
-                   "samples": 200, "samples_per_sec": 123.46, "loss": 0.5, "accuracy": 0.75,
+                   "samples": 200, "samples_per_sec": 123.46,
+                   "samples_per_sec_per_worker": 41.15, "loss": 0.5, "accuracy": 0.75,
                    "lr": 0.03, "resets": 1, "val_accuracy": 0.5}
 
 
 def test_progress_record_has_no_val_and_empty_means_are_null():
     rec = record("progress", time=0, epoch=1, batch=0, world_size=1, samples=0,
-                 samples_per_sec=0, loss_sum=0, correct=0, lr=0.1, resets=0)
+                 samples_per_sec=0, samples_per_sec_per_worker=0, loss_sum=0, correct=0,
+                 lr=0.1, resets=0)
     assert "val_accuracy" not in rec and rec["loss"] is None and rec["accuracy"] is None
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="unknown metrics event 'other'"):
         record("other", time=0, epoch=1, batch=0, world_size=1, samples=0, samples_per_sec=0,
-               loss_sum=0, correct=0, lr=0, resets=0)
+               samples_per_sec_per_worker=0, loss_sum=0, correct=0, lr=0, resets=0)
 
 
 def test_rate():

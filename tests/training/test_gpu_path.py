@@ -1,0 +1,131 @@
+"""The GPU code path on the CPU (``--debug-gpu-path``: channels_last, mixed precision, the
+gradient scaler, forkserver loaders; only the device differs), under real horovodrun.
+
+- a channels_last ResNet-50 in bf16 through an elastic 2 -> 3 scale-up: the state sync and
+  the gradient allreduce accept its tensors, and every rank ends with the same parameters;
+- a 2 -> 3 scale-up with weight decay: the joiner does not drift from the others;
+- different augmentation streams on each rank.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.training.trainhelp import (HOROVODRUN, Job, check_finished_run, committed_samples,
+                                      live_workers, train_args, write_tiny_imagenet)
+
+pytestmark = pytest.mark.timeout(900)
+ROOT = str(Path(__file__).parents[2])
+
+
+class LocalScaleUp:
+    """horovodrun on this machine with a discovery script printing ``localhost:<slots>``."""
+
+    def __init__(self, tmp: Path, argv: list[str]):
+        self.tmp = tmp
+        self.hosts = tmp / "hosts"
+        self.set_slots(2)
+        discover = tmp / "discover.sh"
+        discover.write_text(f"#!/bin/sh\ncat {self.hosts}\n")
+        discover.chmod(0o755)
+        self.hold = tmp / "hold"
+        self.hold.write_text("")
+        cmd = [HOROVODRUN, "-np", "2", "--min-np", "2", "--max-np", "3",
+               "--host-discovery-script", str(discover), "--network-interface", "lo",
+               "--elastic-timeout", "300", *argv, "--debug-hold-file", str(self.hold)]
+        self.job = Job(cmd, tmp / "horovodrun.log", cwd=ROOT)
+
+    def set_slots(self, n: int) -> None:
+        tmp = self.hosts.with_suffix(".tmp")
+        tmp.write_text(f"localhost:{n}\n")
+        tmp.replace(self.hosts)
+
+    def scale_up_after(self, samples: int, timeout: float = 600) -> int:
+        """Train at 2 until ``samples`` of epoch 1 are committed, grow to 3, wait until the
+        three train, release the slow motion and wait for the end; horovodrun's exit code."""
+        trace = self.tmp / "trace"
+        self.job.wait_for(lambda: len(live_workers(trace, 2)) >= 2, "2 workers", timeout)
+        self.job.wait_for(lambda: len(committed_samples(trace).get(0, ())) >= samples,
+                          f"{samples} samples committed at world size 2", timeout)
+        self.set_slots(3)
+        self.job.wait_for(lambda: len(live_workers(trace, 3, min_resets=1)) >= 3,
+                          "3 workers after the scale-up", timeout)
+        self.hold.unlink()
+        return self.job.finish(timeout)
+
+
+def test_resnet50_channels_last_bf16_elastic_scale_up(tmp_path):
+    n = 24
+    argv = [sys.executable, "-m", "training.resnet50", "--synthetic", "--synthetic-size", str(n),
+            "--num-classes", "4", "--image-size", "64", "--epochs", "2", "--batch-size", "2",
+            "--val-batch-size", "4", "--commit-every", "2", "--host-check-every", "1",
+            "--log-every", "0", "--weight-decay", "0.01", "--debug-gpu-path", "--amp-dtype", "bf16",
+            "--workers", "0", "--trace-dir", str(tmp_path / "trace"),
+            "--metrics-file", str(tmp_path / "metrics.jsonl"), "--debug-step-delay", "0.2"]
+    run = LocalScaleUp(tmp_path, argv)
+    try:
+        assert run.scale_up_after(8) == 0, run.job.output()[-4000:]
+    finally:
+        run.job.stop()
+    assert "Tensor is required to be contiguous" not in run.job.output()
+    check_finished_run(tmp_path, n, 2, final_world=3)
+
+
+@pytest.mark.parametrize("gpu_path", [False, True], ids=["cpu-path", "gpu-path-fp16"])
+def test_joiner_with_weight_decay_ends_with_the_same_parameters(tmp_path, gpu_path):
+    """Horovod's broadcast_optimizer_state steps a joiner's fresh optimizer with zero
+    gradients; with weight decay that moved the joiner's weights after they were synced."""
+    n = 480
+    extra = ["--debug-gpu-path", "--amp-dtype", "fp16", "--workers", "1"] if gpu_path else []
+    argv = [*train_args("mnist", Path("unused"), tmp_path, 2)[:3], "--synthetic",
+            "--synthetic-size", str(n), "--epochs", "2", "--batch-size", "16",
+            "--commit-every", "4", "--host-check-every", "2", "--log-every", "0",
+            "--weight-decay", "0.01", "--momentum", "0.9",
+            "--trace-dir", str(tmp_path / "trace"), "--metrics-file", str(tmp_path / "metrics.jsonl"),
+            "--debug-step-delay", "0.2", *extra]
+    run = LocalScaleUp(tmp_path, argv)
+    try:
+        assert run.scale_up_after(96) == 0, run.job.output()[-4000:]
+    finally:
+        run.job.stop()
+    check_finished_run(tmp_path, n, 2, final_world=3)
+
+
+def write_identical_images(root: Path) -> Path:
+    """A tiny-imagenet tree whose training images are all the same textured picture."""
+    import random
+
+    from PIL import Image
+
+    write_tiny_imagenet(root, classes=2, per_class=8, val_per_class=1)
+    rnd = random.Random(7)
+    img = Image.frombytes("RGB", (64, 64), bytes(rnd.randrange(256) for _ in range(64 * 64 * 3)))
+    for path in (root / "train").rglob("*.JPEG"):
+        img.save(path, "JPEG", quality=95)
+    return root
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_each_rank_draws_its_own_augmentation(tmp_path, workers):
+    root = write_identical_images(tmp_path / "tiny")
+    argv = [HOROVODRUN, "-np", "2", "-H", "localhost:2", "--network-interface", "lo",
+            *train_args("resnet50", root, tmp_path, 1, "--image-size", "64", "--batch-size", "2",
+                        "--val-batch-size", "2", "--commit-every", "8", "--log-every", "0",
+                        "--workers", str(workers), "--num-classes", "2")]
+    job = Job(argv, tmp_path / "horovodrun.log", cwd=ROOT)
+    try:
+        assert job.finish(600) == 0, job.output()[-4000:]
+    finally:
+        job.stop()
+    first = {}
+    for path in (tmp_path / "trace").glob("*.inputs"):
+        for line in path.read_text().splitlines():
+            rec = json.loads(line)
+            first[rec["rank"]] = rec["sha256"]
+    assert sorted(first) == [0, 1]
+    # every image is the same picture, so equal inputs would mean equal crops and flips
+    assert first[0] != first[1]
