@@ -11,12 +11,16 @@ Two steps, the first pure:
   * ``records``: the training's metrics (JSON-lines dicts with ``time``, ``event``,
     ``world_size``, ``samples_per_sec``, ``loss``, ``resets``, ``epoch``), optional: any
     training script works without them;
-  * ``events``: the driver's events, whatever the training, as ``(unix_time, kind, detail)``
-    tuples, dicts with those keys, objects with ``time``/``kind``/``detail`` attributes, or
-    ``timeline.Event``s (``t`` seconds since ``start``, ``text``). A kind containing
-    ``world`` with a number in its detail is a world-size point (``"world size 3"``, ``3``);
-    a kind containing ``reset`` is a reset marker; any other kind an ``event`` marker.
-    World sizes from the driver win over the metrics' (they exist for any script).
+  * ``events``: the Horovod driver's events, whatever the training, as written to its events
+    file (``{"time": unix, "kind": ..., "detail": {...}}``, see ``elastic.launch.timeline``),
+    as objects with ``time``/``kind``/``detail`` attributes, ``(unix_time, kind, detail)``
+    tuples, or ``timeline.Event``s (``t`` seconds since ``start``, ``text``). A ``reset``
+    (new assignments in effect; ``detail["world_size"]``) is a world-size point and, after
+    the first (the start), a reset marker; another kind containing ``world`` with a number
+    in its detail is a world-size point; another kind containing ``reset`` a reset marker;
+    ``abort``/``stop``/``note`` an ``event`` marker; the rest (per-worker events) is not
+    drawn. World sizes and resets from the driver win over the metrics' (they exist for any
+    script).
 
 - ``write_plot(path, data)`` draws it with matplotlib (Agg backend, no display needed) as PNG
   or SVG by the extension, writes a temporary file and renames it into place. Each series and
@@ -46,6 +50,9 @@ from elastic.errors import ConfigError, ElasticError
 FORMATS = (".png", ".svg")
 SERIES = ("world_size", "slots_served", "samples_per_sec", "loss")
 MARKERS = ("join", "leave", "reset", "epoch", "event")
+# driver event kinds drawn as ``event`` markers; the others (worker_start, progress, notify...)
+# come by the dozen and would hide the plot
+MARKED_KINDS = ("abort", "stop", "note")
 _NUMBER = re.compile(r"-?\d+")
 
 
@@ -84,7 +91,7 @@ def _slots(hosts: Iterable[str]) -> int:
     return total
 
 
-def _event_fields(start: float, event: Any) -> tuple[float, str, str] | None:
+def _event_fields(start: float, event: Any) -> tuple[float, str, Any] | None:
     """(seconds since start, kind, detail) of one driver event in any accepted shape."""
     try:
         if isinstance(event, dict):
@@ -97,7 +104,23 @@ def _event_fields(start: float, event: Any) -> tuple[float, str, str] | None:
             when, kind, detail = float(event.time) - start, event.kind, getattr(event, "detail", "")
     except (KeyError, IndexError, AttributeError, TypeError, ValueError):
         return None
-    return when, str(kind), str(detail)
+    return when, str(kind), detail
+
+
+def _world_size(detail: Any) -> int | None:
+    """The world size an event's detail names: ``{"world_size": 3}``, ``3`` or ``"world size 3"``."""
+    if isinstance(detail, dict):
+        detail = detail.get("world_size")
+    if isinstance(detail, int) and not isinstance(detail, bool):
+        return detail
+    match = _NUMBER.search(detail) if isinstance(detail, str) else None
+    return int(match.group()) if match else None
+
+
+def _detail_text(detail: Any) -> str:
+    if isinstance(detail, dict):
+        detail = detail.get("reason") or detail.get("error") or ""
+    return str(detail)
 
 
 def _step(points: list[Point], t: float, value: float) -> None:
@@ -150,19 +173,27 @@ def plot_data(start: float, end: float, snapshots: Sequence[tuple[float, Sequenc
     driver_world: list[Point] = []
     driver_resets: list[Mark] = []
     others: list[Mark] = []
+    first_reset = True
     for event in events:
         fields = _event_fields(start, event)
         if fields is None:
             continue
         t, kind, detail = fields
         low = kind.lower()
-        if "world" in low and _NUMBER.search(detail):
-            _step(driver_world, t, int(_NUMBER.search(detail).group()))
+        size = _world_size(detail)
+        if low == "reset":  # the driver's: new assignments in effect; the first one is the start
+            if size is not None:
+                _step(driver_world, t, size)
+            if not first_reset:
+                driver_resets.append((t, f"reset {len(driver_resets) + 1}"))
+            first_reset = False
+        elif "world" in low and size is not None:
+            _step(driver_world, t, size)
         elif "reset" in low:
-            driver_resets.append((t, detail or kind))
-        else:
-            others.append((t, f"{kind}: {detail}" if detail else kind))
-
+            driver_resets.append((t, _detail_text(detail) or kind))
+        elif low in MARKED_KINDS:
+            text = _detail_text(detail)
+            others.append((t, f"{kind}: {text}" if text else kind))
     series = {"world_size": tuple(driver_world or metric_world), "slots_served": tuple(slots),
               "samples_per_sec": tuple(rate), "loss": tuple(loss)}
     markers = {"join": tuple(joins), "leave": tuple(leaves), "reset": tuple(driver_resets or resets),

@@ -39,18 +39,31 @@ def test_series_and_markers_from_host_snapshots_and_metrics():
 
 
 def test_driver_events_give_world_sizes_and_resets_for_any_training_script():
-    """No metrics at all (any training script): world sizes and resets come from the driver."""
-    events = [(START + 3, "world", "world size 2"), {"time": START + 21, "kind": "reset", "detail": "reset 1"},
-              Event(22.0, "world", "world size 3 after reset 1"), (START + 30, "note", "something else"),
+    """No metrics at all (any training script): world sizes and resets come from the driver's
+    events file (its JSON records), the first reset being the start."""
+    events = [{"time": START + 3, "kind": "reset", "detail": {"world_size": 2, "rendezvous": 1}},
+              {"time": START + 4, "kind": "worker_start", "detail": {"host": "10.0.0.1", "slot": 0}},
+              {"time": START + 21, "kind": "reset", "detail": {"world_size": 3, "rendezvous": 2}},
+              {"time": START + 30, "kind": "abort", "detail": {"reason": "worker 10.0.0.2 gone"}},
+              {"time": START + 31, "kind": "reset", "detail": {"world_size": 2, "rendezvous": 3}},
               ("garbage",)]
     data = plot.plot_data(START, START + 50, SNAPSHOTS, [], events)
-    assert data.series["world_size"] == ((3.0, 2), (22.0, 3))
-    assert data.markers["reset"] == ((21.0, "reset 1"),)
-    assert data.markers["event"] == ((30.0, "note: something else"),)
+    assert data.series["world_size"] == ((3.0, 2), (21.0, 3), (31.0, 2))
+    assert data.markers["reset"] == ((21.0, "reset 1"), (31.0, "reset 2"))
+    assert data.markers["event"] == ((30.0, "abort: worker 10.0.0.2 gone"),)  # worker_start is not drawn
     assert data.series["samples_per_sec"] == () and data.series["loss"] == ()
-    # the driver's world sizes win over the metrics' when both exist
+    # the driver's world sizes and resets win over the metrics' when both exist
     both = plot.plot_data(START, START + 50, SNAPSHOTS, RECORDS, events)
-    assert both.series["world_size"] == ((3.0, 2), (22.0, 3))
+    assert both.series["world_size"] == ((3.0, 2), (21.0, 3), (31.0, 2))
+    assert both.markers["reset"] == ((21.0, "reset 1"), (31.0, "reset 2"))
+
+
+def test_other_event_shapes_are_understood():
+    events = [(START + 3, "world", "world size 2"), Event(22.0, "world", "world size 3 after reset 1"),
+              (START + 25, "reset", {"world_size": 3})]
+    data = plot.plot_data(START, START + 50, SNAPSHOTS, [], events)
+    assert data.series["world_size"] == ((3.0, 2), (22.0, 3))
+    assert data.markers["reset"] == ()  # one reset record: the start
 
 
 def test_svg_has_an_element_per_series_and_marker_and_carries_its_description(tmp_path):
