@@ -7,7 +7,8 @@
   pod has carried that label value, even if none is ready yet) or ``unknown`` (none ever did:
   a typo, or the job's pods are not created yet); the body is empty in both cases.
 - ``GET /hosts.json[?group=G]``  hosts, skipped pods with reasons, waiting counts and the
-  waiting pods with reasons (the first 100), pods being prepared, resourceVersion, staleness, watch counters; ``group_known`` as above.
+  waiting pods with reasons (the first 100), pods being prepared, resourceVersion,
+  staleness, watch counters; ``group_known`` as above.
 - ``GET /healthz``  200 while the watch thread runs and has not given up.
 - ``GET /readyz``   200 once synced and not stale; 503 with the reason otherwise.
 - ``GET /metrics``  Prometheus text.
