@@ -204,12 +204,14 @@ Verdict = Host | Skipped | Waiting
 @dataclass(frozen=True)
 class HostResult:
     """``hosts`` in stable order, ``skipped`` pods with reasons, ``waiting`` counts by reason,
-    ``groups``: every group label value a selected pod carries (hosts, skipped or waiting)."""
+    ``waiting_pods`` the pods behind those counts, ``groups``: every group label value a
+    selected pod carries (hosts, skipped or waiting)."""
 
     hosts: tuple[Host, ...]
     skipped: tuple[Skipped, ...]
     waiting: Mapping[str, int]
     groups: frozenset[str] = frozenset()
+    waiting_pods: tuple[Waiting, ...] = ()  # the pods counted in ``waiting``, sorted
 
 
 def _get(d: Any, *keys: str) -> Any:
@@ -337,6 +339,7 @@ def collect(verdicts: Iterable[Verdict]) -> HostResult:
     skipped: list[Skipped] = []
     waiting: dict[str, int] = {}
     groups: set[str] = set()
+    waiting_pods: list[Waiting] = []
     for v in verdicts:
         if v.group is not None:
             groups.add(v.group)
@@ -346,6 +349,7 @@ def collect(verdicts: Iterable[Verdict]) -> HostResult:
             skipped.append(v)
         else:
             waiting[v.reason] = waiting.get(v.reason, 0) + 1
+            waiting_pods.append(v)
     hosts.sort(key=lambda h: (h.created, h.namespace, h.pod))
     seen: set[tuple[str | None, str]] = set()
     unique: list[Host] = []
@@ -357,7 +361,8 @@ def collect(verdicts: Iterable[Verdict]) -> HostResult:
         seen.add(key)
         unique.append(h)
     skipped.sort(key=lambda s: (s.namespace, s.pod))
-    return HostResult(tuple(unique), tuple(skipped), waiting, frozenset(groups))
+    waiting_pods.sort(key=lambda w: (w.namespace, w.pod))
+    return HostResult(tuple(unique), tuple(skipped), waiting, frozenset(groups), tuple(waiting_pods))
 
 
 def pods_to_hosts(pods: Iterable[Mapping[str, Any]], rules: Rules = Rules()) -> HostResult:

@@ -6,8 +6,9 @@
   ``X-Discovery-Generation``; with a group, ``X-Discovery-Group``: ``known`` (some selected
   pod has carried that label value, even if none is ready yet) or ``unknown`` (none ever did:
   a typo, or the job's pods are not created yet); the body is empty in both cases.
-- ``GET /hosts.json[?group=G]``  hosts, skipped pods with reasons, waiting counts, pods
-  being prepared, resourceVersion, staleness, watch counters; ``group_known`` as above.
+- ``GET /hosts.json[?group=G]``  hosts, skipped pods with reasons, waiting counts and the
+  waiting pods with reasons (the first 100), pods being prepared, resourceVersion,
+  staleness, watch counters; ``group_known`` as above.
 - ``GET /healthz``  200 while the watch thread runs and has not given up.
 - ``GET /readyz``   200 once synced and not stale; 503 with the reason otherwise.
 - ``GET /metrics``  Prometheus text.
@@ -29,6 +30,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from discovery.service import DiscoveryService
 
+WAITING_PODS_SHOWN = 100  # /hosts.json names this many waiting pods; "waiting" counts them all
 ROUTES = ("/hosts", "/hosts.json", "/healthz", "/readyz", "/metrics")
 OPEN_ROUTES = ("/healthz", "/readyz")
 
@@ -138,6 +140,8 @@ def make_app(svc: DiscoveryService, token: str | None = None) -> web.Application
                         for k in table.skipped],
             "waiting": dict(table.waiting),
             "preparing": [{"host": h.host, "pod": h.pod, "uid": h.uid} for h in table.preparing],
+            "waiting_pods": [{"pod": w.pod, "namespace": w.namespace, "reason": w.reason}
+                             for w in table.waiting_pods[:WAITING_PODS_SHOWN]],
             "watch": {"connected": s.connected, "lists": s.lists, "relists": s.relists,
                       "restarts": s.restarts, "events": s.events, "last_error": s.last_error,
                       "fatal": s.fatal},

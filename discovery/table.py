@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping
 
-from discovery.hosts import Host, HostResult, Rules, Skipped, Verdict, classify, collect, render_lines
+from discovery.hosts import Host, HostResult, Rules, Skipped, Verdict, Waiting, classify, collect, render_lines
 
 # Admission states a host can be in (see ``discovery.admission``).
 ADMITTED = "admitted"
@@ -30,6 +30,7 @@ class HostTable:
     skipped: tuple[Skipped, ...] = ()
     waiting: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     preparing: tuple[Host, ...] = ()
+    waiting_pods: tuple[Waiting, ...] = ()
     pods_seen: int = 0
     text: bytes = b""
     groups: Mapping[str, bytes] = field(default_factory=lambda: MappingProxyType({}))
@@ -81,6 +82,7 @@ def make_table(generation: int, result: HostResult, pods_seen: int,
     return HostTable(
         generation=generation, synced=True, hosts=hosts, skipped=tuple(skipped),
         waiting=MappingProxyType(dict(result.waiting)), preparing=tuple(preparing),
+        waiting_pods=result.waiting_pods,
         pods_seen=pods_seen, text=render_lines(hosts).encode(),
         groups=MappingProxyType({g: render_lines(hs).encode() for g, hs in grouped.items()}))
 

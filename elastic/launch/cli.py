@@ -24,6 +24,7 @@ from elastic.errors import ConfigError
 from elastic.launch.plan import LaunchConfig, make_plan, plan_as_dict
 from elastic.launch.runner import run
 from elastic.launch.command import HorovodrunOptions
+from elastic.launch.plot import check_plot_path
 from elastic.launch.prepare import parse_dataset
 from elastic.common.cli import run_main
 from elastic.launch.tools import tool
@@ -93,6 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--metrics-file", default=None,
                    help="the training's JSON-lines metrics file, read for the timeline (ELASTIC_METRICS_FILE)")
     g.add_argument("--timeline-file", default=None, help="also write the timeline as JSON here")
+    g.add_argument("--plot", default=None, metavar="FILE",
+                   help="draw the run into FILE (.png or .svg): world size, samples/s, loss, host joins/leaves, "
+                        "resets, epochs (ELASTIC_PLOT)")
+    g.add_argument("--log-dir", default=None, metavar="DIR",
+                   help="keep the discovery daemon's log (with the prepare hook's output) in DIR (ELASTIC_LOG_DIR; "
+                        "default: removed at the end)")
     g.add_argument("--verbose", action="store_true", help="horovodrun --verbose and debug logs")
     p.add_argument("--dry-run", action="store_true",
                    help="print the plan (commands, paths, environment) as JSON and exit 0 without starting anything")
@@ -157,11 +164,19 @@ def config_from_args(args: argparse.Namespace, command: list[str]) -> LaunchConf
         horovodrun=tool("horovodrun"), verbose=args.verbose,
     )
     metrics = args.metrics_file or os.environ.get("ELASTIC_METRICS_FILE") or None
+    plot_file = args.plot or os.environ.get("ELASTIC_PLOT") or None
+    if plot_file:
+        plot_file = check_plot_path(plot_file)
+    log_dir = args.log_dir or os.environ.get("ELASTIC_LOG_DIR") or None
+    if log_dir:
+        log_dir = os.path.abspath(log_dir)  # made by the run (the daemon's log goes there)
+        if not (os.path.isdir(log_dir) or (not os.path.exists(log_dir) and os.path.isdir(os.path.dirname(log_dir)))):
+            raise ConfigError(f"--log-dir {log_dir}: not a directory, and its parent is not one either")
     return LaunchConfig(
         horovodrun=options, command=tuple(command), discovery_url=url, selector=selector,
         namespace=namespace, kubeconfig=os.path.abspath(args.kubeconfig) if args.kubeconfig else None,
         dataset=dataset, ssh_dir=os.path.abspath(args.ssh_dir) if args.ssh_dir else None,
-        metrics_file=metrics, timeline_file=args.timeline_file,
+        metrics_file=metrics, timeline_file=args.timeline_file, plot_file=plot_file, log_dir=log_dir,
     )
 
 

@@ -51,6 +51,8 @@ class LaunchConfig:
     ssh_dir: str | None = None
     metrics_file: str | None = None
     timeline_file: str | None = None
+    plot_file: str | None = None
+    log_dir: str | None = None
     daemon_ready_timeout: float = 120.0
     poll_interval: float = 0.5
     daemon_env: dict = field(default_factory=dict)
@@ -94,6 +96,11 @@ class LaunchPlan:
         env_defaults: set only when unset; path_prepend: put first on its PATH, in order.
     reap_ssh_wrapper / reap_ssh: the ssh command that stops leftover workers at the end: the
         pinning wrapper when it exists by then, else ``reap_ssh``.
+    plot_file / plot_title: where the picture of the run goes (``elastic.launch.plot``), if
+        anywhere, and its title.
+    min_slots: the slots ``--min-np`` needs; fewer served and the executor says which pods
+        it waits for, and why (``elastic.launch.waits``).
+    daemon_log_kept: the daemon's log is in ``--log-dir`` (kept), not in ``workdir``.
     """
 
     run_id: str
@@ -111,6 +118,10 @@ class LaunchPlan:
     poll_interval: float
     metrics_file: str | None
     timeline_file: str | None
+    plot_file: str | None = None
+    plot_title: str = "elastic-run"
+    min_slots: int = 1
+    daemon_log_kept: bool = False
 
 
 def make_plan(config: LaunchConfig, *, run_id: str, workdir: str,
@@ -129,7 +140,7 @@ def make_plan(config: LaunchConfig, *, run_id: str, workdir: str,
             prepare = shlex.join(prepare_argv(opts.ssh_identity_file, ssh_dir, opts.ssh_port, config.dataset))
         spec = DaemonSpec(executable=tool("discovery-daemon"), namespace=config.namespace,
                           selector=config.selector, kubeconfig=config.kubeconfig, prepare_cmd=prepare)
-        daemon = DaemonPlan(spec=spec, log_file=os.path.join(workdir, "discovery-daemon.log"),
+        daemon = DaemonPlan(spec=spec, log_file=os.path.join(config.log_dir or workdir, "discovery-daemon.log"),
                             env=dict(config.daemon_env), ready_timeout=config.daemon_ready_timeout,
                             prepares_hosts=prepare is not None)
 
@@ -167,6 +178,9 @@ def make_plan(config: LaunchConfig, *, run_id: str, workdir: str,
         reap_ssh_wrapper=str(layout.ssh_wrapper) if opts.ssh_identity_file else None,
         reap_ssh=tuple(reap_ssh), poll_interval=config.poll_interval,
         metrics_file=config.metrics_file, timeline_file=config.timeline_file,
+        plot_file=config.plot_file, plot_title=f"elastic-run: {shlex.join(config.command)[:80]}",
+        min_slots=opts.min_np,
+        daemon_log_kept=daemon is not None and config.log_dir is not None,
     )
 
 

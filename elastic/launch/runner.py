@@ -13,10 +13,13 @@ side effects) and ``execute(plan)`` carries it out, in these steps (blocks until
    for ``discover-hosts`` and, with an identity, ssh-bootstrap's pinning ``ssh`` wrapper first
    on its PATH (``elastic.ssh.config.horovodrun_env``: checks the job's pinned host keys, keeps
    them out of ``~/.ssh/known_hosts``); SIGINT/SIGTERM to the launcher are forwarded to it;
+   while fewer than ``plan.min_slots`` slots are served, which pods it waits for and why is
+   logged (``elastic.launch.waits``);
 4. at the end (always): the host recorder is stopped; the job's processes left on the hosts
    it saw are stopped (``elastic.launch.reap``: workers carry ``ELASTIC_RUN_ID``; horovodrun
    stopped by a signal leaves them running otherwise; hosts still served are checked); a daemon we started is stopped; the
-   timeline is printed to stderr (and written as JSON to ``config.timeline_file`` if given).
+   timeline is printed to stderr (and written as JSON to ``config.timeline_file`` if given),
+   the plot drawn (``plan.plot_file``), and one ``outputs:`` line names the files written.
 
 The exit code is horovodrun's (128+N when it died of signal N). Errors before horovodrun
 starts raise ``ElasticError`` subclasses; the CLI turns them into one line.
@@ -37,11 +40,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Sequence
 
-from elastic.launch import timeline
-from elastic.errors import LaunchError, SSHError, SyncError
+from elastic.launch import plot, timeline
+from elastic.errors import ElasticError, LaunchError, SSHError, SyncError
 from elastic.launch.daemon import ManagedDaemon, fetch_hosts, probe
+from elastic.launch.outputs import outputs_line
 from elastic.launch.plan import LaunchConfig, LaunchPlan, horovodrun_env, make_plan
 from elastic.launch.reap import reap_hosts
+from elastic.launch.waits import WaitExplainer
 from elastic.launch.watch import HostRecorder
 
 log = logging.getLogger("elastic.run")
@@ -122,6 +127,7 @@ def execute(plan: LaunchPlan) -> int:
     Path(plan.ssh_dir).mkdir(parents=True, exist_ok=True)
     daemon: ManagedDaemon | None = None
     recorder: HostRecorder | None = None
+    explainer: WaitExplainer | None = None
     returncode: int | None = None
     previous_term = signal.signal(signal.SIGTERM, _interrupt)  # clean up, like SIGINT does
     try:
@@ -149,6 +155,8 @@ def execute(plan: LaunchPlan) -> int:
         env = horovodrun_env(plan, os.environ, url)
         recorder = HostRecorder(url, plan.poll_interval)
         recorder.start()
+        explainer = WaitExplainer(url, plan.min_slots)  # says which pods it waits for, and why
+        explainer.start()
         log.info("running: %s", " ".join(argv))
         try:
             proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
@@ -165,6 +173,8 @@ def execute(plan: LaunchPlan) -> int:
         return exit_code(returncode)
     finally:
         signal.signal(signal.SIGTERM, previous_term)
+        if explainer is not None:
+            explainer.stop()
         if recorder is not None:
             recorder.stop()
             _reap(plan, recorder)
@@ -201,3 +211,12 @@ def _report(plan: LaunchPlan, start: float, end: float, recorder: HostRecorder |
         tmp = path.with_name(f".{path.name}.tmp")
         tmp.write_text(json.dumps(doc, indent=1))
         tmp.replace(path)
+    if plan.plot_file:
+        try:
+            plot.write_plot(plan.plot_file, plot.plot_data(start, end, snapshots, records),
+                            title=plan.plot_title)
+        except ElasticError as exc:  # the training's exit code stands; the plot is a report
+            log.warning("no plot: %s", exc)
+    daemon_log = plan.daemon.log_file if plan.daemon is not None and plan.daemon_log_kept else None
+    print(outputs_line({"plot": plan.plot_file, "metrics": plan.metrics_file,
+                        "timeline": plan.timeline_file, "daemon log": daemon_log}), file=sys.stderr, flush=True)

@@ -3,17 +3,18 @@
     dataset-sync SRC DEST [--hosts h1,h2 | --hosts-file F | --host H] [--ssh-config FILE] [--jobs N]
                  [--allowed-root DIR]... [--transport auto|rsync|sftp] [--retries N] [--retry-delay S]
                  [--verify-unchanged quick|checksum] [--no-hash-cache] [--bwlimit KBPS] [--report FILE]
+                 [--symlinks refuse|copy-unsafe|keep]
 
 Without a host flag the hosts are those ``discover-hosts`` prints.  Progress goes to stderr
 (one refreshing line on a terminal, plain lines otherwise), the per-host table to stdout;
 ``--report FILE`` also writes the result as JSON.  Exit codes: 0 every host has the dataset,
 1 some host failed (the table says which), 2 bad input or a refusal (DEST ``/`` or outside the
-allowed roots, shell syntax in a name, a symlink leaving SRC), 130 interrupted (SIGINT/SIGTERM;
+allowed roots, shell syntax in a name, a symlink leaving SRC without --symlinks), 130 interrupted (SIGINT/SIGTERM;
 DEST keeps its previous copy everywhere).
 
 Environment: ELASTIC_SSH_CONFIG (--ssh-config), ELASTIC_SYNC_JOBS, ELASTIC_SYNC_ALLOWED_ROOTS
 (colon-separated), ELASTIC_SYNC_TRANSPORT, ELASTIC_REMOTE_RSYNC, ELASTIC_SYNC_RETRIES,
-ELASTIC_SYNC_VERIFY, ELASTIC_HOSTS, ELASTIC_HOSTS_FILE, DISCOVER_HOSTS_CMD.  Python API: ``elastic.sync.service``.
+ELASTIC_SYNC_VERIFY, ELASTIC_SYNC_SYMLINKS, ELASTIC_HOSTS, ELASTIC_HOSTS_FILE, DISCOVER_HOSTS_CMD.  Python API: ``elastic.sync.service``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from elastic.common.cli import env_default, env_int, hosts_from_args, run_main, 
 from elastic.errors import ConfigError
 from elastic.ssh.config import SSH_CONFIG_ENV
 from elastic.sync.cancel import CancelToken
+from elastic.sync.manifest import SYMLINK_MODES
 from elastic.sync.retry import RetryPolicy
 from elastic.sync.safety import DEFAULT_ALLOWED_ROOTS, check_dest, check_source, normalize_root, parse_allowed_roots
 
@@ -68,6 +70,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--lock-timeout", type=float, default=None,
                         help="seconds to wait for another dataset-sync to the same DEST on a host "
                              "(default 600) [ELASTIC_SYNC_LOCK_TIMEOUT]")
+    parser.add_argument("--symlinks", default=env_default("ELASTIC_SYNC_SYMLINKS", "refuse"),
+                        choices=SYMLINK_MODES,
+                        help="symlinks pointing out of SRC: refuse them (default), copy-unsafe: copy their "
+                             "target's content (rsync --copy-unsafe-links), keep: keep every link as a link "
+                             "(rsync --links); links inside SRC stay links [ELASTIC_SYNC_SYMLINKS]")
     parser.add_argument("--report", help="also write the result as JSON to this file")
     parser.add_argument("--progress-interval", type=float, default=1.0, help="seconds between progress reports")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
@@ -105,7 +112,8 @@ def _options(ns: argparse.Namespace):
                        allowed_roots=roots, transport=ns.transport, remote_rsync=ns.remote_rsync,
                        retry=RetryPolicy(attempts=retries, base=ns.retry_delay), bwlimit_kbps=ns.bwlimit,
                        connect_timeout=ns.connect_timeout, verify_unchanged=ns.verify_unchanged,
-                       hash_cache=not ns.no_hash_cache, lock_timeout=lock_timeout)
+                       hash_cache=not ns.no_hash_cache, lock_timeout=lock_timeout,
+                       symlinks=ns.symlinks)
 
 
 def _run(ns: argparse.Namespace) -> int:

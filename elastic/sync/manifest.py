@@ -1,8 +1,18 @@
 """The dataset manifest: every file's size and SHA-256, every symlink and directory of a tree.
 
-``build_manifest(src)`` walks a local directory without following symlinks and returns a
-``Manifest``; it refuses (``UnsafeSymlink``) a symlink whose target leaves SRC, lexically or
-through other links, and (``ConfigError``) sockets, FIFOs and devices.  The manifest is written
+``build_manifest(src, symlinks=...)`` walks a local directory and returns a ``Manifest`` of
+what lands on a host.  Symlinks follow rsync's meanings (``SYMLINK_MODES``):
+
+* ``refuse`` (the default): a symlink inside SRC is kept as a link; one whose target leaves
+  SRC, lexically or through other links, is refused (``UnsafeSymlink``);
+* ``copy-unsafe`` (rsync ``--copy-unsafe-links``): a link that is absolute or climbs out of
+  SRC lexically is replaced by its target's content -- a file entry, or a directory walked in
+  turn -- and the others are kept as links (they resolve inside DEST on the host); a target
+  that is missing or a loop of such links is refused;
+* ``keep`` (rsync ``--links``): every symlink is kept as a link, its target as written.
+
+In no mode does a host write through a link: rsync and the SFTP fallback create links, never
+follow them on the host.  Sockets, FIFOs and devices are refused (``ConfigError``).  The manifest is written
 with the data as ``DEST/.dataset-manifest.json`` (``to_json``/``from_json``) and checked against
 what a host reports: ``listing_digest`` is the hash a host's listing must have (checked on the
 host by ``sync_remote.verify_commit_script``); ``parse_listing`` reads a full listing
@@ -24,6 +34,7 @@ from functools import cached_property
 from elastic.errors import ConfigError, SyncError
 
 MANIFEST_NAME = ".dataset-manifest.json"
+SYMLINK_MODES = ("refuse", "copy-unsafe", "keep")
 FORMAT = "elastic-horovod/dataset-manifest/v1"
 
 
@@ -105,15 +116,29 @@ class Manifest:
         return manifest
 
 
-def _link_is_inside(src_real: str, rel: str, full: str) -> bool:
-    target = os.readlink(full)
+def _lexically_inside(rel: str, target: str) -> bool:
+    """rsync's notion of a safe link: relative, and not climbing out of the tree's root."""
     if posixpath.isabs(target):
         return False
     lexical = posixpath.normpath(posixpath.join(posixpath.dirname(rel), target))
-    if lexical == ".." or lexical.startswith("../"):
+    return not (lexical == ".." or lexical.startswith("../"))
+
+
+def _link_is_inside(src_real: str, rel: str, full: str) -> bool:
+    if not _lexically_inside(rel, os.readlink(full)):
         return False
     real = os.path.realpath(full)
     return real == src_real or real.startswith(src_real + os.sep)
+
+
+RESERVED_SUFFIX = ".dataset-sync-tmp"  # the SFTP fallback's upload names: .NAME.dataset-sync-tmp
+
+
+def _check_reserved(rel: str) -> None:
+    """Refuse names the host side writes itself (the manifest's temporary file, the SFTP
+    fallback's upload names): a link there would be written through, outside DEST."""
+    if rel == MANIFEST_NAME + ".tmp" or rel.endswith(RESERVED_SUFFIX):
+        raise ConfigError(f"refusing {rel}: dataset-sync writes that name on the hosts itself; rename it in SRC")
 
 
 def _check_name(rel: str) -> None:
@@ -125,26 +150,43 @@ def _check_name(rel: str) -> None:
         raise ConfigError(f"SRC contains a name with a control character: {rel!r}")
 
 
+def _copied_target(rel: str, path: str, target: str) -> os.stat_result:
+    """The stat of what ``copy-unsafe`` copies in place of the link ``rel`` (its target's);
+    raises ``UnsafeSymlink`` when there is none."""
+    try:
+        return os.stat(path)
+    except OSError as exc:
+        raise UnsafeSymlink(f"refusing symlink {rel} -> {target}: its target cannot be copied "
+                            f"({exc.strerror or exc})") from exc
+
+
 HashCache = dict[str, tuple[int, int, int, int, str]]
 """rel path -> (size, mtime_ns, ctime_ns, inode, sha256): checksums of files seen before."""
 
 
-def build_manifest(src: str, cache: HashCache | None = None) -> Manifest:
+def build_manifest(src: str, cache: HashCache | None = None, symlinks: str = "refuse") -> Manifest:
     """Walk the directory ``src`` and return its manifest (blocks while hashing every file).
 
-    With ``cache``, a file whose size, mtime, ctime and inode are those recorded is not read
-    again (any write changes its ctime); the cache is updated in place for every file.
-    Raises ``UnsafeSymlink`` for a link leaving SRC, ``ConfigError`` for special files or an
-    unreadable entry.
+    ``symlinks`` is one of ``SYMLINK_MODES`` (see the module docstring).  With ``cache``, a
+    file whose size, mtime, ctime and inode are those recorded is not read again (any write
+    changes its ctime); the cache is updated in place for every file.  Raises
+    ``UnsafeSymlink`` for a link leaving SRC (``refuse``) or one that cannot be copied
+    (``copy-unsafe``: missing target, loop), ``ConfigError`` for special files, an unreadable
+    entry or an unknown mode.
     """
+    if symlinks not in SYMLINK_MODES:
+        raise ConfigError(f"--symlinks must be one of {', '.join(SYMLINK_MODES)}, got {symlinks!r}")
     src_real = os.path.realpath(src)
     seen: HashCache = {}
     files: dict[str, FileEntry] = {}
     links: dict[str, str] = {}
     dirs: list[str] = []
-    stack = [""]
+    # (rel path, real path, real paths of the directories above it): a directory met again
+    # below itself (through a copied link) is a loop
+    stack: list[tuple[str, str, frozenset[str]]] = [("", src_real, frozenset())]
     while stack:
-        rel_dir = stack.pop()
+        rel_dir, real_dir, above = stack.pop()
+        above = above | {real_dir}
         full_dir = os.path.join(src_real, rel_dir) if rel_dir else src_real
         try:
             entries = sorted(os.scandir(full_dir), key=lambda e: e.name)
@@ -155,17 +197,28 @@ def build_manifest(src: str, cache: HashCache | None = None) -> Manifest:
             if rel == MANIFEST_NAME:
                 continue
             _check_name(rel)
+            _check_reserved(rel)
             try:
                 st = entry.stat(follow_symlinks=False)
                 if stat.S_ISLNK(st.st_mode):
-                    if not _link_is_inside(src_real, rel, entry.path):
+                    target = os.readlink(entry.path)
+                    if symlinks == "copy-unsafe" and not _lexically_inside(rel, target):
+                        st = _copied_target(rel, entry.path, target)
+                    elif symlinks == "refuse" and not _link_is_inside(src_real, rel, entry.path):
                         raise UnsafeSymlink(
-                            f"refusing symlink {rel} -> {os.readlink(entry.path)}: it points outside SRC")
-                    links[rel] = os.readlink(entry.path)
-                    _check_name(links[rel])
-                elif stat.S_ISDIR(st.st_mode):
+                            f"refusing symlink {rel} -> {target}: it points outside SRC "
+                            "(--symlinks copy-unsafe copies its target, --symlinks keep keeps the link)")
+                    else:
+                        _check_name(target)
+                        links[rel] = target
+                        continue
+                if stat.S_ISDIR(st.st_mode):
+                    real = os.path.realpath(entry.path) if entry.is_symlink() else os.path.join(real_dir, entry.name)
+                    if real in above:
+                        raise UnsafeSymlink(f"refusing {rel}: it is {real}, a directory it is inside of "
+                                            "(a symlink loop; copy-unsafe cannot copy it)")
                     dirs.append(rel)
-                    stack.append(rel)
+                    stack.append((rel, real, above))
                 elif stat.S_ISREG(st.st_mode):
                     key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
                     known = cache.get(rel) if cache is not None else None

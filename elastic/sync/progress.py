@@ -1,10 +1,12 @@
 """Progress of a ``dataset-sync`` run: per-host counters, their rendering, and a reporter thread.
 
 ``ProgressBoard`` is the thread-safe store the per-host workers update; ``snapshot()`` hands out
-an immutable copy.  ``render_status_line`` and ``render_plain_lines`` are pure.
-``ProgressReporter`` (explicit ``start()``/``stop()``) prints every ``interval`` seconds: on a
-terminal one line rewritten in place (total, then each active host), otherwise plain lines
-for the hosts whose counters moved since the last report, plus a total line.
+an immutable copy.  ``render_status_line``, ``render_plain_lines`` and ``bar_rows`` are pure.
+``ProgressReporter`` (explicit ``start()``/``stop()``) reports every ``interval`` seconds: on a
+terminal as progress bars drawn by ``rich`` (one for the total -- hosts done of all -- and one
+per host: files checked of the dataset's files, with its phase, e.g. ``waiting for lock``, and
+bytes sent), otherwise as plain lines for the hosts whose counters moved since the last
+report, plus a total line.
 """
 
 from __future__ import annotations
@@ -77,8 +79,65 @@ def render_plain_lines(snapshot: dict[str, HostProgress], previous: dict[str, Ho
     return lines
 
 
+@dataclass(frozen=True)
+class BarRow:
+    """One progress bar: its label, how far it is of how much, and the text beside it."""
+
+    label: str
+    completed: int
+    total: int
+    detail: str
+
+
+TOTAL_LABEL = "total"
+
+
+def bar_rows(snapshot: dict[str, HostProgress]) -> list[BarRow]:
+    """The bars for a snapshot (pure): the total (hosts finished of all), then one per host
+    (files checked of the dataset's; complete when done, whatever was sent)."""
+    finished = sum(1 for p in snapshot.values() if p.phase in ("done", "failed"))
+    failed = sum(1 for p in snapshot.values() if p.phase == "failed")
+    sent = sum(p.bytes_sent for p in snapshot.values())
+    rows = [BarRow(TOTAL_LABEL, finished, max(1, len(snapshot)),
+                   f"{finished}/{len(snapshot)} hosts, {failed} failed, {human_bytes(sent)} sent")]
+    for host, p in snapshot.items():
+        total = max(1, p.total)
+        completed = total if p.phase == "done" else min(p.checked, total)
+        rows.append(BarRow(host, completed, total,
+                           f"{p.phase}, {p.checked}/{p.total} files, {human_bytes(p.bytes_sent)} sent"))
+    return rows
+
+
+class _Bars:
+    """rich progress bars on a terminal (``update(rows)``, ``close()``)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        console = Console(file=stream, force_terminal=True, stderr=False)
+        self._progress = Progress(TextColumn("[bold]{task.description:>15}"), BarColumn(), MofNCompleteColumn(),
+                                  TextColumn("{task.fields[detail]}"), TimeElapsedColumn(),
+                                  console=console, auto_refresh=False, redirect_stdout=False,
+                                  redirect_stderr=False)
+        self._tasks: dict[str, int] = {}
+        self._progress.start()
+
+    def update(self, rows: list[BarRow]) -> None:
+        for row in rows:
+            if row.label not in self._tasks:
+                self._tasks[row.label] = self._progress.add_task(row.label, total=row.total, detail=row.detail)
+            self._progress.update(self._tasks[row.label], completed=row.completed, total=row.total,
+                                  detail=row.detail)
+        self._progress.refresh()
+
+    def close(self) -> None:
+        self._progress.stop()
+
+
 class ProgressReporter:
-    """Prints the board periodically to ``stream`` between ``start()`` and ``stop()``."""
+    """Reports the board periodically to ``stream`` between ``start()`` and ``stop()``: bars
+    on a terminal, plain lines otherwise (``tty`` overrides ``stream.isatty()``)."""
 
     def __init__(self, board: ProgressBoard, stream: TextIO, interval: float = 1.0, tty: bool | None = None) -> None:
         self._board = board
@@ -88,8 +147,13 @@ class ProgressReporter:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last: dict[str, HostProgress] = {}
+        self._bars: _Bars | None = None
 
     def start(self) -> None:
+        """Start reporting (a background thread; on a terminal the bars appear at once)."""
+        if self._tty:
+            self._bars = _Bars(self._stream)
+            self._emit()
         self._thread = threading.Thread(target=self._run, name="dataset-sync-progress", daemon=True)
         self._thread.start()
 
@@ -99,9 +163,9 @@ class ProgressReporter:
         if self._thread is not None:
             self._thread.join()
         self._emit()
-        if self._tty:
-            self._stream.write("\n")
-            self._stream.flush()
+        if self._bars is not None:
+            self._bars.close()
+            self._bars = None
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
@@ -109,10 +173,10 @@ class ProgressReporter:
 
     def _emit(self) -> None:
         snap = self._board.snapshot()
-        if self._tty:
-            self._stream.write("\r\x1b[K" + render_status_line(snap))
-        else:
+        if self._bars is not None:
+            self._bars.update(bar_rows(snap))
+        elif not self._tty:
             for line in render_plain_lines(snap, self._last):
                 self._stream.write(line + "\n")
+            self._stream.flush()
         self._last = snap
-        self._stream.flush()

@@ -2,7 +2,7 @@
 
 ``rsync_argv`` (pure) builds the command: ``-rlpt --delete`` into ``staging`` with
 ``--link-dest`` = the current version (unchanged files become hard links, nothing is sent),
-``--safe-links``, the manifest file excluded (and so protected from ``--delete``),
+``--safe-links`` (or the ``--symlinks`` mode's flag), the manifest file excluded (and so protected from ``--delete``),
 ``--info=progress2,stats2`` for progress and the transferred-bytes report.
 ``parse_progress``/``parse_stats`` (pure) read its output.  ``run_rsync`` runs it, reports
 progress through a callback, stops it when the run is cancelled, and returns
@@ -54,13 +54,21 @@ class RsyncStats:
     bytes_sent: int
 
 
+_SYMLINK_FLAGS = {"refuse": "--safe-links", "copy-unsafe": "--copy-unsafe-links", "keep": "--links"}
+
+
 def rsync_argv(src: str, host: str, layout: Layout, current: str, rsh: str, *, remote_rsync: str = "rsync",
-               bwlimit_kbps: int | None = None, checksum: bool = False, io_timeout: int = 120) -> list[str]:
+               bwlimit_kbps: int | None = None, checksum: bool = False, io_timeout: int = 120,
+               symlinks: str = "refuse") -> list[str]:
     """The rsync command copying the local directory ``src`` into ``host``'s staging dir.
 
     The remote rsync is a *registered writer* (``remote.writer_rsync_path``): it holds
-    ``<state>/writer`` open, so the next run can find and end it if this one dies."""
-    argv = ["rsync", "-rlpt", "--delete", "--safe-links", f"--exclude=/{MANIFEST_NAME}",
+    ``<state>/writer`` open, so the next run can find and end it if this one dies.
+    ``symlinks`` (``manifest.SYMLINK_MODES``) picks rsync's link flag: ``--safe-links`` for
+    ``refuse`` (the manifest already refused unsafe links), ``--copy-unsafe-links`` for
+    ``copy-unsafe``, plain ``--links`` for ``keep``; the receiver never follows a link (no
+    ``--keep-dirlinks``), so nothing is written outside the staging directory."""
+    argv = ["rsync", "-rlpt", "--delete", _SYMLINK_FLAGS[symlinks], f"--exclude=/{MANIFEST_NAME}",
             "--no-inc-recursive", "--info=progress2,stats2", "--no-h", f"--timeout={io_timeout}",
             "-e", rsh, f"--rsync-path={writer_rsync_path(layout, remote_rsync)}"]
     if current:

@@ -44,7 +44,7 @@ from dataclasses import asdict, dataclass, field
 
 from elastic.errors import ConfigError, SSHError, SyncError
 from elastic.common.hostlist import Host, validate_host_name
-from elastic.sync.manifest import (Manifest, build_manifest, cache_path, compare, listing_digest, load_cache, parse_listing,
+from elastic.sync.manifest import (SYMLINK_MODES, Manifest, build_manifest, cache_path, compare, listing_digest, load_cache, parse_listing,
                               quick_digest, save_cache)
 from elastic.ssh.exec import HostKeyUnverified, SSHClient
 from elastic.sync.cancel import CancelToken
@@ -82,8 +82,11 @@ class SyncOptions:
     hash_cache: bool = True
     cache_dir: str | None = None
     lock_timeout: float = 600.0
+    symlinks: str = "refuse"
 
     def __post_init__(self) -> None:
+        if self.symlinks not in SYMLINK_MODES:
+            raise ConfigError(f"--symlinks must be one of {', '.join(SYMLINK_MODES)}, got {self.symlinks!r}")
         if self.jobs < 1:
             raise ConfigError(f"--jobs must be >= 1, got {self.jobs}")
         if self.transport not in TRANSPORTS:
@@ -275,7 +278,7 @@ class _HostSync:
     def _copy_rsync(self, current: str, result: _Attempt) -> None:
         argv = rsync_argv(self.src, self.host, self.layout, current, self.client.rsh(),
                           remote_rsync=self.options.remote_rsync, bwlimit_kbps=self.options.bwlimit_kbps,
-                          checksum=self.checksum)
+                          checksum=self.checksum, symlinks=self.options.symlinks)
 
         def progress(p: RsyncProgress) -> None:
             changes = {"bytes_sent": p.bytes}
@@ -311,11 +314,11 @@ def prepare(src: str, dest: str, options: SyncOptions) -> tuple[str, Layout, Man
     dest_norm = check_dest(dest, options.allowed_roots)
     src_real = check_source(src)
     if not options.hash_cache:
-        return src_real, Layout(dest_norm), build_manifest(src_real)
+        return src_real, Layout(dest_norm), build_manifest(src_real, symlinks=options.symlinks)
     path = cache_path(src_real, options.cache_dir)
     cache = load_cache(path, src_real)
     before = dict(cache)
-    manifest = build_manifest(src_real, cache)
+    manifest = build_manifest(src_real, cache, options.symlinks)
     if cache != before:
         save_cache(path, src_real, cache)
     return src_real, Layout(dest_norm), manifest
