@@ -122,6 +122,10 @@ class ClusterHandle:
         """Forget the event history: watches from older resourceVersions get 410."""
         return control.admin(self.state, "compact")["compacted_to"]
 
+    def fail_watches(self, code: int) -> None:
+        """Every new watch answers one ERROR event with HTTP ``code`` and ends (0 to stop)."""
+        control.admin(self.state, "fail-watches", code=code)
+
     def set_latency(self, seconds: float) -> None:
         """Delay every API request by ``seconds`` (0 to stop)."""
         control.admin(self.state, "latency", seconds=seconds)
