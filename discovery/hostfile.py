@@ -1,38 +1,18 @@
 """Atomic hostfile (``host slots=N`` lines) for non-elastic runs (standard library only).
 
-Written to a temporary file in the same directory, flushed and fsynced, then renamed over
-the target: a reader sees the old file or the new one, never a partial one.
+Written with ``discovery.atomicfile.write_atomic`` (temporary file, fsync, rename): a reader
+sees the old file or the new one, never a partial one.
 """
 from __future__ import annotations
 
-import os
-import tempfile
 from typing import Iterable
 
+from discovery.atomicfile import write_atomic
 from discovery.hosts import Host
 
 
 def render_hostfile(hosts: Iterable[Host]) -> str:
     return "".join(f"{h.host} slots={h.slots}\n" for h in hosts)
-
-
-def write_atomic(path: str, text: str, mode: int = 0o644) -> None:
-    """Replace ``path`` with ``text`` atomically. Raises ``OSError`` (the temp file is removed)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 class HostfileWriter:

@@ -33,7 +33,7 @@ from aiohttp import web
 
 from . import pods
 from .core import PodService, dumps
-from .errors import ApiError, BadRequest, MethodNotAllowed, NotFound, Timeout, Unauthorized
+from .errors import ApiError, BadRequest, InjectedFault, MethodNotAllowed, NotFound, Timeout, Unauthorized
 from .selectors import parse_fields, parse_labels
 from .store import Event, Scope, watch_view
 
@@ -146,10 +146,6 @@ class _Watch:
     def drop(self) -> None:
         self.dropped = True
         self.queue.put_nowait(None)
-
-
-class _InjectedWatchError(ApiError):
-    """The ERROR event of the ``watch_error`` fault."""
 
 
 class ApiServer:
@@ -446,8 +442,7 @@ class ApiServer:
                 await resp.write(dumps({"type": kind, "object": obj}) + b"\n")
 
             if error is None and self.watch_error is not None:
-                error = _InjectedWatchError(f"injected watch failure ({self.watch_error})")
-                error.code = self.watch_error
+                error = InjectedFault(f"injected watch failure ({self.watch_error})", self.watch_error)
             if error is not None:
                 await send("ERROR", error.status())
                 return resp

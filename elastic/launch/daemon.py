@@ -23,15 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from elastic.errors import LaunchError
-
-
-class DaemonUnavailable(LaunchError):
-    """The discovery daemon did not answer."""
-
-
-class DaemonStartError(LaunchError):
-    """A discovery daemon started by the launcher exited or never became ready."""
+from elastic.errors import DaemonStartError, DaemonUnavailable
 
 
 def _get(url: str, timeout: float) -> tuple[int, str]:

@@ -37,8 +37,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Sequence
 
+from elastic.common.hostlist import split_host_slots
 from elastic.launch import timeline
-from elastic.errors import LaunchError, SSHError, SyncError
+from elastic.errors import Interrupted, LaunchError, SSHError, SyncError
 from elastic.launch.daemon import ManagedDaemon, fetch_hosts, probe
 from elastic.launch.plan import LaunchConfig, LaunchPlan, horovodrun_env, make_plan
 from elastic.launch.reap import reap_hosts
@@ -48,7 +49,7 @@ log = logging.getLogger("elastic.run")
 
 
 def _host_names(lines: Sequence[str]) -> list[str]:
-    return [line.rpartition(":")[0] or line for line in lines]
+    return [split_host_slots(line)[0] for line in lines]
 
 
 def _run_step(argv: list[str], what: str, error: type[LaunchError] | type[SSHError] | type[SyncError]) -> None:
@@ -87,12 +88,8 @@ class _SignalForwarder:
                 pass
 
 
-class Interrupted(LaunchError):
-    """SIGTERM arrived before horovodrun was started (what was started is stopped)."""
-
-
 def _interrupt(signum, _frame) -> None:
-    raise Interrupted(f"stopped by signal {signum} before the training started")
+    raise Interrupted(f"stopped by signal {signum} before the training started", signum)
 
 
 def exit_code(returncode: int) -> int:

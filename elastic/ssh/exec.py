@@ -18,13 +18,9 @@ import shlex
 import subprocess
 from dataclasses import dataclass
 
-from elastic.errors import SSHError
+from elastic.errors import HostKeyUnverified, SSHError
 
 HOST_KEY_FAILURE = "Host key verification failed"
-
-
-class HostKeyUnverified(SSHError):
-    """ssh refused the host's key (not pinned, or changed): retrying will not help."""
 
 
 def ssh_failure(host: str, stderr: bytes | str) -> SSHError:

@@ -26,7 +26,7 @@ import shlex
 import time
 from dataclasses import dataclass
 
-from elastic.errors import SyncError
+from elastic.errors import DestRefused, SyncError
 from elastic.sync.manifest import MANIFEST_NAME
 
 STATE_SUFFIX = ".dataset-sync"
@@ -126,10 +126,6 @@ class Probe:
     staging_partial: bool
     current_digest: str = ""
     unchanged: bool = False
-
-
-class DestRefused(SyncError):
-    """The host's DEST cannot be managed (exists and is not ours, tools missing, ...)."""
 
 
 def parse_probe(output: str) -> Probe:

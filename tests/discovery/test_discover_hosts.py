@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from discovery.discover_api import parse_yaml
-from discovery.client_errors import Failure, UsageError
+from discovery.errors import Failure, UsageError
 from discovery.discover_hosts import parse_args, split_url, validate
 from tests.discovery.conftest import ROOT, SELECTOR, daemon_env, fake_pod
 

@@ -25,7 +25,7 @@ from elastic.ssh.exec import HostKeyUnverified, SSHClient
 
 from tests.elastic.conftest import BIN, Sshd, cli, keygen
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]  # the repository (tests/elastic/ssh/ is three down)
 
 
 def _hook(server: Sshd, ssh_dir: Path, uid: str | None, identity: Path | None = None) -> subprocess.CompletedProcess:

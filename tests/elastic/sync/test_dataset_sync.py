@@ -92,7 +92,7 @@ def test_interrupted_sync_keeps_the_previous_copy_and_a_rerun_completes(sync_clu
     # DEST is still the complete previous copy.
     assert_host_has(sync_cluster, "worker-0", "/data/interrupt", previous)
 
-    # SIGTERM (a pod being stopped) ends the run cleanly: exit 130, its rsync gone, DEST intact.
+    # SIGTERM (a pod being stopped) ends the run cleanly: exit 143 (128+15), its rsync gone, DEST intact.
     before = {p.name for p in staging.glob("part*.bin")}
     stopped = subprocess.Popen([tool("dataset-sync"), str(src), "/data/interrupt", "--host", host, "--ssh-config",
                                 str(ssh_dir / "ssh_config"), "--bwlimit", "2048"],
@@ -101,7 +101,7 @@ def test_interrupted_sync_keeps_the_previous_copy_and_a_rerun_completes(sync_clu
     wait_for(lambda: {p.name for p in staging.glob("part*.bin")} - before, timeout=60, what="the copy to resume")
     stopped.send_signal(signal.SIGTERM)
     out, err = stopped.communicate(timeout=60)
-    assert stopped.returncode == 130, err
+    assert stopped.returncode == 128 + signal.SIGTERM, err
     assert "interrupted; DEST keeps its previous copy" in err and "FAILED" in out
     rsyncs = subprocess.run(["pgrep", "-f", f"rsync .*{host}:/data/.interrupt"], capture_output=True, text=True)
     assert rsyncs.stdout == ""
