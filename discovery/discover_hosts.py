@@ -28,7 +28,7 @@ from discovery.atomicfile import write_atomic
 from discovery.cli_runner import run_main
 from discovery.errors import Failure, UsageError
 
-EXIT_OK, EXIT_NO_ANSWER, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_NO_ANSWER = 0, 1
 FALLBACKS = ("none", "cache", "api")
 
 

@@ -13,7 +13,6 @@
     |   +-- APIGoneError            410: the resourceVersion is too old; relist
     |   +-- APIServerError          5xx and anything else unexpected
     +-- WatchError                  an ERROR event in a watch stream other than 410
-    +-- PrepareError                a ``--prepare-cmd`` could not be started
 
 ``api_error_for_status`` picks the class from an HTTP status so adapters raise the
 right one ``from`` the library's exception. ``discovery.cli_runner.run_main`` maps the tree to
@@ -73,10 +72,6 @@ class WatchError(DiscoveryError):
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
-
-
-class PrepareError(DiscoveryError):
-    """The prepare command could not be run at all (not found, not executable)."""
 
 
 def api_error_for_status(status: int | None, message: str) -> APIError:

@@ -21,7 +21,6 @@ class HostfileWriter:
     def __init__(self, path: str) -> None:
         self.path = path
         self._last: str | None = None
-        self.writes = 0
 
     def update(self, hosts: Iterable[Host]) -> bool:
         """Write if different from the last write; returns whether it wrote. Raises ``OSError``."""
@@ -30,5 +29,4 @@ class HostfileWriter:
             return False
         write_atomic(self.path, text)
         self._last = text
-        self.writes += 1
         return True

@@ -141,10 +141,8 @@ class _Watch:
     def __init__(self, request: web.Request) -> None:
         self.request = request
         self.queue: asyncio.Queue = asyncio.Queue()
-        self.dropped = False
 
     def drop(self) -> None:
-        self.dropped = True
         self.queue.put_nowait(None)
 
 

@@ -63,9 +63,6 @@ class Layout:
     def link_tmp(self) -> str:
         return posixpath.join(self.parent, f"{self.state_name}.link")
 
-    def version_dir(self, version: str) -> str:
-        return posixpath.join(self.state, version)
-
 
 def new_version_name(digest: str, now: float | None = None) -> str:
     """Return a fresh version name ``v-<UTC time>-<digest prefix>-<random>``."""
@@ -178,17 +175,6 @@ def seed_staging_script(layout: Layout, current: str) -> str:
     return f"""
 cd -- {q(layout.state)} || exit 3
 if [ -z "$(ls -A -- staging)" ]; then cp -al -- {q(current)}/. staging/ || exit 4; fi
-"""
-
-
-def verify_script(directory: str, expected_digest: str) -> str:
-    """Script printing ``verify=ok`` when ``directory``'s listing hashes to ``expected_digest``
-    (``manifest.listing_digest``), else ``verify=mismatch``; changes nothing."""
-    q = shlex.quote
-    return f"""
-cd -- {q(directory)} || exit 3
-got=$({_listing_pipeline()} | sha256sum | cut -c1-64)
-if [ "$got" = {q(expected_digest)} ]; then echo verify=ok; else echo verify=mismatch; fi
 """
 
 
