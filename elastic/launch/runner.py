@@ -18,8 +18,10 @@ side effects) and ``execute(plan)`` carries it out, in these steps (blocks until
    stopped by a signal leaves them running otherwise; hosts still served are checked); a daemon we started is stopped; the
    timeline is printed to stderr (and written as JSON to ``config.timeline_file`` if given).
 
-The exit code is horovodrun's (128+N when it died of signal N). Errors before horovodrun
-starts raise ``ElasticError`` subclasses; the CLI turns them into one line.
+The exit code is horovodrun's (128+N when it died of signal N), or 128+N when the launcher
+itself was ended by signal N (forwarded to horovodrun, which then exits as it likes; the
+timeline still shows horovodrun's code). Errors before horovodrun starts raise
+``ElasticError`` subclasses; the CLI turns them into one line (``Interrupted``: 128+N).
 """
 from __future__ import annotations
 
@@ -152,13 +154,15 @@ def execute(plan: LaunchPlan) -> int:
         except OSError as exc:
             raise LaunchError(f"cannot run {argv[0]}: {exc.strerror or exc}") from exc
         signal.signal(signal.SIGTERM, previous_term)  # from here on the forwarder handles it
-        with _SignalForwarder(proc):
+        with _SignalForwarder(proc) as forwarder:
             while True:
                 try:
                     returncode = proc.wait()
                     break
                 except KeyboardInterrupt:  # pragma: no cover - handler forwards instead
                     continue
+        if forwarder.received:  # ended by a signal: 128+N, whatever horovodrun made of it
+            return 128 + forwarder.received[0]
         return exit_code(returncode)
     finally:
         signal.signal(signal.SIGTERM, previous_term)

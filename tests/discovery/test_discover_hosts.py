@@ -43,7 +43,7 @@ def test_bad_url_is_a_usage_error(url: str) -> None:
 @pytest.mark.parametrize("body", [b"10.0.0.1:1\n10.0.0.2", b"10.0.0.1\n", b"fd00::1:2\n", b"h:0\n",
                                   b"h:x\n", b":1\n", b"\xff:1\n"])
 def test_partial_or_malformed_answers_are_refused(body: bytes) -> None:
-    with pytest.raises(Failure):
+    with pytest.raises(Failure, match="^test: (answer|malformed line)"):
         validate(body, "test")
 
 
@@ -74,13 +74,16 @@ def test_kubeconfig_yaml_subset_matches_pyyaml(tmp_path: Path) -> None:
 
 
 # -- the command -----------------------------------------------------------------------------
-def test_usage_errors_exit_2_with_one_line() -> None:
-    for args, msg in [(["--bogus"], "unknown argument '--bogus'"), (["--timeout", "soon"], "--timeout"),
-                      (["--fallback", "maybe"], "--fallback must be one of"),
-                      (["--url", "https://x"], "bad DISCOVERY_URL")]:
-        r = run(*args)
-        assert r.returncode == 2 and r.stdout == "" and r.stderr.splitlines() == [r.stderr.strip()], r
-        assert msg in r.stderr
+@pytest.mark.parametrize("args, msg", [(["--bogus"], "unknown argument '--bogus'"), (["--timeout", "soon"], "--timeout"),
+                                       (["--fallback", "maybe"], "--fallback must be one of"),
+                                       (["--url", "https://x"], "bad DISCOVERY_URL")])
+def test_usage_errors_exit_2_with_one_line(args: list[str], msg: str) -> None:
+    r = run(*args)
+    assert r.returncode == 2 and r.stdout == "" and r.stderr.splitlines() == [r.stderr.strip()], r
+    assert msg in r.stderr
+
+
+def test_help_exits_0() -> None:
     r = run("--help")
     assert r.returncode == 0 and "DISCOVERY_URL" in r.stdout
 
