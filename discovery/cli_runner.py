@@ -5,14 +5,18 @@ errors become one line ``error: <cause>`` on stderr and a code: ``ConfigError`` 
 ``UsageError`` included) 2, any other ``DiscoveryError`` 1, Ctrl-C 130 -- never a traceback.
 The contract is written once in docs/architecture.md ("Errors and exit codes").
 
-Standard library only and cheap to import (no argparse): ``discover-hosts`` runs every second.
+Standard library only and cheap to import (no argparse, no ``typing``, which pulls in ``re``,
+``enum`` and ``collections``): ``discover-hosts`` runs every second.
 """
 from __future__ import annotations
 
 import sys
-from typing import Callable
 
 from discovery.errors import ConfigError, DiscoveryError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # for the annotations only; never imported at run time
+    from typing import Callable
 
 
 def run_main(prog: str, body: Callable[[], int]) -> int:
