@@ -10,7 +10,8 @@ process is killed, the cluster dies with it. Options:
 ``state_dir``, ``state`` (state.json), ``client`` (a ``localcluster.client.Client``: ``get_pod``,
 ``list_pods``, ``create_pod``, ``delete_pod``, ``patch_pod``, ``request``); methods: ``core_v1()``, ``create_pod``, ``delete_pod``, ``wait_ready`` (-> ip),
 ``wait_gone``, ``status()``, ``set_ready``, ``pod_data_dir``, ``ssh``, and the faults
-``restart_api(down_seconds)``, ``drop_watches()``, ``compact_history()``, ``set_latency(seconds)``.
+``restart_api(down_seconds)``, ``drop_watches()``, ``compact_history()``, ``set_latency(seconds)``,
+``fail_watches(code)``.
 Waits raise ``ClusterError`` on timeout.
 """
 from __future__ import annotations
