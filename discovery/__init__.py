@@ -5,7 +5,7 @@ Layers (commands -> services -> adapters -> pure model):
 - ``discovery.cli``             the ``discovery-daemon`` command
 - ``discovery.discover_hosts``  the ``discover-hosts`` command (standard library only)
 - ``discovery.discover_api``    its ``--fallback api`` (standard library only)
-- ``discovery.client_errors``   the client's errors, imported by both
+- ``discovery.cli_runner``      ``run_main``: errors -> one line and the exit code, for both commands
 - ``discovery.service``         wires the watch, admission, snapshot publishing, hostfile
 - ``discovery.server``          aiohttp endpoints over the current ``HostTable``
 - ``discovery.watch``           list + watch through the official ``kubernetes`` client
@@ -14,7 +14,7 @@ Layers (commands -> services -> adapters -> pure model):
 - ``discovery.cache``           pod cache: events, relist diff, snapshots
 - ``discovery.table``           the immutable ``HostTable`` snapshot
 - ``discovery.hosts``           the pure pods -> hosts rule (standard library only)
-- ``discovery.errors``          the package's error tree
+- ``discovery.errors``          the package's error tree (imports nothing; the client's errors too)
 
 This module imports nothing: ``discover-hosts`` runs once a second and must start fast.
 """

@@ -16,6 +16,7 @@ import signal
 import sys
 from typing import Sequence
 
+from discovery.cli_runner import run_main
 from discovery.errors import ConfigError, DiscoveryError
 
 log = logging.getLogger("discovery.daemon")
@@ -46,7 +47,7 @@ def _float(name: str, value: str | None) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="discovery-daemon",
         description="Watch the pods of a Horovod job and serve them as host:slots lines "
                     "(GET /hosts, /hosts.json, /healthz, /readyz, /metrics).")
@@ -193,6 +194,14 @@ async def _serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one line (``error: ...``, exit 2) instead of usage + message."""
+
+    def error(self, message: str):  # type: ignore[override]
+        print(f"error: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from discovery import logs
@@ -205,16 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             loop.add_signal_handler(sig, stop.set)
         return await _serve(args, stop)
 
-    try:
-        return asyncio.run(run())
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except DiscoveryError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    return run_main("discovery-daemon", lambda: asyncio.run(run()))
 
 
 if __name__ == "__main__":

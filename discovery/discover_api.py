@@ -22,7 +22,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from discovery.client_errors import Failure, UsageError
+from discovery.errors import Failure, UsageError
 
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 

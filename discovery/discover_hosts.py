@@ -31,9 +31,11 @@ import sys
 
 import _socket  # the C module: ``socket`` would pull in ``enum`` and more (startup time)
 
-from discovery.client_errors import Failure, UsageError
+from discovery.atomicfile import write_atomic
+from discovery.cli_runner import run_main
+from discovery.errors import Failure, UsageError
 
-EXIT_OK, EXIT_NO_ANSWER, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_NO_ANSWER = 0, 1
 FALLBACKS = ("none", "cache", "api")
 MAX_SLOTS = 1024           # as discovery.hosts.MAX_SLOTS (not imported: start-up time)
 MAX_BODY = 16 << 20        # bytes of an answer we read at most
@@ -333,12 +335,7 @@ def save_cache(path: str, body: bytes) -> None:
             os.utime(path)
             return
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(body)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_atomic(path, body)
     except OSError:
         pass  # the cache is an optimisation; the answer itself is good
 
@@ -382,18 +379,16 @@ def main(argv: list[str] | None = None) -> int:
     if "-h" in argv or "--help" in argv:
         sys.stdout.write(HELP)
         return EXIT_OK
-    s: dict = {"warnings": []}
+    return run_main("discover-hosts", lambda: _print_answer(argv))
+
+
+def _print_answer(argv: list[str]) -> int:
+    s = parse_args(argv)  # UsageError -> 2, Failure -> 1 (run_main)
     try:
-        s = parse_args(argv)
         body = answer(s)
-    except UsageError as e:
-        sys.stderr.write(f"error: {e}\n")
-        return EXIT_USAGE
-    except Failure as e:
-        sys.stderr.write("".join(f"warning: {w}\n" for w in s["warnings"]) + f"error: {e}\n")
-        return EXIT_NO_ANSWER
-    if s["warnings"]:
-        sys.stderr.write("".join(f"warning: {w}\n" for w in s["warnings"]))
+    finally:  # the skipped lines are named before the answer or the error line
+        if s["warnings"]:
+            sys.stderr.write("".join(f"warning: {w}\n" for w in s["warnings"]))
     try:
         sys.stdout.buffer.write(body)
         sys.stdout.buffer.flush()

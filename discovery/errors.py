@@ -2,8 +2,10 @@
 
 ::
 
-    DiscoveryError                  base; the CLIs print ``error: <message>`` and exit non-zero
-    +-- ConfigError                 bad flag, environment variable, kubeconfig or selector
+    DiscoveryError                  base; the CLIs print ``error: <message>`` and exit 1
+    +-- ConfigError                 bad flag, environment variable, kubeconfig or selector (exit 2)
+    |   +-- UsageError              discover-hosts: bad flags or environment
+    +-- Failure                     discover-hosts: no trustworthy answer from a source
     +-- APIError                    talking to the Kubernetes API failed (``status`` may be None)
     |   +-- APIConnectionError      no HTTP answer: refused, reset, timed out
     |   +-- APIUnauthorizedError    401 / 403
@@ -11,10 +13,11 @@
     |   +-- APIGoneError            410: the resourceVersion is too old; relist
     |   +-- APIServerError          5xx and anything else unexpected
     +-- WatchError                  an ERROR event in a watch stream other than 410
-    +-- PrepareError                a ``--prepare-cmd`` could not be started
 
 ``api_error_for_status`` picks the class from an HTTP status so adapters raise the
-right one ``from`` the library's exception.
+right one ``from`` the library's exception. ``discovery.cli_runner.run_main`` maps the tree to
+exit codes (docs/architecture.md, "Errors and exit codes"). This module imports nothing:
+``discover-hosts`` (standard library only, started every second) imports it.
 """
 from __future__ import annotations
 
@@ -25,6 +28,14 @@ class DiscoveryError(Exception):
 
 class ConfigError(DiscoveryError):
     """A setting is wrong; the message names the setting and the bad value."""
+
+
+class UsageError(ConfigError):
+    """``discover-hosts``: bad flags or environment."""
+
+
+class Failure(DiscoveryError):
+    """``discover-hosts``: no trustworthy answer from one source; the message names the cause."""
 
 
 class APIError(DiscoveryError):
@@ -61,10 +72,6 @@ class WatchError(DiscoveryError):
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
-
-
-class PrepareError(DiscoveryError):
-    """The prepare command could not be run at all (not found, not executable)."""
 
 
 def api_error_for_status(status: int | None, message: str) -> APIError:

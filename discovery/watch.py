@@ -1,15 +1,26 @@
 """The pod watch, in three layers (after kopf), run in a thread this component owns.
 
-1. ``_stream``: one WATCH call; yields events until the server ends it.
-2. ``_list_then_watch``: LIST (the cache is replaced; vanished pods become deletions), then
-   WATCH from the list's resourceVersion, re-watching from the last seen version when a
-   stream ends. 410 Gone (as an HTTP status or an ERROR event) returns, meaning *relist*;
-   any other ERROR event raises ``WatchError``.
-3. ``_run``: the outer loop; after ``APIError`` (connection lost, server restarting) it
-   waits (exponential backoff with jitter) and resumes the watch from the last version seen,
-   like the official client's informer: the server replays what was missed, or answers 410
-   and the cache is relisted. After ``WatchError`` it relists. It gives up only on
+1. ``_events(rv)``: one WATCH from ``rv``; yields ``(type, object)`` until the server ends the
+   stream. Owns the open response (``stop()`` shuts it to interrupt a blocking read). An ERROR
+   event raises: ``APIGoneError`` for 410, ``WatchError`` for any other code.
+2. ``_session(resume_from)``: LIST when there is no version to resume from (the cache is
+   replaced; vanished pods become deletions), then WATCH, re-watching from the last seen
+   version when a stream ends. Owns the resource version: returns None on 410 (*relist*), or
+   raises ``_Lost`` carrying the version to resume from (None after a ``WatchError``: the
+   stream said something we do not understand, so the next session relists).
+3. ``_run``: the outer loop. After ``_Lost`` (connection lost, server restarting, ERROR
+   events) it waits (exponential backoff with jitter, growing with the consecutive failures)
+   and starts the next session, like the official client's informer: the server replays what
+   was missed, or answers 410 and the cache is relisted. It gives up only on
    ``APIBadRequestError`` (e.g. a bad selector), recorded as ``fatal``.
+
+Each piece of mutable state has one owner: the cache is written by layer 2 only; the open
+response belongs to layer 1; the resource version is a local of layer 2 handed to layer 3
+only inside ``_Lost``; ``WatchStatus`` (with ``failures``, which drives the backoff) is kept
+by ``_StatusBoard``, whose methods are the only transitions. A watch that keeps failing (every
+stream an ERROR event) keeps relisting -- the served list stays current -- with the backoff
+growing to its cap: a LIST that succeeds does not count as the watch working, only an event
+or a stream the server ended cleanly does.
 
 Nothing starts in the constructor: ``start()`` starts the thread, ``stop()`` sets the stop
 event, shuts the open stream down (interrupting a blocking read) and joins. The loops wait
@@ -23,7 +34,7 @@ import random
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from discovery.cache import PodCache
 from discovery.errors import APIBadRequestError, APIError, APIGoneError, WatchError
@@ -42,7 +53,8 @@ class WatchStatus:
     """An immutable view of the watch. Times are from the injected monotonic clock.
 
     ``disconnected_since`` is None while the watch is known current; otherwise the time the
-    connection was lost (the data is current as of then).
+    connection was lost (the data is current as of then). ``failures``: failed sessions in a
+    row since the watch last worked (delivered an event or ended cleanly); 0 while it works.
     """
 
     synced: bool = False
@@ -54,8 +66,76 @@ class WatchStatus:
     relists: int = 0
     restarts: int = 0
     events: int = 0
+    failures: int = 0
     last_error: str = ""
     fatal: str = ""
+
+
+class _StatusBoard:
+    """Owns the current ``WatchStatus``; each method is one transition (thread-safe)."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._status = WatchStatus()
+
+    @property
+    def current(self) -> WatchStatus:
+        return self._status
+
+    def _change(self, fn: Callable[[WatchStatus], WatchStatus]) -> WatchStatus:
+        with self._lock:
+            self._status = fn(self._status)
+            return self._status
+
+    def listed(self, rv: str) -> None:
+        """A LIST succeeded: synced and current as of now."""
+        now = self._clock()
+        self._change(lambda s: replace(s, synced=True, connected=True, disconnected_since=None,
+                                       resource_version=rv, last_event_at=now, lists=s.lists + 1,
+                                       relists=s.relists + (1 if s.lists else 0)))
+
+    def connected(self) -> bool:
+        """A WATCH opened; True when that changed the status (it was disconnected)."""
+        with self._lock:
+            if self._status.connected:
+                return False
+            self._status = replace(self._status, connected=True, disconnected_since=None)
+            return True
+
+    def event(self, rv: str) -> None:
+        """The stream delivered an event: the watch works."""
+        now = self._clock()
+        self._change(lambda s: replace(s, resource_version=rv or s.resource_version, last_event_at=now,
+                                       events=s.events + 1, failures=0))
+
+    def stream_ended(self) -> None:
+        """The server ended a stream cleanly (its timeout): the watch works."""
+        self._change(lambda s: replace(s, failures=0))
+
+    def lost(self, error: str) -> int:
+        """A session failed; returns the failures in a row, this one included."""
+        now = self._clock()
+        s = self._change(lambda s: replace(
+            s, connected=False, disconnected_since=s.disconnected_since if s.disconnected_since is not None else now,
+            restarts=s.restarts + 1, failures=s.failures + 1, last_error=error))
+        return s.failures
+
+    def fatal(self, error: str) -> None:
+        """The watch stopped for good."""
+        now = self._clock()
+        self._change(lambda s: replace(
+            s, fatal=error, last_error=error, connected=False,
+            disconnected_since=now if s.disconnected_since is None else s.disconnected_since))
+
+
+class _Lost(Exception):
+    """A session ended by ``cause``; the next one resumes from ``resume_from`` (None: relist)."""
+
+    def __init__(self, cause: Exception, resume_from: str | None) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.resume_from = resume_from
 
 
 class PodWatcher:
@@ -79,8 +159,7 @@ class PodWatcher:
         self._thread: threading.Thread | None = None
         self._resp_lock = threading.Lock()
         self._resp: Any = None
-        self._status = WatchStatus()
-        self._status_lock = threading.Lock()
+        self._board = _StatusBoard(clock)
 
     # -- control -------------------------------------------------------------------------
     def start(self) -> None:
@@ -102,123 +181,113 @@ class PodWatcher:
 
     @property
     def status(self) -> WatchStatus:
-        return self._status
+        return self._board.current
 
     @property
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def _set(self, **changes: Any) -> None:
-        with self._status_lock:
-            self._status = replace(self._status, **changes)
-
-    def _lost(self, error: str) -> None:
-        with self._status_lock:
-            s = self._status
-            since = s.disconnected_since if s.disconnected_since is not None else self._clock()
-            self._status = replace(s, connected=False, disconnected_since=since,
-                                   restarts=s.restarts + 1, last_error=error)
-        self._on_change()
-
     # -- layer 3 ---------------------------------------------------------------------------
     def _run(self) -> None:
-        self._rv: str | None = None
-        self._attempt = 0
+        resume_from: str | None = None
         while not self._stop.is_set():
             try:
-                self._list_then_watch()
+                resume_from = self._session(resume_from)
             except APIBadRequestError as e:
                 log.error("watch cannot continue", extra={"fields": {"error": str(e)}})
-                since = self._status.disconnected_since
-                self._set(fatal=str(e), last_error=str(e), connected=False,
-                          disconnected_since=self._clock() if since is None else since)
+                self._board.fatal(str(e))
                 self._on_change()
                 return
-            except (APIError, WatchError) as e:
+            except _Lost as lost:
                 if self._stop.is_set():
                     break
-                if isinstance(e, WatchError):
-                    self._rv = None  # the stream said something we do not understand: relist
-                self._lost(str(e))
-                delay = backoff_delay(self._attempt, self._base, self._cap, self._rand)
-                self._attempt += 1
+                resume_from = lost.resume_from
+                failures = self._board.lost(str(lost.cause))
+                self._on_change()
+                delay = backoff_delay(failures - 1, self._base, self._cap, self._rand)
                 log.warning("watch lost; reconnecting", extra={"fields": {
-                    "error": str(e), "retry_in": round(delay, 3), "attempt": self._attempt,
-                    "resume_from": self._rv}})
+                    "error": str(lost.cause), "retry_in": round(delay, 3), "attempt": failures,
+                    "resume_from": resume_from}})
                 self._stop.wait(delay)
             except Exception as e:  # a bug: keep serving the last good list, relist slowly
                 log.exception("watch loop bug")
-                self._rv = None
-                self._lost(f"internal error: {type(e).__name__}: {e}")
+                resume_from = None
+                self._board.lost(f"internal error: {type(e).__name__}: {e}")
+                self._on_change()
                 self._stop.wait(self._cap)
 
     # -- layer 2 ---------------------------------------------------------------------------
-    def _list_then_watch(self) -> None:
+    def _session(self, resume_from: str | None) -> str | None:
         """LIST unless there is a version to resume from, then WATCH until 410 or stop.
 
-        Returns (with ``_rv`` None) on 410; raises ``APIError``/``WatchError`` with ``_rv``
-        left at the last version seen, so the outer loop resumes the watch from there.
+        Returns None on 410 (relist next), else (stopped) the version to resume from. Raises
+        ``_Lost`` on ``APIError``/``WatchError`` (``APIBadRequestError`` passes through).
         """
-        if self._rv is None:
-            started = self._clock()
-            pods, rv = self._api.list()
-            if self._stop.is_set():
-                return
-            diff = self.cache.replace(pods)
-            self._rv = rv
-            self._attempt = 0
-            with self._status_lock:
-                s = self._status
-                self._status = replace(s, synced=True, connected=True, disconnected_since=None,
-                                       resource_version=rv, last_event_at=self._clock(),
-                                       lists=s.lists + 1, relists=s.relists + (1 if s.lists else 0))
-            log.info("listed", extra={"fields": {
-                "pods": len(pods), "resource_version": rv, "seconds": round(self._clock() - started, 3),
-                "added": len(diff.added),
-                "deleted": len(diff.deleted), "modified": len(diff.modified)}})
-            self._on_change()
-        while not self._stop.is_set():
-            try:
-                self._stream()
-            except APIGoneError:
-                self._rv = None
-            if self._rv is None:
-                log.info("resource version expired; relisting")
-                return
+        rv = resume_from
+        try:
+            if rv is None:
+                rv = self._list()
+                if rv is None:
+                    return None
+            while not self._stop.is_set():
+                try:
+                    for kind, obj in self._events(rv):
+                        new_rv = (obj.get("metadata") or {}).get("resourceVersion")
+                        if new_rv:
+                            rv = str(new_rv)
+                        changed = kind != "BOOKMARK" and self.cache.apply(kind, obj)
+                        self._board.event(rv)
+                        if changed:
+                            self._on_change()
+                except APIGoneError:
+                    log.info("resource version expired; relisting")
+                    return None
+                if not self._stop.is_set():
+                    self._board.stream_ended()
+            return rv
+        except APIBadRequestError:
+            raise
+        except WatchError as e:
+            raise _Lost(e, None) from e
+        except APIError as e:
+            raise _Lost(e, rv) from e
+
+    def _list(self) -> str | None:
+        """LIST into the cache; returns its resourceVersion (None when stopped meanwhile)."""
+        started = self._clock()
+        pods, rv = self._api.list()
+        if self._stop.is_set():
+            return None
+        diff = self.cache.replace(pods)
+        self._board.listed(rv)
+        log.info("listed", extra={"fields": {
+            "pods": len(pods), "resource_version": rv, "seconds": round(self._clock() - started, 3),
+            "added": len(diff.added), "deleted": len(diff.deleted), "modified": len(diff.modified)}})
+        self._on_change()
+        return rv
 
     # -- layer 1 ---------------------------------------------------------------------------
-    def _stream(self) -> None:
-        """One WATCH from ``_rv``, applying events, advancing ``_rv``; ``_rv = None`` on 410."""
-        assert self._rv is not None
-        resp = self._api.watch(self._rv, self._watch_timeout)
+    def _events(self, rv: str) -> Iterator[tuple[str, dict]]:
+        """One WATCH from ``rv``: its events until the server ends it (or ``stop()``)."""
+        resp = self._api.watch(rv, self._watch_timeout)
         with self._resp_lock:
             self._resp = resp
         if self._stop.is_set():
             _shutdown(resp)
-        if not self._status.connected:
-            self._attempt = 0
-            self._set(connected=True, disconnected_since=None)
+        if self._board.connected():
             self._on_change()
         try:
             for ev in iter_events(resp):
                 kind, obj = ev["type"], ev["object"]
                 if kind == "ERROR":
                     code = obj.get("code")
+                    message = f"watch ERROR event: {code} {obj.get('message', '')}".strip()
                     if code == 410:
-                        self._rv = None
-                        return
-                    raise WatchError(f"watch ERROR event: {code} {obj.get('message', '')}".strip(),
-                                     code)
-                new_rv = (obj.get("metadata") or {}).get("resourceVersion")
-                if new_rv:
-                    self._rv = str(new_rv)
-                changed = kind != "BOOKMARK" and self.cache.apply(kind, obj)
-                with self._status_lock:
-                    s = self._status
-                    self._status = replace(s, resource_version=self._rv or s.resource_version,
-                                           last_event_at=self._clock(), events=s.events + 1)
-                if changed:
-                    self._on_change()
+                        raise APIGoneError(message, 410)
+                    raise WatchError(message, code)
+                yield kind, obj
+        except APIGoneError:
+            raise
         except APIError:
             if self._stop.is_set():
                 return

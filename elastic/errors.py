@@ -1,13 +1,27 @@
-"""The error tree of the ``elastic`` package.
+"""The error tree of the ``elastic`` package: every exception class it raises on purpose.
 
-    ElasticError                 base: a command prints ``error: <message>`` and exits non-zero
-     ├── ConfigError             bad flag, environment variable or file given by the user
-     ├── SSHError                a host could not be reached or verified over SSH
-     │    └── HostKeyMismatch    a pinned host key changed for the same address
-     ├── SyncError               a dataset could not be copied or verified on a host
-     └── LaunchError             horovodrun or the discovery daemon could not be started
+    ElasticError                 base: a command prints ``error: <message>`` (exit codes below)
+     ├── ConfigError             bad flag, environment variable or file given by the user (exit 2)
+     │    ├── UnsafePath         a path refused by a safety rule (DEST outside the allowed roots, ...)
+     │    └── UnsafeSymlink      SRC contains a symlink that points outside SRC
+     ├── Interrupted             stopped by a signal (exit 128+N; ``signum`` may be None)
+     ├── SSHError                a host could not be reached or verified over SSH (exit 1)
+     │    ├── HostKeyMismatch    a pinned host key changed for the same address
+     │    └── HostKeyUnverified  ssh refused the host's key: retrying will not help
+     ├── SyncError               a dataset could not be copied or verified on a host (exit 1)
+     │    ├── DestRefused        the host's DEST cannot be managed
+     │    │    └── LockUnavailable  the host cannot give us DEST's lock
+     │    ├── LockTimeout        another dataset-sync kept DEST's lock too long
+     │    ├── RsyncFailed        rsync exited non-zero
+     │    ├── BadManifest        a manifest or a host's listing could not be parsed
+     │    └── VerifyFailed       the copy on a host does not match the manifest
+     └── LaunchError             horovodrun or the discovery daemon could not be started (exit 1)
+          ├── DaemonUnavailable  the discovery daemon did not answer
+          ├── DaemonStartError   a daemon started by the launcher exited or never became ready
+          └── ToolNotFound       a command the launcher needs is not installed
 
-Modules may add subclasses of these; library errors are wrapped at the edge with ``raise ... from``.
+``elastic.common.cli.run_main`` maps them to exit codes (docs/architecture.md, "Errors and exit
+codes"). Library errors are wrapped at the edge with ``raise ... from``.
 """
 
 
@@ -33,3 +47,63 @@ class SyncError(ElasticError):
 
 class LaunchError(ElasticError):
     """horovodrun or a helper process (the discovery daemon) could not be started."""
+
+
+class UnsafePath(ConfigError):
+    """A path was refused by a safety rule (DEST outside the allowed roots, shell syntax, ...)."""
+
+
+class UnsafeSymlink(ConfigError):
+    """SRC contains a symlink that points outside SRC."""
+
+
+class Interrupted(ElasticError):
+    """Stopped by a signal before the work was done (what was started is stopped).
+
+    ``signum``: the signal (the command exits 128+signum), or None when only a cancel was seen
+    (exit 130, as for Ctrl-C).
+    """
+
+    def __init__(self, message: str, signum: int | None = None) -> None:
+        super().__init__(message)
+        self.signum = signum
+
+
+class HostKeyUnverified(SSHError):
+    """ssh refused the host's key (not pinned, or changed): retrying will not help."""
+
+
+class DestRefused(SyncError):
+    """The host's DEST cannot be managed (exists and is not ours, tools missing, ...)."""
+
+
+class LockUnavailable(DestRefused):
+    """The host cannot give us the lock (no ``flock``, state directory refused): not retried."""
+
+
+class LockTimeout(SyncError):
+    """Another dataset-sync kept DEST's lock on the host for longer than we wait."""
+
+
+class RsyncFailed(SyncError):
+    """rsync exited non-zero (the message has its exit code and last error line)."""
+
+
+class BadManifest(SyncError):
+    """A manifest file or a host's listing could not be parsed."""
+
+
+class VerifyFailed(SyncError):
+    """The copy on a host does not match the manifest."""
+
+
+class DaemonUnavailable(LaunchError):
+    """The discovery daemon did not answer."""
+
+
+class DaemonStartError(LaunchError):
+    """A discovery daemon started by the launcher exited or never became ready."""
+
+
+class ToolNotFound(LaunchError):
+    """A command the launcher needs is not installed."""

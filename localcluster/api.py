@@ -17,7 +17,8 @@ ends. ``allowWatchBookmarks`` adds BOOKMARK events every ``bookmark_interval`` s
 ``timeoutSeconds`` ends the stream cleanly. Fault injection: ``restart(down_seconds)`` (stop
 listening, drop all connections, listen again on the same port; state is kept),
 ``drop_watches()`` (abort every open watch connection), ``latency`` (seconds added to every
-request). ``start()``/``stop()`` are explicit; nothing starts in the constructor.
+request), ``watch_error`` (an HTTP code, or None: every new watch answers one ERROR event with
+that code and ends, as a server does for errors other than 410). ``start()``/``stop()`` are explicit; nothing starts in the constructor.
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from aiohttp import web
 
 from . import pods
 from .core import PodService, dumps
-from .errors import ApiError, BadRequest, MethodNotAllowed, NotFound, Timeout, Unauthorized
+from .errors import ApiError, BadRequest, InjectedFault, MethodNotAllowed, NotFound, Timeout, Unauthorized
 from .selectors import parse_fields, parse_labels
 from .store import Event, Scope, watch_view
 
@@ -140,10 +141,8 @@ class _Watch:
     def __init__(self, request: web.Request) -> None:
         self.request = request
         self.queue: asyncio.Queue = asyncio.Queue()
-        self.dropped = False
 
     def drop(self) -> None:
-        self.dropped = True
         self.queue.put_nowait(None)
 
 
@@ -155,6 +154,7 @@ class ApiServer:
         self.token = token
         self.bookmark_interval = bookmark_interval
         self.latency = 0.0
+        self.watch_error: int | None = None
         self.host = "127.0.0.1"
         self.port = 0
         self._runner: web.AppRunner | None = None
@@ -439,6 +439,8 @@ class ApiServer:
                     obj = pods.table([obj], self.service.clock(), include, obj["metadata"]["resourceVersion"])
                 await resp.write(dumps({"type": kind, "object": obj}) + b"\n")
 
+            if error is None and self.watch_error is not None:
+                error = InjectedFault(f"injected watch failure ({self.watch_error})", self.watch_error)
             if error is not None:
                 await send("ERROR", error.status())
                 return resp

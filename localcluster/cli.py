@@ -12,7 +12,8 @@ Every command takes ``--state-dir DIR`` (``LOCAL_CLUSTER_STATE_DIR``; default
 ``~/.cache/elastic-horovod/local-cluster``). ``up`` needs root for isolated pods (own hostname,
 own ``/data``: Linux namespaces); without root, ``--isolation none`` runs each pod's sshd
 directly (own address and port only; its data directory is ``DIR/pods/<pod>/data``).
-Errors print one line ``error: ...`` and exit 1.
+Errors print one line ``error: ...``; exit 2 for bad input (flags, arguments, environment), 1 for
+other failures (``localcluster.cli_runner``).
 """
 from __future__ import annotations
 
@@ -23,27 +24,30 @@ import sys
 from pathlib import Path
 
 from . import control
-from .errors import LocalClusterError
+from .cli_runner import OneLineParser, run_main
+from .errors import LocalClusterError, UsageError
 from .statefiles import StatePaths, default_state_dir
 
 
 def _env_int(name: str, default: int | None) -> int | None:
+    """An integer environment variable (``default`` when unset or empty); ``UsageError`` naming
+    it otherwise. localcluster's copy: it ships without ``elastic``, which has its own."""
     value = os.environ.get(name)
     if value in (None, ""):
         return default
     try:
         return int(value)
     except ValueError:
-        raise LocalClusterError(f"{name} must be an integer, got {value!r}") from None
+        raise UsageError(f"{name} must be an integer, got {value!r}") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
     default_dir = os.environ.get("LOCAL_CLUSTER_STATE_DIR") or str(default_state_dir())
     helptext = f"state directory (env LOCAL_CLUSTER_STATE_DIR; default {default_dir})"
-    p = argparse.ArgumentParser(prog="local-cluster", description="A loopback Kubernetes pod API whose pods "
+    p = OneLineParser(prog="local-cluster", description="A loopback Kubernetes pod API whose pods "
                                 "are sshd hosts on this machine.")
     p.add_argument("--state-dir", default=default_dir, help=helptext)
-    common = argparse.ArgumentParser(add_help=False)  # --state-dir also after the command
+    common = OneLineParser(add_help=False)  # --state-dir also after the command
     common.add_argument("--state-dir", default=argparse.SUPPRESS, help=helptext)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -108,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     paths = StatePaths(Path(os.path.abspath(os.path.expanduser(args.state_dir))))
     if args.command == "up":
         if args.workers < 0:
-            raise LocalClusterError(f"--workers must be >= 0, got {args.workers}")
+            raise UsageError(f"--workers must be >= 0, got {args.workers}")
         state, started = control.start(paths, ssh_port=args.ssh_port, isolation=args.isolation)
         if started:
             created, _ = control.scale(state, args.workers, args.slots, args.gpus)
@@ -123,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
         if not control.stop(paths):
             print(f"local-cluster: no cluster was running with state dir {paths.root}", file=sys.stderr)
         return 0
+    if args.command == "fault" and args.seconds < 0:  # bad input before looking for the cluster
+        raise UsageError(f"--seconds must be >= 0, got {args.seconds}")
     state = _running(paths)
     if args.command == "status":
         info = control.status(state)
@@ -139,8 +145,6 @@ def run(args: argparse.Namespace) -> int:
         ips = control.wait_ready(state, [pod["metadata"]["name"]], args.timeout)
         print(f"{pod['metadata']['name']} {ips[pod['metadata']['name']]}")
     elif args.command == "fault":
-        if args.seconds < 0:
-            raise LocalClusterError(f"--seconds must be >= 0, got {args.seconds}")
         query = {"restart-api": {"down": args.seconds}, "latency": {"seconds": args.seconds}}.get(args.kind, {})
         print(json.dumps(control.admin(state, args.kind, **query)))
     elif args.command == "delete-pod":
@@ -150,15 +154,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv=None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-        return run(args)
-    except LocalClusterError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 130
+    """Entry point of ``local-cluster``; returns the exit code."""
+    return run_main("local-cluster", lambda: run(build_parser().parse_args(argv)))
 
 
 if __name__ == "__main__":

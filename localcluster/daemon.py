@@ -7,7 +7,7 @@
 1. claims a free ``127.A.B.0/24`` block, makes the cluster key ``DIR/ssh/id_ed25519`` if missing;
 2. serves the pod API on ``127.0.0.1`` (bearer token) and the admin API on another loopback
    port (same token): ``POST /restart-api?down=S``, ``/drop-watches``, ``/compact``,
-   ``/latency?seconds=S``, ``/shutdown``; ``GET /info``;
+   ``/latency?seconds=S``, ``/fail-watches?code=N`` (0 to stop), ``/shutdown``; ``GET /info``;
 3. starts the kubelet, writes ``DIR/kubeconfig`` and, last, ``DIR/state.json`` (atomically):
    its presence means "the API answers";
 4. runs until SIGTERM/SIGINT or ``/shutdown``: then stops every pod, removes ``state.json`` and
@@ -137,6 +137,7 @@ class Daemon:
         app.router.add_post("/drop-watches", self._drop)
         app.router.add_post("/compact", self._compact)
         app.router.add_post("/latency", self._latency)
+        app.router.add_post("/fail-watches", self._fail_watches)
         app.router.add_post("/shutdown", self._shutdown)
         app.router.add_get("/info", self._info)
         runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1.0)
@@ -186,6 +187,14 @@ class Daemon:
         self._authorized(request)
         self.api.latency = max(0.0, self._float(request, "seconds"))
         return web.json_response({"latency": self.api.latency})
+
+    async def _fail_watches(self, request):
+        self._authorized(request)
+        code = int(self._float(request, "code"))
+        if code and not 400 <= code < 600:
+            raise web.HTTPBadRequest(text="code must be an HTTP error code (400-599) or 0\n")
+        self.api.watch_error = code or None
+        return web.json_response({"watch_error": self.api.watch_error})
 
     async def _shutdown(self, request):
         self._authorized(request)

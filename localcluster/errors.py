@@ -3,6 +3,7 @@
 ::
 
     LocalClusterError                 base: the CLI prints ``error: <message>`` and exits 1
+    ├── UsageError                    a bad flag, argument or environment variable (exit 2)
     ├── ApiError                      an API request failed; carries an HTTP code and a reason
     │   ├── BadRequest        400     malformed body, bad label/field selector, bad parameter
     │   ├── Unauthorized      401     missing or wrong bearer token
@@ -13,18 +14,25 @@
     │   ├── Expired           410     resourceVersion older than the retained history
     │   ├── UnsupportedMediaType 415  unknown patch content type
     │   ├── Invalid           422     the object breaks a validation rule
-    │   └── Timeout           504     a watch asked for a resourceVersion this server never issued
+    │   ├── Timeout           504     a watch asked for a resourceVersion this server never issued
+    │   └── InjectedFault     any     the ``watch_error`` fault's ERROR event (code set per instance)
     ├── KubeletError                  a pod could not be run (sshd, namespaces, addresses)
     └── ClusterError                  the cluster as a whole: not running, not root, start failed,
                                       unusable state directory
 
 ``ApiError.status()`` renders the Kubernetes ``Status`` object the API server returns.
+``localcluster.cli_runner.run_main`` maps the tree to exit codes (docs/architecture.md,
+"Errors and exit codes").
 """
 from __future__ import annotations
 
 
 class LocalClusterError(Exception):
     """Base of every error this package raises on purpose."""
+
+
+class UsageError(LocalClusterError):
+    """A flag, argument or environment variable of ``local-cluster`` is invalid."""
 
 
 class ApiError(LocalClusterError):
@@ -102,3 +110,13 @@ class KubeletError(LocalClusterError):
 
 class ClusterError(LocalClusterError):
     """The cluster as a whole cannot be started, reached or stopped."""
+
+
+class InjectedFault(ApiError):
+    """The ERROR event of the ``watch_error`` fault: ``code`` is the injected HTTP code."""
+
+    reason = "InternalError"
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code

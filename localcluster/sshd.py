@@ -14,6 +14,7 @@ import os
 import subprocess
 
 from .errors import KubeletError
+from .keys import make_keypair
 
 SSHD = "/usr/sbin/sshd"
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"
@@ -50,19 +51,8 @@ def render_config(address: str, port: int, host_key: str, authorized_keys: str, 
 
 
 def make_host_key(path: str) -> None:
-    if os.path.exists(path):
-        return
-    tmp = path + ".tmp"
-    for p in (tmp, tmp + ".pub"):
-        if os.path.exists(p):
-            os.unlink(p)
-    try:
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "localcluster-host", "-f", tmp],
-                       check=True, capture_output=True, timeout=30)
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise KubeletError(f"ssh-keygen could not write a host key at {path}: {exc}") from exc
-    os.replace(tmp + ".pub", path + ".pub")
-    os.replace(tmp, path)
+    """A pod's ed25519 host key at ``path`` (``keys.make_keypair``); ``KubeletError`` on failure."""
+    make_keypair(path, "localcluster-host", KubeletError)
 
 
 async def probe(ip: str, port: int, timeout: float = 1.0) -> bool:

@@ -24,7 +24,10 @@ def default_state_dir() -> Path:
 
 
 def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename (never half-written)."""
+    """Write ``text`` to ``path`` through a temporary file and a rename (never half-written).
+
+    localcluster's one atomic writer (keys and pod files use it too); discovery and elastic
+    have their own because the packages ship and install alone."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".")
     try:

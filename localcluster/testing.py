@@ -10,7 +10,8 @@ process is killed, the cluster dies with it. Options:
 ``state_dir``, ``state`` (state.json), ``client`` (a ``localcluster.client.Client``: ``get_pod``,
 ``list_pods``, ``create_pod``, ``delete_pod``, ``patch_pod``, ``request``); methods: ``core_v1()``, ``create_pod``, ``delete_pod``, ``wait_ready`` (-> ip),
 ``wait_gone``, ``status()``, ``set_ready``, ``pod_data_dir``, ``ssh``, and the faults
-``restart_api(down_seconds)``, ``drop_watches()``, ``compact_history()``, ``set_latency(seconds)``.
+``restart_api(down_seconds)``, ``drop_watches()``, ``compact_history()``, ``set_latency(seconds)``,
+``fail_watches(code)``.
 Waits raise ``ClusterError`` on timeout.
 """
 from __future__ import annotations
@@ -121,6 +122,10 @@ class ClusterHandle:
     def compact_history(self) -> int:
         """Forget the event history: watches from older resourceVersions get 410."""
         return control.admin(self.state, "compact")["compacted_to"]
+
+    def fail_watches(self, code: int) -> None:
+        """Every new watch answers one ERROR event with HTTP ``code`` and ends (0 to stop)."""
+        control.admin(self.state, "fail-watches", code=code)
 
     def set_latency(self, seconds: float) -> None:
         """Delay every API request by ``seconds`` (0 to stop)."""

@@ -3,8 +3,8 @@
 kubectl (client-go) sends a bearer token only over TLS, so the API is served over HTTPS.
 ``ensure_certs(directory)`` creates, once, ``ca.crt`` (in the kubeconfig as
 ``certificate-authority-data``), ``server.crt`` and ``server.key`` (SAN: IP 127.0.0.1, DNS
-localhost), all written atomically, and returns their paths. ``server_context(...)`` and
-``client_context(ca)`` build the ``ssl`` contexts.
+localhost), all written atomically, and returns their paths. ``server_context(...)`` builds the
+server's ``ssl`` context.
 """
 from __future__ import annotations
 
@@ -61,6 +61,3 @@ def server_context(cert: Path, key: Path) -> ssl.SSLContext:
     ctx.load_cert_chain(str(cert), str(key))
     return ctx
 
-
-def client_context(ca: Path) -> ssl.SSLContext:
-    return ssl.create_default_context(cafile=str(ca))

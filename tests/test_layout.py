@@ -114,7 +114,8 @@ def test_elastic_rooms_import_only_downwards():
 
 
 @pytest.mark.parametrize("module", ["discovery.discover_hosts", "discovery.discover_api",
-                                    "discovery.client_errors", "discovery.hosts"])
+                                    "discovery.errors", "discovery.cli_runner", "discovery.atomicfile",
+                                    "discovery.hosts"])
 def test_client_side_modules_import_only_the_standard_library(module):
     import sys
     path = _modules()[module]

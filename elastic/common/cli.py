@@ -1,22 +1,34 @@
 """Helpers shared by the ``ssh-bootstrap`` and ``dataset-sync`` command lines.
 
-``env_default(name, fallback)`` reads a flag's environment variable; ``hosts_from_args``
+``OneLineParser``: argparse whose usage errors are one line and exit 2. ``env_default(name,
+fallback)`` reads a flag's environment variable; ``hosts_from_args``
 turns ``--hosts``/``--hosts-file``/``--host`` (or ``discover-hosts``) into a host list;
-``run_main`` wraps a command body so that the package's base error becomes ``error: <line>``
-on stderr and exit code 2 (bad input) or 1 (other failures), and Ctrl-C exits 130 -- never a
-traceback.
+``run_main`` is the package's one command runner: it wraps a command body so that the
+package's base error becomes ``error: <line>`` on stderr and exit code 2 (bad input) or 1 (other
+failures), ``Interrupted`` by signal N exits 128+N and Ctrl-C 130 -- never a traceback (the
+contract: docs/architecture.md, "Errors and exit codes").
 """
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NoReturn, overload
 
-from elastic.errors import ConfigError, ElasticError
+from elastic.errors import ConfigError, ElasticError, Interrupted
 from elastic.common.hostlist import Host, parse_entry, parse_host_list, parse_hosts_file
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with ``error: <message> (see PROG --help)`` and exit 2 instead of usage + message."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)
 
 
 def env_default(name: str, fallback: str | None = None) -> str | None:
@@ -25,15 +37,21 @@ def env_default(name: str, fallback: str | None = None) -> str | None:
     return value if value else fallback
 
 
-def env_int(name: str, fallback: int) -> int:
-    """An integer environment variable; ``ConfigError`` if it is not an integer."""
+@overload
+def env_int(name: str, fallback: int) -> int: ...
+@overload
+def env_int(name: str, fallback: None = None) -> int | None: ...
+def env_int(name: str, fallback: int | None = None) -> int | None:
+    """An integer environment variable (``fallback`` when unset or empty); ``ConfigError``
+    naming it if it is not an integer. The one copy in ``elastic`` (localcluster has its own:
+    the packages ship alone)."""
     value = env_default(name)
     if value is None:
         return fallback
     try:
         return int(value)
     except ValueError:
-        raise ConfigError(f"{name}={value!r} is not an integer") from None
+        raise ConfigError(f"{name} must be an integer, got {value!r}") from None
 
 
 def hosts_from_args(hosts: str | None, hosts_file: str | None, host: str | None,
@@ -69,11 +87,15 @@ def setup_logging(verbose: bool) -> None:
 def run_main(prog: str, body: Callable[[], int], interrupted: str | None = None) -> int:
     """Run ``body``; map errors to one stderr line and an exit code.
 
-    ``ConfigError`` (bad input) -> 2, any other ``ElasticError`` -> 1, Ctrl-C -> 130 with
-    ``error: <interrupted>`` (default: ``<prog> interrupted``).
+    ``ConfigError`` (bad input) -> 2, ``Interrupted`` -> 128+its signal (130 without one), any
+    other ``ElasticError`` -> 1, Ctrl-C -> 130 with ``error: <interrupted>`` (default:
+    ``<prog> interrupted``).
     """
     try:
         return body()
+    except Interrupted as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 128 + (exc.signum or signal.SIGINT)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -68,6 +68,16 @@ def _slots(text: str, entry: str) -> int:
     return value
 
 
+def split_host_slots(line: str, default_slots: int = 1) -> tuple[str, int]:
+    """``name:slots`` as the discovery daemon serves it -> ``(name, slots)``, without validating
+    (the launcher reads lines the daemon already checked); no numeric slots part -> the whole
+    line and ``default_slots``. The one place in ``elastic`` that splits ``host:slots``."""
+    name, sep, slots = line.rpartition(":")
+    if sep and name and slots.isdigit():
+        return name, int(slots)
+    return line, default_slots
+
+
 def parse_entry(entry: str, default_slots: int = 1) -> Host:
     """Parse one ``name``, ``name:slots`` or ``name slots=N`` entry."""
     text = entry.strip()
@@ -81,7 +91,7 @@ def parse_entry(entry: str, default_slots: int = 1) -> Host:
     if len(parts) != 1:
         raise ConfigError(f"bad host entry {entry!r}")
     name, sep, slots = text.rpartition(":")
-    if sep and name and ":" not in name:
+    if sep and name and ":" not in name:  # strict: bad slots are an error here, unlike split_host_slots
         return Host(validate_host_name(name), _slots(slots, entry))
     return Host(validate_host_name(text), default_slots)
 

@@ -26,32 +26,14 @@ from elastic.launch.runner import run
 from elastic.launch.command import HorovodrunOptions
 from elastic.launch.plot import check_plot_path
 from elastic.launch.prepare import parse_dataset
-from elastic.common.cli import run_main
+from elastic.common.cli import OneLineParser, env_int, run_main
 from elastic.launch.tools import tool
 
 DEFAULT_PORT = 8642
 
 
-def _env_int(name: str) -> int | None:
-    value = os.environ.get(name)
-    if value in (None, ""):
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise ConfigError(f"{name} must be an integer, got {value!r}") from None
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse with a one-line error (``error: ...``, exit 2) instead of usage + message."""
-
-    def error(self, message: str):  # type: ignore[override]
-        print(f"error: {message} (see elastic-run --help)", file=sys.stderr)
-        raise SystemExit(2)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = OneLineParser(
         prog="elastic-run",
         usage="elastic-run [options] -- COMMAND [ARGS...]",
         description="Run COMMAND as an elastic Horovod job: find or start the discovery daemon, "
@@ -130,10 +112,10 @@ def config_from_args(args: argparse.Namespace, command: list[str]) -> LaunchConf
     """Check the flags and environment; ConfigError names the first bad value."""
     if not command:
         raise ConfigError("no training command given: elastic-run [options] -- COMMAND ...")
-    min_np = args.min_np if args.min_np is not None else (_env_int("ELASTIC_MIN_NP") or 1)
-    max_np = args.max_np if args.max_np is not None else _env_int("ELASTIC_MAX_NP")
-    timeout = args.elastic_timeout if args.elastic_timeout is not None else (_env_int("ELASTIC_TIMEOUT") or 600)
-    ssh_port = args.ssh_port if args.ssh_port is not None else _env_int("ELASTIC_SSH_PORT")
+    min_np = args.min_np if args.min_np is not None else (env_int("ELASTIC_MIN_NP") or 1)
+    max_np = args.max_np if args.max_np is not None else env_int("ELASTIC_MAX_NP")
+    timeout = args.elastic_timeout if args.elastic_timeout is not None else (env_int("ELASTIC_TIMEOUT") or 600)
+    ssh_port = args.ssh_port if args.ssh_port is not None else env_int("ELASTIC_SSH_PORT")
     identity = args.ssh_identity_file or os.environ.get("ELASTIC_SSH_IDENTITY") or None
     if identity is not None:
         identity = os.path.abspath(identity)

@@ -21,17 +21,9 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable
 
-from elastic.errors import LaunchError
-
-
-class DaemonUnavailable(LaunchError):
-    """The discovery daemon did not answer."""
-
-
-class DaemonStartError(LaunchError):
-    """A discovery daemon started by the launcher exited or never became ready."""
+from elastic.errors import DaemonStartError, DaemonUnavailable
 
 
 def _get(url: str, timeout: float) -> tuple[int, str]:
@@ -77,7 +69,6 @@ class DaemonSpec:
     selector: str
     kubeconfig: str | None = None
     prepare_cmd: str | None = None
-    default_slots: int | None = None
 
 
 def daemon_command(spec: DaemonSpec, port: int) -> list[str]:
@@ -86,8 +77,6 @@ def daemon_command(spec: DaemonSpec, port: int) -> list[str]:
             "--host", "127.0.0.1", "--port", str(port)]
     if spec.kubeconfig:
         argv += ["--kubeconfig", spec.kubeconfig]
-    if spec.default_slots is not None:
-        argv += ["--default-slots", str(spec.default_slots)]
     if spec.prepare_cmd:
         argv += ["--prepare-cmd", spec.prepare_cmd]
     return argv
@@ -162,8 +151,3 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
     except ProcessLookupError:
         pass
 
-
-def describe(argv: Sequence[str]) -> str:
-    """A shell-like rendering of argv for logs."""
-    import shlex
-    return " ".join(shlex.quote(a) for a in argv)

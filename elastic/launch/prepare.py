@@ -29,7 +29,7 @@ import subprocess
 import sys
 
 from elastic.errors import ConfigError, ElasticError, SSHError, SyncError
-from elastic.common.cli import run_main
+from elastic.common.cli import OneLineParser, run_main
 from elastic.common.hostlist import validate_host_name
 from elastic.launch.tools import tool
 
@@ -88,7 +88,7 @@ def prepare(host: str, identity: str, ssh_dir: str, ssh_port: int | None, datase
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m elastic.launch.prepare", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="python -m elastic.launch.prepare", description=__doc__.split("\n\n")[0])
     parser.add_argument("--identity", required=True, help="the job's private SSH key")
     parser.add_argument("--ssh-dir", required=True, help="where pinned host keys and ssh configs go")
     parser.add_argument("--ssh-port", type=int, default=None, help="the hosts' sshd port")

@@ -21,8 +21,10 @@ side effects) and ``execute(plan)`` carries it out, in these steps (blocks until
    timeline is printed to stderr (and written as JSON to ``config.timeline_file`` if given),
    the plot drawn (``plan.plot_file``), and one ``outputs:`` line names the files written.
 
-The exit code is horovodrun's (128+N when it died of signal N). Errors before horovodrun
-starts raise ``ElasticError`` subclasses; the CLI turns them into one line.
+The exit code is horovodrun's (128+N when it died of signal N), or 128+N when the launcher
+itself was ended by signal N (forwarded to horovodrun, which then exits as it likes; the
+timeline still shows horovodrun's code). Errors before horovodrun starts raise
+``ElasticError`` subclasses; the CLI turns them into one line (``Interrupted``: 128+N).
 """
 from __future__ import annotations
 
@@ -40,8 +42,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Sequence
 
+from elastic.common.hostlist import split_host_slots
 from elastic.launch import plot, timeline
-from elastic.errors import ElasticError, LaunchError, SSHError, SyncError
+from elastic.errors import ElasticError, Interrupted, LaunchError, SSHError, SyncError
 from elastic.launch.daemon import ManagedDaemon, fetch_hosts, probe
 from elastic.launch.outputs import outputs_line
 from elastic.launch.plan import LaunchConfig, LaunchPlan, horovodrun_env, make_plan
@@ -53,7 +56,7 @@ log = logging.getLogger("elastic.run")
 
 
 def _host_names(lines: Sequence[str]) -> list[str]:
-    return [line.rpartition(":")[0] or line for line in lines]
+    return [split_host_slots(line)[0] for line in lines]
 
 
 def _run_step(argv: list[str], what: str, error: type[LaunchError] | type[SSHError] | type[SyncError]) -> None:
@@ -92,12 +95,8 @@ class _SignalForwarder:
                 pass
 
 
-class Interrupted(LaunchError):
-    """SIGTERM arrived before horovodrun was started (what was started is stopped)."""
-
-
 def _interrupt(signum, _frame) -> None:
-    raise Interrupted(f"stopped by signal {signum} before the training started")
+    raise Interrupted(f"stopped by signal {signum} before the training started", signum)
 
 
 def exit_code(returncode: int) -> int:
@@ -163,13 +162,15 @@ def execute(plan: LaunchPlan) -> int:
         except OSError as exc:
             raise LaunchError(f"cannot run {argv[0]}: {exc.strerror or exc}") from exc
         signal.signal(signal.SIGTERM, previous_term)  # from here on the forwarder handles it
-        with _SignalForwarder(proc):
+        with _SignalForwarder(proc) as forwarder:
             while True:
                 try:
                     returncode = proc.wait()
                     break
                 except KeyboardInterrupt:  # pragma: no cover - handler forwards instead
                     continue
+        if forwarder.received:  # ended by a signal: 128+N, whatever horovodrun made of it
+            return 128 + forwarder.received[0]
         return exit_code(returncode)
     finally:
         signal.signal(signal.SIGTERM, previous_term)

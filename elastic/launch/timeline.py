@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from elastic.common.hostlist import split_host_slots
+
 
 @dataclass(frozen=True)
 class Event:
@@ -43,15 +45,11 @@ class Summary:
 
 
 def _slots(hosts: Iterable[str]) -> int:
-    total = 0
-    for line in hosts:
-        _, _, slots = line.rpartition(":")
-        total += int(slots) if slots.isdigit() else 1
-    return total
+    return sum(split_host_slots(line)[1] for line in hosts)
 
 
 def _names(hosts: Iterable[str]) -> set[str]:
-    return {line.rpartition(":")[0] or line for line in hosts}
+    return {split_host_slots(line)[0] for line in hosts}
 
 
 def host_events(start: float, snapshots: Sequence[tuple[float, Sequence[str]]]) -> list[Event]:

@@ -10,11 +10,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from elastic.errors import LaunchError
-
-
-class ToolNotFound(LaunchError):
-    """A command the launcher needs is not installed."""
+from elastic.errors import ToolNotFound
 
 
 def tool(name: str) -> str:

@@ -14,7 +14,8 @@ import threading
 import time
 from typing import Callable
 
-from elastic.launch.daemon import DaemonUnavailable, fetch_hosts
+from elastic.errors import DaemonUnavailable
+from elastic.launch.daemon import fetch_hosts
 
 
 class HostRecorder:

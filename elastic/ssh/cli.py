@@ -28,14 +28,14 @@ import json
 import shlex
 import sys
 
-from elastic.common.cli import env_default, env_int, hosts_from_args, run_main, setup_logging
+from elastic.common.cli import OneLineParser, env_default, env_int, hosts_from_args, run_main, setup_logging
 from elastic.errors import ConfigError
 from elastic.ssh.keys import DEFAULT_SECRET_NAME, apply_secret, generate_keypair, public_fingerprint, write_keys
 from elastic.ssh.config import BootstrapDir, horovodrun_args, horovodrun_env_delta
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ssh-bootstrap", description=__doc__.split("\n\n")[0].replace("``", ""))
+    parser = OneLineParser(prog="ssh-bootstrap", description=__doc__.split("\n\n")[0].replace("``", ""))
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
     sub = parser.add_subparsers(dest="command", required=True)
 

@@ -19,13 +19,9 @@ import subprocess
 from dataclasses import dataclass
 
 from elastic.common.hostlist import validate_host_name
-from elastic.errors import SSHError
+from elastic.errors import HostKeyUnverified, SSHError
 
 HOST_KEY_FAILURE = "Host key verification failed"
-
-
-class HostKeyUnverified(SSHError):
-    """ssh refused the host's key (not pinned, or changed): retrying will not help."""
 
 
 def ssh_failure(host: str, stderr: bytes | str) -> SSHError:

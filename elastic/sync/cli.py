@@ -9,7 +9,7 @@ Without a host flag the hosts are those ``discover-hosts`` prints.  Progress goe
 (one refreshing line on a terminal, plain lines otherwise), the per-host table to stdout;
 ``--report FILE`` also writes the result as JSON.  Exit codes: 0 every host has the dataset,
 1 some host failed (the table says which), 2 bad input or a refusal (DEST ``/`` or outside the
-allowed roots, shell syntax in a name, a symlink leaving SRC without --symlinks), 130 interrupted (SIGINT/SIGTERM;
+allowed roots, shell syntax in a name, a symlink leaving SRC without --symlinks), 128+N interrupted by signal N (SIGINT 130, SIGTERM 143;
 DEST keeps its previous copy everywhere).
 
 Environment: ELASTIC_SSH_CONFIG (--ssh-config), ELASTIC_SYNC_JOBS, ELASTIC_SYNC_ALLOWED_ROOTS
@@ -25,7 +25,7 @@ import signal
 import sys
 
 from elastic.common.atomicfile import write_atomic
-from elastic.common.cli import env_default, env_int, hosts_from_args, run_main, setup_logging
+from elastic.common.cli import OneLineParser, env_default, env_int, hosts_from_args, run_main, setup_logging
 from elastic.errors import ConfigError
 from elastic.ssh.config import SSH_CONFIG_ENV
 from elastic.sync.cancel import CancelToken
@@ -35,7 +35,7 @@ from elastic.sync.safety import DEFAULT_ALLOWED_ROOTS, check_dest, check_source,
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dataset-sync", description=__doc__.split("\n\n")[0].replace("``", ""))
+    parser = OneLineParser(prog="dataset-sync", description=__doc__.split("\n\n")[0].replace("``", ""))
     parser.add_argument("src", metavar="SRC", help="local dataset directory")
     parser.add_argument("dest", metavar="DEST", help="directory on every host, inside an allowed root")
     parser.add_argument("--hosts", default=env_default("ELASTIC_HOSTS"), help="h1,h2,... [ELASTIC_HOSTS]")
@@ -160,7 +160,7 @@ def _run(ns: argparse.Namespace) -> int:
             raise ConfigError(f"cannot write report {ns.report}: {exc.strerror}") from exc
     if interrupted:
         print("error: dataset-sync interrupted; DEST keeps its previous copy", file=sys.stderr)
-        return 130
+        return 128 + interrupted[0]
     if not report.ok:
         print(f"error: {len(report.failed)} of {len(report.hosts)} hosts failed: {', '.join(report.failed)}",
               file=sys.stderr)

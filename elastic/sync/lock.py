@@ -30,21 +30,12 @@ import shlex
 import subprocess
 import time
 
-from elastic.errors import SSHError, SyncError
+from elastic.errors import DestRefused, Interrupted, LockTimeout, LockUnavailable, SSHError, SyncError
 from elastic.ssh.exec import SSHClient, ssh_failure
 from elastic.sync.cancel import CancelToken
-from elastic.sync.remote import DestRefused, Layout
-from elastic.sync.rsync import Interrupted
+from elastic.sync.remote import Layout
 
 LOCK_NAME = "lock"
-
-
-class LockTimeout(SyncError):
-    """Another dataset-sync kept DEST's lock on the host for longer than we wait."""
-
-
-class LockUnavailable(DestRefused):
-    """The host cannot give us the lock (no ``flock``, state directory refused): not retried."""
 
 
 def lock_path(layout: Layout) -> str:

@@ -31,19 +31,11 @@ import stat
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from elastic.errors import ConfigError, SyncError
+from elastic.errors import BadManifest, ConfigError, UnsafeSymlink
 
 MANIFEST_NAME = ".dataset-manifest.json"
 SYMLINK_MODES = ("refuse", "copy-unsafe", "keep")
 FORMAT = "elastic-horovod/dataset-manifest/v1"
-
-
-class UnsafeSymlink(ConfigError):
-    """SRC contains a symlink that points outside SRC."""
-
-
-class BadManifest(SyncError):
-    """A manifest file or a host's listing could not be parsed."""
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ import shlex
 import time
 from dataclasses import dataclass
 
-from elastic.errors import SyncError
+from elastic.errors import DestRefused, SyncError
 from elastic.sync.manifest import MANIFEST_NAME
 
 STATE_SUFFIX = ".dataset-sync"
@@ -73,9 +73,6 @@ class Layout:
     @property
     def link_tmp(self) -> str:
         return posixpath.join(self.parent, f"{self.state_name}.link")
-
-    def version_dir(self, version: str) -> str:
-        return posixpath.join(self.state, version)
 
     @property
     def writer(self) -> str:
@@ -171,10 +168,6 @@ class Probe:
     unchanged: bool = False
 
 
-class DestRefused(SyncError):
-    """The host's DEST cannot be managed (exists and is not ours, tools missing, ...)."""
-
-
 def parse_probe(output: str) -> Probe:
     """Parse ``probe_script`` output; raise ``DestRefused`` for a refusal, ``SyncError`` if garbled."""
     values: dict[str, str] = {}
@@ -225,17 +218,6 @@ def seed_staging_script(layout: Layout, current: str) -> str:
     return f"""
 cd -- {q(layout.state)} || exit 3
 if [ -z "$(ls -A -- staging)" ]; then cp -al -- {q(current)}/. staging/ || exit 4; fi
-"""
-
-
-def verify_script(directory: str, expected_digest: str) -> str:
-    """Script printing ``verify=ok`` when ``directory``'s listing hashes to ``expected_digest``
-    (``manifest.listing_digest``), else ``verify=mismatch``; changes nothing."""
-    q = shlex.quote
-    return f"""
-cd -- {q(directory)} || exit 3
-got=$({_listing_pipeline()} | sha256sum | cut -c1-64)
-if [ "$got" = {q(expected_digest)} ]; then echo verify=ok; else echo verify=mismatch; fi
 """
 
 

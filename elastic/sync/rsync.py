@@ -18,7 +18,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Callable
 
-from elastic.errors import SyncError
+from elastic.errors import Interrupted, RsyncFailed, SyncError
 from elastic.sync.manifest import MANIFEST_NAME
 from elastic.ssh.exec import HOST_KEY_FAILURE, ssh_failure
 from elastic.sync.cancel import CancelToken
@@ -104,14 +104,6 @@ def parse_stats(text: str) -> RsyncStats:
             raise SyncError(f"rsync printed no statistics ({key} missing)")
         values[key] = _int(match.group(1))
     return RsyncStats(values["files"], values["bytes"], values["literal"], values["sent"])
-
-
-class RsyncFailed(SyncError):
-    """rsync exited non-zero (the message has its exit code and last error line)."""
-
-
-class Interrupted(SyncError):
-    """The run was cancelled while this step was in progress."""
 
 
 def run_rsync(argv: list[str], host: str, on_progress: Callable[[RsyncProgress], None],

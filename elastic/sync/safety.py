@@ -17,14 +17,10 @@ import os
 import posixpath
 import re
 
-from elastic.errors import ConfigError
+from elastic.errors import ConfigError, UnsafePath
 
 DEFAULT_ALLOWED_ROOTS = ("/data",)
 _SAFE_CHARS = re.compile(r"[A-Za-z0-9._+@%=,/-]")
-
-
-class UnsafePath(ConfigError):
-    """A path was refused by a safety rule (DEST outside the allowed roots, shell syntax, ...)."""
 
 
 def _check_syntax(path: str, what: str) -> None:

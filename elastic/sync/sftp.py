@@ -20,11 +20,9 @@ from typing import Callable
 
 import paramiko
 
-from elastic.errors import SSHError, SyncError
+from elastic.errors import HostKeyUnverified, Interrupted, SSHError, SyncError
 from elastic.sync.manifest import Listing, Manifest
-from elastic.ssh.exec import HostKeyUnverified
 from elastic.sync.cancel import CancelToken
-from elastic.sync.rsync import Interrupted
 
 
 @dataclass(frozen=True)

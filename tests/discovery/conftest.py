@@ -14,11 +14,12 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
+
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 SELECTOR = "app=elastic-horovod,role=worker"
@@ -84,17 +85,12 @@ class Daemon:
         return total
 
     def wait_for(self, cond: Callable[[], Any], timeout: float = 20, what: str = "condition") -> Any:
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            last = cond()
-            if last:
-                return last
+        """``tests.waiting.wait_for`` that also fails at once when the daemon exits."""
+        def alive() -> None:
             if self.proc.poll() is not None:
                 raise AssertionError(f"daemon exited ({self.proc.returncode}) waiting for {what}:\n"
                                      + "\n".join(self.lines[-20:]))
-            time.sleep(0.02)
-        raise AssertionError(f"timed out waiting for {what}; last: {last!r}\n" + "\n".join(self.lines[-10:]))
+        return wait_for(cond, timeout, what, interval=0.02, alive=alive, detail=lambda: "\n".join(self.lines[-10:]))
 
     def wait_hosts(self, expected: list[str], group: str | None = None, timeout: float = 20) -> None:
         self.wait_for(lambda: self.hosts(group) == expected, timeout, f"hosts == {expected}")

@@ -73,10 +73,10 @@ def test_once_per_uid_bounded_and_retried(tmp_path: Path, monkeypatch: pytest.Mo
     starts = [l.split()[1] for l in lines if l.startswith("start")]
     assert starts.count("10.0.0.0") == 1 and starts.count("10.0.0.1") == 2 and starts.count("10.0.0.2") == 3
     running = peak = 0
-    for l in lines:  # never more than `concurrency` at once
+    for l in lines:  # never more than `concurrency` at once (how many overlapped is up to timing)
         running += 1 if l.startswith("start") else -1
         peak = max(peak, running)
-    assert peak == 2
+    assert 1 <= peak <= 2
 
 
 def test_missing_command_fails_with_reason(tmp_path: Path) -> None:

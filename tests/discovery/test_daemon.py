@@ -9,6 +9,9 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
+
+from discovery.server import ROUTES
 from tests.discovery.conftest import ROOT, daemon_env, fake_pod
 
 SLOTS = "elastic-horovod/slots"
@@ -183,18 +186,21 @@ def test_token_required_off_loopback_and_enforced(cluster, daemon) -> None:
     assert d.get("/healthz")[0] == 200 and d.get("/readyz")[0] == 200  # probes stay open
 
 
-def test_bad_settings_fail_with_one_line(cluster, daemon, tmp_path: Path) -> None:
-    cases = [
-        (["--selector", ""], 2, "error: --selector (or DISCOVERY_SELECTOR) is required"),
-        (["--selector", "a=b", "--kubeconfig", str(tmp_path / "nope")], 2, "error: kubeconfig"),
-        (["--selector", "a=b", "--default-slots", "0"], 2, "error: default slots must be"),
-        (["--selector", "a=b", "--port", "http"], 2, "error: --port must be an integer"),
-    ]
-    for flags, code, start in cases:
-        r = subprocess.run([sys.executable, "-m", "discovery.cli", "--port", "0", *flags],
-                           capture_output=True, text=True, env=daemon_env(), cwd=ROOT, timeout=60)
-        assert r.returncode == code, (flags, r.stderr)
-        assert len(r.stderr.splitlines()) == 1 and r.stderr.startswith(start), r.stderr
+@pytest.mark.parametrize("flags, start", [
+    (["--selector", ""], "error: --selector (or DISCOVERY_SELECTOR) is required"),
+    (["--selector", "a=b", "--kubeconfig", "{tmp}/nope"], "error: kubeconfig"),
+    (["--selector", "a=b", "--default-slots", "0"], "error: default slots must be"),
+    (["--selector", "a=b", "--port", "http"], "error: --port must be an integer"),
+])
+def test_bad_settings_fail_with_one_line(tmp_path: Path, flags: list[str], start: str) -> None:
+    flags = [f.format(tmp=tmp_path) for f in flags]
+    r = subprocess.run([sys.executable, "-m", "discovery.cli", "--port", "0", *flags],
+                       capture_output=True, text=True, env=daemon_env(), cwd=ROOT, timeout=60)
+    assert r.returncode == 2, (flags, r.stderr)
+    assert len(r.stderr.splitlines()) == 1 and r.stderr.startswith(start), r.stderr
+
+
+def test_a_selector_the_api_rejects_ends_the_daemon_with_exit_1(cluster, daemon) -> None:
     d = daemon(cluster, selector="app in (", wait=False)  # the API rejects it: 400
     assert d.proc.wait(30) == 1
     d._reader.join(5)
@@ -208,3 +214,25 @@ def test_sigterm_stops_gracefully(cluster, daemon) -> None:
     assert d.stop() == 0
     assert any('"msg": "stopping"' in l for l in d.lines)
     assert not [l for l in d.lines if "Traceback" in l]
+
+
+def test_metrics_echo_what_is_served_and_nothing_a_client_sent(cluster, daemon) -> None:
+    """/metrics reports the served state (pods seen, hosts served, skipped by reason kind,
+    synced) and never echoes client input: paths it does not serve count as path="other"."""
+    fake_pod(cluster, "good", "10.9.0.1")
+    fake_pod(cluster, "bad", "10.9.0.2", annotations={SLOTS: "x-pod-value"})
+    d = daemon(cluster)
+    d.wait_host_set(["10.9.0.1:1"])
+    for path in ("/hosts", "/hosts.json", "/x-injected-path", "/hosts?group=x-injected-group"):
+        d.get(path)
+    status, headers, body = d.get("/metrics")
+    assert status == 200 and headers["content-type"].startswith("text/plain")
+    samples = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+               for line in body.splitlines() if line and not line.startswith("#")}
+    assert samples["discovery_pods_seen"] == 2 and samples["discovery_hosts_served"] == 1
+    assert samples['discovery_pods_skipped{reason="bad annotation elastic-horovod/slots"}'] == 1
+    assert samples["discovery_synced"] == 1
+    paths = {m.group(1) for k in samples if (m := re.match(r'discovery_request_seconds_count\{path="([^"]*)"\}', k))}
+    assert paths <= {*ROUTES, "other"} and {"/hosts", "/hosts.json", "other"} <= paths
+    assert "injected" not in body
+    assert "x-pod-value" not in body

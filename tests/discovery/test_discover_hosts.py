@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from discovery.discover_api import parse_yaml
-from discovery.client_errors import Failure, UsageError
+from discovery.errors import Failure, UsageError
 from discovery.discover_hosts import parse_args, split_url, validate
 from tests.discovery.conftest import ROOT, SELECTOR, daemon_env, fake_pod
 
@@ -42,7 +42,7 @@ def test_bad_url_is_a_usage_error(url: str) -> None:
 
 @pytest.mark.parametrize("body", [b"10.0.0.1:1\n10.0.0.2", b"10.0.0.1:1", b"\xff:1\n"])
 def test_partial_answers_are_refused(body: bytes) -> None:
-    with pytest.raises(Failure):
+    with pytest.raises(Failure, match="^test: answer (is not UTF-8|does not end with a newline)"):
         validate(body, "test")
 
 
@@ -100,13 +100,16 @@ def test_kubeconfig_yaml_subset_matches_pyyaml(tmp_path: Path) -> None:
 
 
 # -- the command -----------------------------------------------------------------------------
-def test_usage_errors_exit_2_with_one_line() -> None:
-    for args, msg in [(["--bogus"], "unknown argument '--bogus'"), (["--timeout", "soon"], "--timeout"),
-                      (["--fallback", "maybe"], "--fallback must be one of"),
-                      (["--url", "https://x"], "bad DISCOVERY_URL")]:
-        r = run(*args)
-        assert r.returncode == 2 and r.stdout == "" and r.stderr.splitlines() == [r.stderr.strip()], r
-        assert msg in r.stderr
+@pytest.mark.parametrize("args, msg", [(["--bogus"], "unknown argument '--bogus'"), (["--timeout", "soon"], "--timeout"),
+                                       (["--fallback", "maybe"], "--fallback must be one of"),
+                                       (["--url", "https://x"], "bad DISCOVERY_URL")])
+def test_usage_errors_exit_2_with_one_line(args: list[str], msg: str) -> None:
+    r = run(*args)
+    assert r.returncode == 2 and r.stdout == "" and r.stderr.splitlines() == [r.stderr.strip()], r
+    assert msg in r.stderr
+
+
+def test_help_exits_0() -> None:
     r = run("--help")
     assert r.returncode == 0 and "DISCOVERY_URL" in r.stdout
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from discovery.hostfile import HostfileWriter, write_atomic
+from discovery.atomicfile import write_atomic
+from discovery.hostfile import HostfileWriter
 from discovery.hosts import pods_to_hosts
 from tests.discovery.podspec import pod
 

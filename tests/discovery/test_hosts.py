@@ -113,5 +113,5 @@ def test_rules_reject_bad_settings_naming_the_value(kw: dict, msg: str) -> None:
 
 def test_parse_slots() -> None:
     assert parse_slots("8") == 8
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="not a string: 8"):
         parse_slots(8)  # annotations are strings

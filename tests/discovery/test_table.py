@@ -19,7 +19,7 @@ def test_table_prerenders_bodies_per_group() -> None:
     assert t.body("y") == b"10.0.0.2:1\n"
     assert t.body("nope") == b""
     assert t.body(None) == b"10.0.0.1:1\n10.0.0.2:1\n10.0.0.3:2\n"
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'hosts'"):
         t.hosts = ()  # type: ignore[misc]
 
 
@@ -33,12 +33,16 @@ def test_admission_state_filters_hosts() -> None:
 
 
 def test_builder_reuses_verdicts_by_uid_and_resource_version() -> None:
+    """A pod whose (uid, resourceVersion) was seen is not classified again (the API never
+    changes an object without a new version); a new version, or a pod that left and came
+    back, is."""
     b = TableBuilder(Rules())
     first = [pod(f"p{i}", ip=f"10.0.0.{i}", rv="1") for i in range(1, 4)]
-    assert len(b.result(first).hosts) == 3
-    memo = dict(b._memo)
-    second = [first[0], first[1], pod("p3", ip="10.0.0.3", rv="2", ready="False")]
-    out = b.result(second)
-    assert [h.pod for h in out.hosts] == ["p1", "p2"]
-    assert all(b._memo[k] is memo[k] for k in [("uid-default-p1", "1"), ("uid-default-p2", "1")])
-    assert ("uid-default-p3", "1") not in b._memo
+    assert [h.host for h in b.result(first).hosts] == ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
+    # same uid and version, different content: the remembered verdict is served
+    same_version = [pod("p1", ip="10.0.9.1", rv="1"), first[1], pod("p3", ip="10.0.0.3", rv="2", ready="False")]
+    out = b.result(same_version)
+    assert [h.host for h in out.hosts] == ["10.0.0.1", "10.0.0.2"]  # p3's new version: not Ready
+    # p1 left (forgotten), then comes back with the same version: classified afresh
+    b.result([first[1]])
+    assert [h.host for h in b.result([same_version[0], first[1]]).hosts] == ["10.0.9.1", "10.0.0.2"]

@@ -10,6 +10,7 @@ from discovery.errors import ConfigError
 from discovery.kube import PodAPI, PodQuery, load_api_client
 from discovery.watch import PodWatcher, backoff_delay
 from tests.discovery.conftest import SELECTOR, fake_pod
+from tests.waiting import wait_for
 
 
 @pytest.mark.parametrize("attempt,rand,expected", [(0, 0.0, 0.1), (0, 1.0, 0.2), (3, 0.0, 0.8),
@@ -51,4 +52,34 @@ def test_watch_follows_the_api_and_stop_interrupts_a_blocking_read(cluster) -> N
         assert w.status.connected and w.status.lists == 1 and w.status.events >= 1
     finally:
         w.stop(timeout=10)  # the open watch would otherwise block for 300 s
+    assert not w.alive
+
+
+def test_a_watch_that_keeps_failing_relists_backs_off_and_recovers(cluster) -> None:  # type: ignore[no-untyped-def]
+    """Every WATCH answers an ERROR event (not 410): ``WatchError`` each time. The watcher
+    relists (the served list stays current), counts the failures in a row -- a LIST that
+    succeeds is not the watch working, so the backoff keeps growing instead of hammering the
+    API -- never gives up, and works again once the API does."""
+    cache = PodCache()
+    api = PodAPI(load_api_client(str(cluster.kubeconfig)), PodQuery("default", SELECTOR))
+    w = PodWatcher(api, cache, watch_timeout=300, backoff_base=0.05, backoff_cap=0.5)
+    cluster.fail_watches(500)
+    w.start()
+    try:
+        wait_for(lambda: w.status.failures >= 4, 60, "four failed watches in a row")
+        s = w.status
+        assert s.synced and not s.fatal and w.alive
+        assert s.lists >= 4  # each WatchError relists
+        assert s.last_error == "watch ERROR event: 500 injected watch failure (500)"
+        fake_pod(cluster, "w-1", "10.9.0.1")
+        wait_for(lambda: len(cache) == 1, 60, "the pod created during the fault, seen by a relist")
+        assert w.status.failures >= 4 and w.status.events == 0
+
+        cluster.fail_watches(0)
+        fake_pod(cluster, "w-2", "10.9.0.2")
+        wait_for(lambda: w.status.failures == 0 and w.status.connected, 60, "the watch working again")
+        wait_for(lambda: len(cache) == 2, 60, "the pod created after the fault")
+        assert not w.status.fatal
+    finally:
+        w.stop(timeout=10)
     assert not w.alive

@@ -25,6 +25,11 @@ def env() -> dict:
     return e
 
 
+def first_served(timeline: dict, ip: str) -> float:
+    """Unix time of the first host snapshot in the timeline that lists ``ip``."""
+    return min(t for t, hosts in timeline["hosts"] if any(h.rpartition(":")[0] == ip for h in hosts))
+
+
 @pytest.mark.timeout(600)
 def test_elastic_mnist_survives_a_pod_added_and_one_deleted(tmp_path):
     data = tmp_path / "mnist"
@@ -73,8 +78,10 @@ def test_elastic_mnist_survives_a_pod_added_and_one_deleted(tmp_path):
         joined = c.pod_data_dir("worker-2") / "mnist"
         for name in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"):
             assert (joined / name).read_bytes() == (data / name).read_bytes()
+        committed, joined_ip = os.lstat(joined).st_mtime, c.pod_ip("worker-2")  # dataset-sync's final rename
 
     doc = json.loads(timeline_file.read_text())
+    assert committed <= first_served(doc, joined_ip), "worker-2 was served (could train) before its data was there"
     summary = doc["summary"]
     assert summary["exit_code"] == 0
     assert summary["epochs"] == 2

@@ -17,11 +17,12 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.waiting import wait_for  # noqa: F401 (the shared helper, imported from here by the tests)
 
 from elastic.sync.manifest import MANIFEST_NAME, Manifest, build_manifest
 
@@ -46,18 +47,6 @@ def cli(name: str, *args: str, timeout: float = 180, env: dict | None = None) ->
 def private_cache(tmp_path: Path, env: dict | None = None) -> dict:
     """An environment whose XDG_CACHE_HOME (dataset-sync's hash cache) is under ``tmp_path``."""
     return dict(env if env is not None else os.environ, XDG_CACHE_HOME=str(tmp_path / "xdg-cache"))
-
-
-def wait_for(condition, timeout: float = 30.0, what: str = "condition"):
-    """Poll ``condition()`` until it returns a truthy value; fail the test after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ def test_pool_wraps_around_and_runs_out():
     pool = AddressPool("127.9.8")
     got = [pool.allocate() for _ in range(254)]
     assert len(set(got)) == 254 and got[-1] == "127.9.8.254"
-    with pytest.raises(KubeletError):
+    with pytest.raises(KubeletError, match="no free address left in"):
         pool.allocate()
     pool.release("127.9.8.7")
     assert pool.allocate() == "127.9.8.7"
@@ -27,7 +27,7 @@ def test_pool_wraps_around_and_runs_out():
 
 @pytest.mark.parametrize("prefix", ["10.0.0", "127.0", "127.1.2.3", "127.300.1"])
 def test_pool_rejects_a_bad_prefix(prefix):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="address block prefix must look like 127.A.B"):
         AddressPool(prefix)
 
 

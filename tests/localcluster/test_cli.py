@@ -3,11 +3,11 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
 from localcluster import procs
+from tests.waiting import wait_for
 
 
 def lc(state_dir, *args, timeout=180):
@@ -56,17 +56,13 @@ def test_up_status_scale_and_down_leaves_no_process(tmp_path):
         assert lc(state, "delete-pod", "worker-0", "--grace", "5").returncode == 0
         assert lc(state, "scale", "1").returncode == 0
         # scale counts live workers (worker-0 is going) and removes the highest-numbered ones
-        deadline = time.monotonic() + 60
-        while (names := sorted(p["name"] for p in json.loads(lc(state, "status", "--json").stdout)["pods"])) != [
-                "extra", "worker-1"]:
-            assert time.monotonic() < deadline, names
-            time.sleep(0.1)
+        wait_for(lambda: sorted(p["name"] for p in json.loads(lc(state, "status", "--json").stdout)["pods"]) == [
+            "extra", "worker-1"], 60, "scale 1 to leave extra and worker-1", interval=0.1)
         fault = lc(state, "fault", "restart-api", "--seconds", "0.5")
         assert fault.returncode == 0 and json.loads(fault.stdout)["restarting"] is True
-        deadline = time.monotonic() + 15  # back by itself, same state
-        while (st := lc(state, "status", "--json")).returncode != 0:
-            assert time.monotonic() < deadline, st.stderr
-            time.sleep(0.1)
+        # back by itself, same state
+        wait_for(lambda: lc(state, "status", "--json").returncode == 0, 15, "the API back after restart-api",
+                 interval=0.1)
         assert lc(state, "fault", "latency", "--seconds", "-1").stderr.startswith("error: --seconds must be >= 0")
         missing = lc(state, "delete-pod", "nope")
         assert missing.returncode == 1 and missing.stderr.strip() == 'error: pods "nope" not found'
@@ -80,13 +76,13 @@ def test_up_status_scale_and_down_leaves_no_process(tmp_path):
     assert again.returncode == 1 and again.stderr.count("\n") == 1 and again.stderr.startswith("error: no cluster")
 
 
-@pytest.mark.parametrize("args,message", [
-    (["up", "--workers", "-1"], "error: --workers must be >= 0"),
-    (["scale", "2"], "error: no cluster is running"),
+@pytest.mark.parametrize("args,code,message", [
+    (["up", "--workers", "-1"], 2, "error: --workers must be >= 0, got -1"),
+    (["scale", "2"], 1, "error: no cluster is running with state dir {state} (start one: local-cluster up)"),
 ])
-def test_bad_input_is_one_line(tmp_path, args, message):
+def test_bad_input_is_one_line(tmp_path, args, code, message):
     proc = lc(tmp_path / "none", *args)
-    assert proc.returncode == 1 and proc.stderr.startswith(message) and proc.stderr.count("\n") == 1
+    assert (proc.returncode, proc.stderr.splitlines()) == (code, [message.format(state=tmp_path / "none")])
 
 
 def test_namespaces_need_root(tmp_path):

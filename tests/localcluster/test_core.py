@@ -36,7 +36,7 @@ def test_create_fills_server_fields(svc):
         "uid-0", "2026-01-02T03:04:05Z", "default", "1")
     assert pod["status"]["phase"] == "Pending" and pod["spec"]["terminationGracePeriodSeconds"] == 30
     assert svc.create("default", {**body(), "metadata": {"generateName": "w-"}})["metadata"]["name"] == "w-abcde"
-    with pytest.raises(AlreadyExists):
+    with pytest.raises(AlreadyExists, match='pods "p" already exists'):
         svc.create("default", body())
 
 
@@ -50,7 +50,7 @@ def test_create_fills_server_fields(svc):
     ("not an object", BadRequest),
 ])
 def test_create_rejects_bad_bodies(svc, bad, error):
-    with pytest.raises(error):
+    with pytest.raises(error, match="invalid|the body|namespace of the provided object"):
         svc.create("default", bad)
 
 
@@ -58,15 +58,15 @@ def test_replace_needs_the_current_resource_version(svc):
     pod = svc.create("default", body())
     stale = dict(pod, metadata=dict(pod["metadata"], labels={"x": "1"}))
     svc.replace("default", "p", stale)
-    with pytest.raises(Conflict):
+    with pytest.raises(Conflict, match='Operation cannot be fulfilled on pods "p": the object has'):
         svc.replace("default", "p", stale)
-    with pytest.raises(Invalid):
+    with pytest.raises(Invalid, match=r'Pod "p" is invalid: metadata\.resourceVersion: Invalid'):
         svc.replace("default", "p", dict(stale, metadata={"name": "p"}))
 
 
 def test_spec_is_immutable_but_status_subresource_is_not(svc):
     svc.create("default", body())
-    with pytest.raises(Invalid):
+    with pytest.raises(Invalid, match='Pod "p" is invalid: spec: Forbidden: pod updates may not'):
         svc.patch("default", "p", "application/merge-patch+json", b'{"spec":{"hostname":"x"}}')
     out = svc.patch("default", "p", "application/merge-patch+json", b'{"status":{"phase":"Running"}}', "status")
     assert out["status"]["phase"] == "Running"
@@ -77,7 +77,7 @@ def test_spec_is_immutable_but_status_subresource_is_not(svc):
 
 def test_patch_with_a_stale_resource_version_conflicts(svc):
     svc.create("default", body())
-    with pytest.raises(Conflict):
+    with pytest.raises(Conflict, match='Operation cannot be fulfilled on pods "p": the object has'):
         svc.patch("default", "p", "application/merge-patch+json", b'{"metadata":{"resourceVersion":"999","labels":{"a":"b"}}}')
 
 
@@ -124,8 +124,8 @@ def test_finalizers_hold_a_deleted_pod_until_removed(svc):
 
 def test_delete_preconditions(svc):
     pod = svc.create("default", body())
-    with pytest.raises(Conflict):
+    with pytest.raises(Conflict, match="Precondition failed: UID in precondition: nope, UID in"):
         svc.delete("default", "p", preconditions={"uid": "nope"})
-    with pytest.raises(Conflict):
+    with pytest.raises(Conflict, match="Precondition failed: ResourceVersion in precondition: 0,"):
         svc.delete("default", "p", preconditions={"resourceVersion": "0"})
     assert svc.delete("default", "p", preconditions={"uid": pod["metadata"]["uid"]})

@@ -1,9 +1,9 @@
 """The non-root fallback (``isolation="none"``): pods are sshd hosts with their own address but
 without namespaces; deleting one still stops everything it started, even detached processes."""
 import socket
-import time
 
 from localcluster.testing import running_cluster
+from tests.waiting import wait_for
 
 
 def test_pods_without_namespaces(tmp_path):
@@ -19,10 +19,7 @@ def test_pods_without_namespaces(tmp_path):
         assert ip.startswith("127.")
         lc.delete_pod("plain", grace_seconds=5)
         lc.wait_gone("plain")
-        deadline = time.monotonic() + 5
-        while _alive(pid):
-            assert time.monotonic() < deadline, "a process the pod started outlived it"
-            time.sleep(0.05)
+        wait_for(lambda: not _alive(pid), 5, "the process the pod started to die with it")
 
 
 def _alive(pid):

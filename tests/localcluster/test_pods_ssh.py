@@ -1,9 +1,9 @@
 """Pods are real hosts: own address, hostname and /data, reachable over SSH with the cluster key;
 deleting a pod stops everything it runs, including what was started over SSH."""
 import os
-import time
 
 from localcluster import procs
+from tests.waiting import wait_for
 
 
 def test_two_pods_are_separate_ssh_hosts_and_deletion_kills_their_processes(cluster):
@@ -28,8 +28,9 @@ def test_two_pods_are_separate_ssh_hosts_and_deletion_kills_their_processes(clus
     # a process started over SSH keeps running after the session ends ...
     started = cluster.ssh("alpha", "nohup sleep 1000 >/dev/null 2>&1 & echo $!")
     assert started.returncode == 0, started.stderr
-    sleepers = [p for p in _pods_processes(cluster, "alpha") if _cmdline(p).startswith("sleep 1000")]
-    assert sleepers, "the sleep started over SSH is not running"
+    # nohup execs sleep some time after the session returned: wait for it, do not race it
+    wait_for(lambda: [p for p in _pods_processes(cluster, "alpha") if _cmdline(p) == "sleep 1000"], 30,
+             "the sleep started over SSH to run in the pod")
 
     # ... until the pod is deleted: then every process of the pod is gone, beta is untouched
     pod_pids = _pods_processes(cluster, "alpha")
@@ -56,10 +57,7 @@ def test_sigterm_first_then_sigkill_after_the_grace_period(cluster):
     pids = _pods_processes(cluster, "stubborn")
     marked = cluster.delete_pod("stubborn", grace_seconds=2)
     assert marked["metadata"]["deletionGracePeriodSeconds"] == 2
-    deadline = time.monotonic() + 10
-    while not (data / "term").exists():
-        assert time.monotonic() < deadline, "SIGTERM did not reach the pod's processes"
-        time.sleep(0.05)
+    wait_for(lambda: (data / "term").exists(), 10, "SIGTERM to reach the pod's processes")
     assert cluster.client.get_pod("stubborn")["metadata"]["deletionTimestamp"]  # still held by the stubborn one
     cluster.wait_gone("stubborn", timeout=30)
     assert not [p for p in pids if _exists(p)]
@@ -114,10 +112,7 @@ def test_pods_die_with_the_cluster_process(tmp_path):
         pids = _pods_processes(lc, "worker-0")
         assert pids
         os.kill(lc.state["pid"], signal.SIGKILL)  # no chance to clean up
-        deadline = time.monotonic() + 10
-        while [p for p in pids if _exists(p)]:
-            assert time.monotonic() < deadline, "pod processes outlived the cluster process"
-            time.sleep(0.05)
+        wait_for(lambda: not [p for p in pids if _exists(p)], 10, "the pod's processes to die with the cluster")
 
 
 def test_a_pod_whose_sshd_dies_is_failed_not_ready(cluster):
@@ -127,10 +122,8 @@ def test_a_pod_whose_sshd_dies_is_failed_not_ready(cluster):
     init = [p for p in _pods_processes(cluster, "fragile") if _cmdline(p).startswith("sshd:") and "[listener]" in _cmdline(p)]
     assert len(init) == 1
     os.kill(init[0], signal.SIGKILL)
-    deadline = time.monotonic() + 15
-    while (pod := cluster.client.get_pod("fragile"))["status"]["phase"] != "Failed":
-        assert time.monotonic() < deadline, pod["status"]
-        time.sleep(0.05)
+    pod = wait_for(lambda: (p := cluster.client.get_pod("fragile"))["status"]["phase"] == "Failed" and p, 15,
+                   "the pod to be Failed")
     conditions = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
     assert conditions["Ready"] == "False" and "sshd exited" in pod["status"]["message"]
     cluster.delete_pod("fragile")
@@ -163,10 +156,8 @@ def test_a_test_cluster_dies_with_a_killed_test_process(tmp_path):
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     state_dir = str(tmp_path / "c")
-    deadline = time.monotonic() + 10
-    while left := [p for p in procs.all_pids() if state_dir in _cmdline(p) and _exists(p)]:
-        assert time.monotonic() < deadline, [_cmdline(p) for p in left]
-        time.sleep(0.05)
+    wait_for(lambda: not [p for p in procs.all_pids() if state_dir in _cmdline(p) and _exists(p)], 10,
+             "the cluster's processes to die with the test process")
 
 
 def test_force_delete_and_recreate_under_the_same_name(cluster):

@@ -26,9 +26,9 @@ def test_every_write_bumps_the_global_resource_version():
 def test_create_twice_and_missing_objects():
     s = Store()
     s.create(pod("a"))
-    with pytest.raises(AlreadyExists):
+    with pytest.raises(AlreadyExists, match='pods "a" already exists'):
         s.create(pod("a"))
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFound, match='pods "zz" not found'):
         s.get("default", "zz")
     s.create(pod("a", ns="other"))  # names are per namespace
     assert len(s) == 2
@@ -38,7 +38,7 @@ def test_replace_with_a_stale_resource_version_conflicts():
     s = Store()
     a = s.create(pod("a"))
     s.replace(a)
-    with pytest.raises(Conflict):
+    with pytest.raises(Conflict, match='Operation cannot be fulfilled on pods "a": the object has'):
         s.replace(a, expect_rv=a["metadata"]["resourceVersion"])
 
 
@@ -47,12 +47,12 @@ def test_history_is_bounded_and_older_watches_expire():
     for n in range(5):
         s.create(pod(f"p{n}"))
     assert [e.resource_version for e in s.events_since(2)] == [3, 4, 5]
-    with pytest.raises(Expired) as info:
+    with pytest.raises(Expired, match=r"too old resource version: 1 \(2\)") as info:
         s.events_since(1)
     assert info.value.code == 410
     s.compact()
     assert s.events_since(5) == []
-    with pytest.raises(Expired):
+    with pytest.raises(Expired, match=r"too old resource version: 4 \(5\)"):
         s.events_since(4)
 
 

@@ -4,10 +4,11 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from tests.waiting import wait_for
 
 HERE = Path(__file__).parent
 BIN = Path(sys.executable).parent
@@ -51,15 +52,12 @@ def test_allreduce_over_two_processes():
         assert record["gathered"] == [0, 1]
 
 
-def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
+def wait_for_job(predicate, timeout: float, what: str, proc: subprocess.Popen):
+    """``tests.waiting.wait_for`` that fails at once when horovodrun exits."""
+    def alive() -> None:
         if proc.poll() is not None:
             raise AssertionError(f"horovodrun exited ({proc.returncode}) while waiting for {what}")
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+    return wait_for(predicate, timeout, what, interval=0.1, alive=alive)
 
 
 def read_log(path: Path) -> list:
@@ -84,7 +82,7 @@ def test_elastic_run_grows_when_discovery_adds_a_slot(tmp_path):
         stdout=stdout, stderr=subprocess.STDOUT, env=env, start_new_session=True,
     )
     try:
-        wait_for(lambda: any(r["step"] >= 3 for r in read_log(log)), 120, "3 steps at size 1", proc)
+        wait_for_job(lambda: any(r["step"] >= 3 for r in read_log(log)), 120, "3 steps at size 1", proc)
         hosts.write_text("localhost:2\n")
         proc.wait(timeout=180)
     finally:

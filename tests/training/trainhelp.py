@@ -9,7 +9,6 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from training.idx import make_idx
@@ -145,16 +144,14 @@ class Job:
         return self.log.read_text(errors="replace")
 
     def wait_for(self, predicate, what: str, timeout: float = 180.0) -> None:
-        """Poll ``predicate`` until true; fail if the job exits or ``timeout`` passes."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if predicate():
-                return
+        """``tests.waiting.wait_for``; fails at once if the job exits."""
+        from tests.waiting import wait_for
+
+        def alive() -> None:
             if self.proc.poll() is not None:
                 raise AssertionError(f"job exited ({self.proc.returncode}) while waiting for "
                                      f"{what}:\n{self.output()[-4000:]}")
-            time.sleep(0.2)
-        raise AssertionError(f"timed out waiting for {what}:\n{self.output()[-4000:]}")
+        wait_for(predicate, timeout, what, interval=0.2, alive=alive, detail=lambda: self.output()[-4000:])
 
     def finish(self, timeout: float = 240.0) -> int:
         try:

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 
+import pytest
 import yaml
 from cryptography.hazmat.primitives.serialization import load_ssh_private_key
 from horovod.runner.util.remote import get_ssh_command
@@ -147,17 +148,16 @@ def test_changed_host_key_is_refused_loudly_also_for_horovodruns_ssh(sshd_factor
     assert marker.exists()
 
 
-def test_hosts_bad_input_is_one_line_errors(tmp_path, sync_cluster):
+@pytest.mark.parametrize("extra, message", [
+    (["--hosts", "-oProxyCommand=touch /tmp/x"], "looks like an option"),
+    (["--hosts", "a;b"], "not allowed in a host name"),
+    (["--hosts", "a b"], "bad host entry"),
+    (["--hosts", "a,b", "--hosts-file", "/nonexistent"], "give only one of"),
+    (["--hosts", "a", "--identity", "{tmp}/none"], "identity file"),
+    (["--discover-cmd", "false"], "'false' failed"),
+])
+def test_hosts_bad_input_is_one_line_errors(tmp_path, sync_cluster, extra, message):
     base = ["hosts", "--out", str(tmp_path / "o"), "--identity", str(sync_cluster.identity)]
-    cases = [
-        (["--hosts", "-oProxyCommand=touch /tmp/x"], "looks like an option"),
-        (["--hosts", "a;b"], "not allowed in a host name"),
-        (["--hosts", "a b"], "bad host entry"),
-        (["--hosts", "a,b", "--hosts-file", "/nonexistent"], "give only one of"),
-        (["--hosts", "a", "--identity", str(tmp_path / "none")], "identity file"),
-        (["--discover-cmd", "false"], "'false' failed"),
-    ]
-    for extra, message in cases:
-        proc = cli("ssh-bootstrap", *base, *extra)
-        assert proc.returncode == 2, (extra, proc.stderr)
-        assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: ") and message in proc.stderr, proc.stderr
+    proc = cli("ssh-bootstrap", *base, *[e.format(tmp=tmp_path) for e in extra])
+    assert proc.returncode == 2, (extra, proc.stderr)
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: ") and message in proc.stderr, proc.stderr

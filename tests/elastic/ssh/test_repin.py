@@ -25,7 +25,7 @@ from elastic.ssh.exec import HostKeyUnverified, SSHClient
 
 from tests.elastic.conftest import BIN, Sshd, cli, keygen
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[3]  # the repository (tests/elastic/ssh/ is three down)
 
 
 def _hook(server: Sshd, ssh_dir: Path, uid: str | None, identity: Path | None = None) -> subprocess.CompletedProcess:
@@ -72,7 +72,7 @@ def test_new_pod_uid_repins_a_reused_address_same_or_no_uid_is_refused(sshd_fact
         assert "HOST KEY CHANGED" in refused.stderr and f"[{server.address}]:{server.port}" in refused.stderr
         assert _pins(out, server) == {"ssh-ed25519": _pub(key_a)}
         assert (out / "hostfile").read_text() == ""  # a host that failed is not served from the hostfile
-    with pytest.raises(HostKeyUnverified):  # horovodrun's ssh refuses it too
+    with pytest.raises(HostKeyUnverified, match="host key verification failed"):  # horovodrun's ssh refuses it too
         _hostname_via_wrapper(out, server.address)
 
     # The API server says the address now belongs to pod uid-2: its key replaces the pin.

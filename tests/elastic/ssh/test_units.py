@@ -96,7 +96,7 @@ def test_ssh_config_pins_strictly_and_quotes_paths():
     assert options["GlobalKnownHostsFile"] == "/dev/null"
     assert options["IdentityFile"] == '"/keys/my key"'
     assert options["Port"] == "2222" and options["User"] == "root"
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError, match="cannot be written into an ssh_config"):
         render_ssh_config('/a"b', "/k", 22)
 
 
@@ -147,6 +147,6 @@ def test_write_keys_modes_and_refusal_to_overwrite(tmp_path):
 def test_table_alignment_and_sizes():
     text = render_table(["A", "LONGER"], [["x", 1], ["yyyy", ""]])
     assert text.splitlines() == ["A     LONGER", "x     1", "yyyy"]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"row has 2 cells, table has 1 columns: \['x', 'y'\]"):
         render_table(["A"], [["x", "y"]])
     assert [human_bytes(n) for n in (0, 1536, 3 * 2**20)] == ["0 B", "1.5 KiB", "3.0 MiB"]

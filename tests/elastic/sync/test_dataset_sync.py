@@ -93,7 +93,7 @@ def test_interrupted_sync_keeps_the_previous_copy_and_a_rerun_completes(sync_clu
     # DEST is still the complete previous copy.
     assert_host_has(sync_cluster, "worker-0", "/data/interrupt", previous)
 
-    # SIGTERM (a pod being stopped) ends the run cleanly: exit 130, its rsync gone, DEST intact.
+    # SIGTERM (a pod being stopped) ends the run cleanly: exit 143 (128+15), its rsync gone, DEST intact.
     before = {p.name for p in staging.glob("part*.bin")}
     stopped = subprocess.Popen([tool("dataset-sync"), str(src), "/data/interrupt", "--host", host, "--ssh-config",
                                 str(ssh_dir / "ssh_config"), "--bwlimit", "2048"],
@@ -102,7 +102,7 @@ def test_interrupted_sync_keeps_the_previous_copy_and_a_rerun_completes(sync_clu
     wait_for(lambda: {p.name for p in staging.glob("part*.bin")} - before, timeout=60, what="the copy to resume")
     stopped.send_signal(signal.SIGTERM)
     out, err = stopped.communicate(timeout=60)
-    assert stopped.returncode == 130, err
+    assert stopped.returncode == 128 + signal.SIGTERM, err
     assert "interrupted; DEST keeps its previous copy" in err and "FAILED" in out
     rsyncs = subprocess.run(["pgrep", "-f", f"rsync .*{host}:/data/.interrupt"], capture_output=True, text=True)
     assert rsyncs.stdout == ""
@@ -181,16 +181,20 @@ def test_unsafe_dest_is_refused_before_any_host_is_touched(dest_and_flags, messa
     assert sorted(os.listdir(sync_cluster.pod_data_dir("worker-0"))) == before
 
 
-def test_names_that_look_like_options_or_shell_and_escaping_symlinks_are_refused(pod_ips, ssh_dir, tmp_path):
+@pytest.mark.parametrize("flags, message", [
+    (["--host", "-oProxyCommand=touch /tmp/pwned"], "looks like an option"),
+    (["--hosts", "{w0},a;touch /tmp/pwned"], "bad host entry"),
+    (["--host", "$(reboot)"], "not allowed in a host name"),
+    (["--host", "{w0}", "--remote-rsync", "rsync;reboot"], "bad remote rsync command"),
+])
+def test_names_that_look_like_options_or_shell_are_refused(pod_ips, ssh_dir, tmp_path, flags, message):
     src = make_dataset(tmp_path / "ds", small=2, big_mib=0)
-    for flags, message in [
-        (["--host", "-oProxyCommand=touch /tmp/pwned"], "looks like an option"),
-        (["--hosts", f"{pod_ips['worker-0']},a;touch /tmp/pwned"], "bad host entry"),
-        (["--host", "$(reboot)"], "not allowed in a host name"),
-        (["--host", pod_ips["worker-0"], "--remote-rsync", "rsync;reboot"], "bad remote rsync command"),
-    ]:
-        proc, _ = sync(ssh_dir, src, "/data/names", *flags)
-        assert proc.returncode == 2 and message in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    proc, _ = sync(ssh_dir, src, "/data/names", *[f.replace("{w0}", pod_ips["worker-0"]) for f in flags])
+    assert proc.returncode == 2 and message in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_escaping_symlinks_and_a_missing_source_are_refused(pod_ips, ssh_dir, tmp_path):
+    src = make_dataset(tmp_path / "ds", small=2, big_mib=0)
     (src / "escape").symlink_to("../../etc")
     proc, _ = sync(ssh_dir, src, "/data/names", "--host", pod_ips["worker-0"])
     assert proc.returncode == 2 and "refusing symlink escape -> ../../etc: it points outside SRC" in proc.stderr

@@ -45,7 +45,7 @@ def test_dest_accepted_inside_roots():
     assert check_dest("/data/mnist/") == "/data/mnist"
     assert check_dest("/scratch/a/b", ("/data", "/scratch/")) == "/scratch/a/b"
     assert parse_allowed_roots("/data:/scratch") == ("/data", "/scratch")
-    with pytest.raises(UnsafePath):
+    with pytest.raises(UnsafePath, match="allowed root 'relative' must be an absolute path"):
         parse_allowed_roots("relative")
 
 
@@ -103,7 +103,7 @@ def test_manifest_file_that_was_tampered_with_is_refused(tmp_path):
     m = build_manifest(str(_tree(tmp_path / "src")))
     with pytest.raises(BadManifest, match="digest"):
         Manifest.from_json(m.to_json().replace('"size": 10', '"size": 11'))
-    with pytest.raises(BadManifest):
+    with pytest.raises(BadManifest, match="not a dataset manifest: format is None"):
         Manifest.from_json("{}")
 
 
@@ -121,7 +121,7 @@ def test_listing_script_output_matches_the_manifest(tmp_path):
     out = subprocess.run(["sh", "-c", listing_script(str(src))], capture_output=True, check=True).stdout
     assert compare(m, parse_listing(out)) == ["checksum mismatch a/one", "missing file a/b/two", "unexpected file extra"]
     assert hashlib.sha256(out).hexdigest() != listing_digest(m)
-    with pytest.raises(BadManifest):
+    with pytest.raises(BadManifest, match="unexpected record in host listing: 'X what'"):
         parse_listing(b"X what\0")
 
 
@@ -154,13 +154,13 @@ def test_rsync_progress_and_stats_parsing():
     stats = parse_stats("Number of files: 53\nNumber of regular files transferred: 3\n"
                         "Total transferred file size: 1,234 bytes\nLiteral data: 1000 bytes\nTotal bytes sent: 2000\n")
     assert (stats.files_transferred, stats.bytes_transferred, stats.literal_bytes, stats.bytes_sent) == (3, 1234, 1000, 2000)
-    with pytest.raises(SyncError):
+    with pytest.raises(SyncError, match=r"rsync printed no statistics \(files missing\)"):
         parse_stats("nothing")
 
 
 def test_retry_policy_backoff_and_classification():
     assert RetryPolicy(attempts=4, base=1, cap=3).delays() == [1, 2, 3]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="attempts must be >= 1, got 0"):
         RetryPolicy(attempts=0)
     calls, waits = [], []
 
@@ -172,10 +172,10 @@ def test_retry_policy_backoff_and_classification():
 
     assert retry_call(flaky, RetryPolicy(3, 0.5), lambda e: True, lambda d: waits.append(d) and False) == ("done", 3)
     assert waits == [0.5, 1.0]
-    with pytest.raises(SyncError):  # not retryable: one call only
+    with pytest.raises(SyncError, match="transient"):  # not retryable: one call only
         retry_call(flaky, RetryPolicy(3), lambda e: False, lambda d: False)
     calls.clear()
-    with pytest.raises(SyncError):  # the wait says stop (cancelled): no further attempt
+    with pytest.raises(SyncError, match="transient"):  # the wait says stop (cancelled): no further attempt
         retry_call(flaky, RetryPolicy(5), lambda e: True, lambda d: True)
     assert calls == [1]
 
@@ -207,7 +207,7 @@ def test_progress_rendering():
 def test_host_scripts_publish_a_verified_version_by_renaming(tmp_path):
     """The probe/verify/commit scripts, run by a local shell on a local 'host' directory."""
     from elastic.sync.manifest import listing_digest, quick_digest
-    from elastic.sync.remote import probe_script, verify_commit_script, verify_script
+    from elastic.sync.remote import probe_script, verify_commit_script
 
     src = _tree(tmp_path / "src")
     m = build_manifest(str(src))
@@ -225,7 +225,6 @@ def test_host_scripts_publish_a_verified_version_by_renaming(tmp_path):
     assert Manifest.from_json((dest / MANIFEST_NAME).read_text()) == m
     probe = parse_probe(sh(probe_script(layout, "/no/rsync")))
     assert (probe.current, probe.current_digest, probe.has_rsync, probe.unchanged) == ("v-1", m.digest, False, False)
-    assert sh(verify_script(str(dest) + "/", listing_digest(m))).strip() == "verify=ok"
 
     # The probe recognises an unchanged copy: quick (sizes, mtimes) or by checksum.
     assert parse_probe(sh(probe_script(layout, "rsync", m.digest, "quick", quick_digest(m)))).unchanged
