@@ -13,6 +13,7 @@
     |   +-- APIGoneError            410: the resourceVersion is too old; relist
     |   +-- APIServerError          5xx and anything else unexpected
     +-- WatchError                  an ERROR event in a watch stream other than 410
+    +-- BadHost                     (also a ValueError) a pod value that must not be served as a host
 
 ``api_error_for_status`` picks the class from an HTTP status so adapters raise the
 right one ``from`` the library's exception. ``discovery.cli_runner.run_main`` maps the tree to
@@ -85,3 +86,7 @@ def api_error_for_status(status: int | None, message: str) -> APIError:
     if status == 410:
         return APIGoneError(message, status)
     return APIServerError(message, status)
+
+
+class BadHost(DiscoveryError, ValueError):
+    """A value that must not be served as a host; the message says why (no value in it)."""

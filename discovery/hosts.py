@@ -34,6 +34,8 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from discovery.errors import BadHost
+
 SLOTS_ANNOTATION = "elastic-horovod/slots"
 GPU_RESOURCE = "nvidia.com/gpu"
 ADDRESS_MODES = ("ip", "dns", "name")
@@ -51,10 +53,6 @@ MAX_NAME = 253
 MAX_LABEL = 63
 _LABEL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
 _SHOWN = 80  # characters of a bad value quoted in a reason
-
-
-class BadHost(ValueError):
-    """A value that must not be served as a host; the message says why (no value in it)."""
 
 
 def escape(value: Any) -> str:

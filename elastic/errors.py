@@ -18,7 +18,8 @@
      └── LaunchError             horovodrun or the discovery daemon could not be started (exit 1)
           ├── DaemonUnavailable  the discovery daemon did not answer
           ├── DaemonStartError   a daemon started by the launcher exited or never became ready
-          └── ToolNotFound       a command the launcher needs is not installed
+          ├── ToolNotFound       a command the launcher needs is not installed
+          └── PlotError          elastic-run --plot: the plot could not be drawn, written or read back
 
 ``elastic.common.cli.run_main`` maps them to exit codes (docs/architecture.md, "Errors and exit
 codes"). Library errors are wrapped at the edge with ``raise ... from``.
@@ -107,3 +108,7 @@ class DaemonStartError(LaunchError):
 
 class ToolNotFound(LaunchError):
     """A command the launcher needs is not installed."""
+
+
+class PlotError(LaunchError):
+    """``elastic-run --plot``: the plot could not be drawn, written or read back."""

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from elastic.errors import ConfigError, ElasticError
+from elastic.errors import ConfigError, PlotError
 
 FORMATS = (".png", ".svg")
 SERIES = ("world_size", "slots_served", "samples_per_sec", "loss")
@@ -54,10 +54,6 @@ MARKERS = ("join", "leave", "reset", "epoch", "event")
 # come by the dozen and would hide the plot
 MARKED_KINDS = ("abort", "stop", "note")
 _NUMBER = re.compile(r"-?\d+")
-
-
-class PlotError(ElasticError):
-    """The plot could not be drawn or written."""
 
 
 Point = tuple[float, float]
