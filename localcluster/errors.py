@@ -15,6 +15,7 @@
     │   ├── Invalid           422     the object breaks a validation rule
     │   └── Timeout           504     a watch asked for a resourceVersion this server never issued
     ├── KubeletError                  a pod could not be run (sshd, namespaces, addresses)
+    │   └── ContainerError            the container engine or image is missing, or it failed
     └── ClusterError                  the cluster as a whole: not running, not root, start failed,
                                       unusable state directory
 
@@ -98,6 +99,10 @@ class Timeout(ApiError):
 
 class KubeletError(LocalClusterError):
     """A pod could not be run on this machine."""
+
+
+class ContainerError(KubeletError):
+    """The container engine (``--runtime containers``) is missing, lacks the image, or failed."""
 
 
 class ClusterError(LocalClusterError):
