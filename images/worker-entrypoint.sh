@@ -58,18 +58,18 @@ while [ -z "$signal" ]; do
   wait "$sshd_pid" || true   # returns early when a trapped signal arrives
 done
 
-# the job's processes: every live process but PID 1 (tini), this shell and sshd's listener;
-# sshd's per-connection processes are left to end with their sessions (their output still
-# reaches the launcher while the job saves)
+# the job's processes: every live process but PID 1 (tini), this shell and its own children
+# (sshd's listener, the subshell and sleep of this loop); sshd's per-connection processes are
+# left to end with their sessions (their output still reaches the launcher while the job saves)
 job_processes() {
   for dir in /proc/[0-9]*; do
     pid=${dir#/proc/}
     case $pid in 1|$$|$sshd_pid) continue ;; esac
     read -r stat 2>/dev/null <"$dir/stat" || continue
-    state=${stat##*) }; state=${state%% *}
-    [ "$state" = Z ] && continue
     comm=${stat#*(}; comm=${comm%)*}
-    [ "$comm" = sshd ] && continue
+    # shellcheck disable=SC2086
+    set -- ${stat##*) }   # state ppid ...
+    [ "$1" = Z ] || [ "$2" = $$ ] || [ "$comm" = sshd ] && continue
     echo "$pid"
   done
 }

@@ -109,7 +109,7 @@ def test_the_bases_are_build_arguments_and_nothing_else_differs():
     script = (ROOT / "scripts" / "build-images").read_text()
     passed = set(re.findall(r'--build-arg "([A-Z_]+)=', script))
     assert passed == {"BUILD_BASE", "RUNTIME_BASE", "DAEMON_BASE", "HOROVOD_GPU_OPERATIONS", "PIP_EXTRA_INDEX_URL",
-                      "PIP_FIND_LINKS", "PIP_TRUSTED_HOST", "PIP_CERT"}
+                      "PIP_FIND_LINKS", "PIP_TRUSTED_HOST"}
 
 
 def test_the_image_installs_the_project_and_runs_sshd_with_per_container_host_keys():
