@@ -168,11 +168,12 @@ def test_the_daemon_image_serves_the_cluster_pods_to_discover_hosts(images, tmp_
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         name = f"eh-daemon-{uuid.uuid4().hex[:8]}"
-        daemon = subprocess.Popen(
-            ["podman", "run", "--rm", "--name", name, "--network", "host", "--cap-drop", "ALL",
-             "--security-opt", "no-new-privileges", "--volume", f"{kube}:/kube:ro", images[1],
-             "--selector", SELECTOR, "--kubeconfig", "/kube/config", "--host", "127.0.0.1", "--port", str(port)],
-            stdout=subprocess.DEVNULL, stderr=open(tmp_path / "daemon.log", "wb"))
+        with open(tmp_path / "daemon.log", "wb") as daemon_log:
+            daemon = subprocess.Popen(
+                ["podman", "run", "--rm", "--name", name, "--network", "host", "--cap-drop", "ALL",
+                 "--security-opt", "no-new-privileges", "--volume", f"{kube}:/kube:ro", images[1],
+                 "--selector", SELECTOR, "--kubeconfig", "/kube/config", "--host", "127.0.0.1", "--port", str(port)],
+                stdout=subprocess.DEVNULL, stderr=daemon_log)
         try:
             def hosts():
                 if daemon.poll() is not None:

@@ -32,7 +32,7 @@ def test_stopping_the_container_delivers_sigterm_to_a_process_started_over_ssh(r
     w = run_worker(1)
     (w.data / "rank.py").write_text(RANK)
     session = subprocess.Popen(w.ssh_argv() + ["python3 /data/rank.py"], stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for(lambda: (w.data / "started").exists(), 60, "the rank to start over ssh")
         took = w.stop(grace=60)
