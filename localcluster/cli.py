@@ -1,6 +1,7 @@
 """``local-cluster``: a loopback Kubernetes pod API whose pods are sshd hosts on this machine.
 
     local-cluster up [--workers N] [--slots S] [--gpus G] [--ssh-port P] [--isolation namespaces|none]
+                     [--runtime processes|containers --image IMAGE]
     local-cluster status [--json]
     local-cluster scale N [--slots S] [--gpus G]
     local-cluster add-pod [--name NAME] [--slots S] [--gpus G]
@@ -12,6 +13,9 @@ Every command takes ``--state-dir DIR`` (``LOCAL_CLUSTER_STATE_DIR``; default
 ``~/.cache/elastic-horovod/local-cluster``). ``up`` needs root for isolated pods (own hostname,
 own ``/data``: Linux namespaces); without root, ``--isolation none`` runs each pod's sshd
 directly (own address and port only; its data directory is ``DIR/pods/<pod>/data``).
+``--runtime containers --image IMAGE`` (root, podman) runs each pod as a container of the worker
+image (``images/Dockerfile``, built by ``scripts/build-images``) instead of the host's sshd;
+the default ``processes`` starts pods faster.
 Errors print one line ``error: ...``; exit 2 for bad input (flags, arguments, environment), 1 for
 other failures (``localcluster.cli_runner``).
 """
@@ -65,6 +69,14 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--isolation", choices=["namespaces", "none"],
                     default=os.environ.get("LOCAL_CLUSTER_ISOLATION") or "namespaces",
                     help="namespaces (root: own hostname and /data) or none (env LOCAL_CLUSTER_ISOLATION)")
+    up.add_argument("--runtime", choices=["processes", "containers"],
+                    default=os.environ.get("LOCAL_CLUSTER_RUNTIME") or "processes",
+                    help="processes (the host's sshd; default) or containers of --image (env LOCAL_CLUSTER_RUNTIME)")
+    up.add_argument("--image", default=os.environ.get("LOCAL_CLUSTER_IMAGE") or None,
+                    help="worker image of --runtime containers, e.g. elastic-horovod:0.1.0 (env LOCAL_CLUSTER_IMAGE)")
+    up.add_argument("--shared-dir", action="append", default=[], metavar="DIR",
+                    help="with --runtime containers: a host directory mounted at the same path in every pod "
+                         "(like a ReadWriteMany volume; repeatable)")
     up.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for Ready pods")
     sub.add_parser("down", parents=[common], help="stop the cluster and every pod process")
     st = sub.add_parser("status", parents=[common], help="show the cluster and its pods")
@@ -108,12 +120,28 @@ def _print_status(info: dict) -> None:
         print(f"{name:<20} {p['phase'] or '-':<10} {str(p['ready']).lower():<6} {p['ip'] or '-':<16} {p['uid']}")
 
 
+def _runtime_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with ``up``'s --runtime/--image/--shared-dir, or None."""
+    if args.runtime == "containers" and not args.image:
+        return "--runtime containers needs --image IMAGE (scripts/build-images builds it)"
+    if args.runtime == "processes" and (args.image or args.shared_dir):
+        return "--image and --shared-dir are only for --runtime containers"
+    for d in args.shared_dir:
+        if not os.path.isdir(d) or ":" in d:
+            return f"--shared-dir {d!r} is not a directory (or contains ':')"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     paths = StatePaths(Path(os.path.abspath(os.path.expanduser(args.state_dir))))
     if args.command == "up":
         if args.workers < 0:
             raise UsageError(f"--workers must be >= 0, got {args.workers}")
-        state, started = control.start(paths, ssh_port=args.ssh_port, isolation=args.isolation)
+        problem = _runtime_problem(args)
+        if problem:
+            raise UsageError(problem)
+        state, started = control.start(paths, ssh_port=args.ssh_port, isolation=args.isolation,
+                                       runtime=args.runtime, image=args.image, shared_dirs=args.shared_dir)
         if started:
             created, _ = control.scale(state, args.workers, args.slots, args.gpus)
             control.wait_ready(state, created, args.timeout)

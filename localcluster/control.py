@@ -2,7 +2,7 @@
 
 - ``start(paths, ...)`` -> ``(state, started)``: the running cluster of ``paths`` if there is one
   (``started`` False), else a new background process (``python -m localcluster.daemon``) once
-  its API answers; with ``die_with_parent`` it is killed if the calling process dies. ``ClusterError`` with the log's last lines if it does not come up.
+  its API answers (``runtime="containers", image=IMAGE``: pods are containers of IMAGE); with ``die_with_parent`` it is killed if the calling process dies. ``ClusterError`` with the log's last lines if it does not come up.
 - ``running_state(paths)`` -> state dict of a live cluster or None (removes a stale state.json).
 - ``stop(paths)`` -> True if a cluster was stopped; waits until its process (and so every pod
   process) is gone.
@@ -22,7 +22,8 @@ from pathlib import Path
 
 from . import pods as podrules
 from .client import Client
-from .errors import ClusterError, NotFound
+from .containers import check_image, find_engine
+from .errors import ClusterError, ContainerError, NotFound
 from .keys import ensure_cluster_key
 from .statefiles import StatePaths
 from .tls import ensure_certs
@@ -74,7 +75,17 @@ def admin(state: dict, action: str, timeout: float = 30.0, **query) -> dict:
     return Client(state["admin"], state.get("admin_token"), timeout).request("POST", "/" + action, query=query)
 
 
-def check_prerequisites(isolation: str) -> None:
+def check_prerequisites(isolation: str, runtime: str = "processes", image: str | None = None) -> None:
+    if runtime == "containers":
+        if not image:
+            raise ClusterError("--runtime containers needs --image IMAGE (scripts/build-images builds it)")
+        if shutil.which("ssh-keygen") is None or shutil.which("setpriv") is None:
+            raise ClusterError("missing tools: ssh-keygen or setpriv (Debian: openssh-client, util-linux)")
+        try:
+            check_image(find_engine(), image)
+        except ContainerError as exc:
+            raise ClusterError(str(exc)) from None
+        return
     if not os.path.exists("/usr/sbin/sshd"):
         raise ClusterError("/usr/sbin/sshd not found: install Debian's openssh-server (scripts/setup does)")
     needed = ["ssh-keygen", "setpriv"] + (["unshare", "mount", "hostname"] if isolation == "namespaces" else [])
@@ -88,11 +99,12 @@ def check_prerequisites(isolation: str) -> None:
 
 def start(paths: StatePaths, ssh_port: int = 2222, isolation: str = "namespaces", timeout: float = 60.0,
           history: int = 1000, bookmark_interval: float = 5.0, auth: bool = True,
-          die_with_parent: bool = False) -> tuple[dict, bool]:
+          die_with_parent: bool = False, runtime: str = "processes", image: str | None = None,
+          shared_dirs: tuple = ()) -> tuple[dict, bool]:
     state = running_state(paths)
     if state is not None:
         return state, False
-    check_prerequisites(isolation)
+    check_prerequisites(isolation, runtime, image)
     try:
         paths.root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -105,7 +117,9 @@ def start(paths: StatePaths, ssh_port: int = 2222, isolation: str = "namespaces"
     cmd = (["setpriv", "--pdeathsig", "KILL", "--"] if die_with_parent else []) + [
            sys.executable, "-m", "localcluster.daemon", "--state-dir", str(paths.root), "--ssh-port",
            str(ssh_port), "--isolation", isolation, "--history", str(history),
-           "--bookmark-interval", str(bookmark_interval)] + ([] if auth else ["--no-auth"])
+           "--bookmark-interval", str(bookmark_interval)] + ([] if auth else ["--no-auth"]) + (
+           ["--runtime", runtime, "--image", image] if runtime == "containers" else []) + [
+           a for d in shared_dirs for a in ("--shared-dir", os.path.abspath(d))]
     env = dict(os.environ)
     pkg_parent = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")

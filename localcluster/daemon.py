@@ -1,6 +1,7 @@
 """The cluster's background process: API server + kubelet + admin endpoint in one event loop.
 
 ``python -m localcluster.daemon --state-dir DIR [--ssh-port P] [--isolation namespaces|none]
+[--runtime processes|containers --image IMAGE [--shared-dir DIR]...]
 [--api-port N] [--no-auth] [--history N] [--bookmark-interval S]`` (started by
 ``local-cluster up`` and ``localcluster.testing.running_cluster``):
 
@@ -99,7 +100,8 @@ class Daemon:
         paths.root.mkdir(parents=True, exist_ok=True)
         ensure_cluster_key(paths)
         prefix, lock = claim_block()
-        self.kubelet = Kubelet(self.service, paths, prefix, args.ssh_port, args.isolation)
+        self.kubelet = Kubelet(self.service, paths, prefix, args.ssh_port, args.isolation,
+                               runtime=args.runtime, image=args.image, shared_dirs=args.shared_dir)
         self.api.log_path = self.kubelet.log_path
         ca, cert, key = ensure_certs(paths.tls_dir)
         api_port = await self.api.start("127.0.0.1", args.api_port, server_context(cert, key))
@@ -110,7 +112,7 @@ class Daemon:
         write_atomic(paths.kubeconfig, render_kubeconfig(api_url, self.token, ca.read_bytes()), 0o600)
         state = {"pid": os.getpid(), "api": api_url, "admin": f"http://127.0.0.1:{admin_port}",
                  "token": self.token, "admin_token": self.admin_token, "ssh_port": args.ssh_port,
-                 "block": prefix + ".0/24", "isolation": args.isolation, "kubeconfig": str(paths.kubeconfig),
+                 "block": prefix + ".0/24", "isolation": args.isolation, "runtime": args.runtime, "image": args.image, "kubeconfig": str(paths.kubeconfig),
                  "identity": str(paths.identity), "ca": str(ca), "state_dir": str(paths.root), "started": time.time()}
         write_atomic(paths.state, json.dumps(state, indent=2) + "\n", 0o600)
         log.info("cluster up: api %s, block %s.0/24, ssh port %d", api_url, prefix, args.ssh_port)
@@ -214,10 +216,20 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--ssh-port", type=int, default=2222)
     p.add_argument("--api-port", type=int, default=0)
     p.add_argument("--isolation", choices=["namespaces", "none"], default="namespaces")
+    p.add_argument("--runtime", choices=["processes", "containers"], default="processes")
+    p.add_argument("--image", default=None, help="worker image of --runtime containers")
+    p.add_argument("--shared-dir", action="append", default=[],
+                   help="host directory mounted at the same path in every container (repeatable)")
     p.add_argument("--no-auth", action="store_true")
     p.add_argument("--history", type=int, default=1000)
     p.add_argument("--bookmark-interval", type=float, default=5.0)
     args = p.parse_args(argv)
+    if (args.runtime == "containers") != bool(args.image):
+        p.error("--image is needed with --runtime containers, and only there")
+    if args.shared_dir and args.runtime != "containers":
+        p.error("--shared-dir is only for --runtime containers")
+    if any(not os.path.isabs(d) or not os.path.isdir(d) or ":" in d for d in args.shared_dir):
+        p.error(f"--shared-dir must name existing absolute directories without ':', got {args.shared_dir}")
     from pathlib import Path
     args.state_dir = Path(args.state_dir).resolve()
     return args
@@ -227,7 +239,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s",
                         stream=sys.stderr)
-    if args.isolation == "namespaces" and os.geteuid() != 0:
+    if args.runtime == "processes" and args.isolation == "namespaces" and os.geteuid() != 0:
         print("error: pods with their own hostname and /data need root (namespaces); run as root or "
               "use --isolation none", file=sys.stderr)
         return 1

@@ -17,6 +17,7 @@
     │   ├── Timeout           504     a watch asked for a resourceVersion this server never issued
     │   └── InjectedFault     any     the ``watch_error`` fault's ERROR event (code set per instance)
     ├── KubeletError                  a pod could not be run (sshd, namespaces, addresses)
+    │   └── ContainerError            the container engine or image is missing, or it failed
     └── ClusterError                  the cluster as a whole: not running, not root, start failed,
                                       unusable state directory
 
@@ -106,6 +107,10 @@ class Timeout(ApiError):
 
 class KubeletError(LocalClusterError):
     """A pod could not be run on this machine."""
+
+
+class ContainerError(KubeletError):
+    """The container engine (``--runtime containers``) is missing, lacks the image, or failed."""
 
 
 class ClusterError(LocalClusterError):

@@ -21,6 +21,12 @@ to ``local``) or ``local`` -- pods of other nodes are left alone:
    removes the object (``finish_deletion``). A pod removed outright is killed at once.
 
 Every sshd is started under ``setpriv --pdeathsig KILL``, so if this process dies, its pods die.
+
+With ``runtime="containers"`` (``image`` given) each pod is instead a container of the worker
+image (``localcluster.containers``; ``ContainerPodRuntime``): step 1 gives it its address and
+``data/``, step 2 runs the image's own entrypoint and sshd, step 4 is the engine's stop with the
+remaining grace period. The kubelet removes its cluster's leftover containers when it starts
+and stops (a killed cluster process cannot stop them itself).
 """
 from __future__ import annotations
 
@@ -33,7 +39,7 @@ import subprocess
 import sys
 from datetime import datetime, timezone
 
-from . import pods, procs, sshd
+from . import containers, pods, procs, sshd
 from .addresses import AddressPool
 from .core import PodService
 from .errors import ApiError, KubeletError
@@ -247,6 +253,61 @@ class PodRuntime:
         log.info("pod %s/%s: stopped", self.namespace, self.name)
 
 
+class ContainerPodRuntime(PodRuntime):
+    """One pod incarnation as a container of the worker image (``runtime="containers"``)."""
+
+    def _spawn(self) -> None:
+        k = self.kubelet
+        self.ip = k.pool.allocate()
+        data = self.dir / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        self.container = containers.container_name(k.cluster_id, self.namespace, self.name, self.uid)
+        spec = containers.ContainerSpec(
+            name=self.container, image=k.image, hostname=self.name[:63], ip=self.ip, ssh_port=k.ssh_port,
+            data_dir=str(data), public_key=str(k.paths.authorized_keys), cluster_id=k.cluster_id,
+            shared_dirs=k.shared_dirs)
+        logf = open(self.dir / "sshd.log", "ab")
+        try:
+            self.proc = subprocess.Popen(["setpriv", "--pdeathsig", "KILL", "--"] + containers.run_argv(k.engine, spec),
+                                         stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
+                                         start_new_session=True, close_fds=True)
+        except OSError as exc:
+            raise KubeletError(f"cannot start the container: {exc}") from exc
+        finally:
+            logf.close()
+        log.info("pod %s/%s: started container %s (%s) on %s:%d", self.namespace, self.name, self.container,
+                 k.image, self.ip, k.ssh_port)
+
+    def _find_init(self) -> None:
+        return None
+
+    def processes(self, include_init: bool = False) -> list[int]:
+        return []
+
+    async def _stop(self) -> None:
+        """The engine's stop with the remaining grace period (SIGTERM, then SIGKILL); wait for it."""
+        if self.proc is None:
+            return
+        loop = asyncio.get_running_loop()
+        if self.kill_at is None:
+            self.kill_at = loop.time()
+        grace = max(0, int(self.kill_at - loop.time() + 0.999))
+        if self.proc.poll() is None:
+            stopper = await asyncio.create_subprocess_exec(
+                *containers.stop_argv(self.kubelet.engine, self.container, grace),
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            await stopper.wait()
+        end = loop.time() + 30.0
+        while self.proc.poll() is None and loop.time() < end:
+            await asyncio.sleep(0.05)
+        if self.proc.poll() is None:  # the engine did not stop it: remove it by force
+            await asyncio.to_thread(subprocess.run, [self.kubelet.engine, "rm", "--force", "--time", "0", "--",
+                                                     self.container], capture_output=True, timeout=120)
+            self.proc.kill()
+            self.proc.wait()
+        log.info("pod %s/%s: stopped (container exit code %s)", self.namespace, self.name, self.proc.returncode)
+
+
 def _tail(path, limit: int = 300) -> str:
     try:
         text = path.read_text(errors="replace").strip()
@@ -259,9 +320,17 @@ class Kubelet:
     """Runs the pods of node ``local``; ``start()`` follows the store, ``stop()`` ends every pod."""
 
     def __init__(self, service: PodService, paths: StatePaths, prefix: str, ssh_port: int,
-                 isolation: str = "namespaces", stop_grace: float = 2.0) -> None:
+                 isolation: str = "namespaces", stop_grace: float = 2.0, runtime: str = "processes",
+                 image: str | None = None, shared_dirs: tuple = ()) -> None:
         if isolation not in ("namespaces", "none"):
             raise ValueError(f"isolation must be 'namespaces' or 'none', got {isolation!r}")
+        if runtime not in ("processes", "containers") or (runtime == "containers") != bool(image):
+            raise ValueError(f"runtime must be 'processes', or 'containers' with an image; got {runtime!r}, {image!r}")
+        self.runtime_kind = runtime
+        self.image = image
+        self.shared_dirs = tuple(shared_dirs)
+        self.engine: str | None = None
+        self.cluster_id = containers.cluster_id_of(str(paths.root))
         self.service = service
         self.paths = paths
         self.pool = AddressPool(prefix)
@@ -274,7 +343,11 @@ class Kubelet:
         self._task: asyncio.Task | None = None
 
     async def start(self) -> None:
-        if self.isolation == "namespaces":
+        if self.runtime_kind == "containers":
+            self.engine = containers.find_engine()
+            containers.check_image(self.engine, self.image)
+            await asyncio.to_thread(containers.remove_labelled, self.engine, self.cluster_id)
+        elif self.isolation == "namespaces":
             ensure_data_mountpoint()
         self.paths.pods_dir.mkdir(parents=True, exist_ok=True)
         self._queue = asyncio.Queue()
@@ -301,6 +374,11 @@ class Kubelet:
         tasks = [rt.task for rt in runtimes if rt.task is not None]
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        if self.engine is not None:
+            try:
+                await asyncio.to_thread(containers.remove_labelled, self.engine, self.cluster_id)
+            except KubeletError as exc:
+                log.warning("kubelet: %s", exc)
 
     def forget(self, rt: PodRuntime) -> None:
         if self._runtimes.get(rt.uid) is rt:
@@ -349,7 +427,7 @@ class Kubelet:
                 self.service.finish_deletion(meta["namespace"], meta["name"], meta["uid"])
             return
         if rt is None and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-            rt = PodRuntime(self, pod)
+            rt = (ContainerPodRuntime if self.runtime_kind == "containers" else PodRuntime)(self, pod)
             key = (rt.namespace, rt.name)
             older = [r.task for r in self._runtimes.values() if (r.namespace, r.name) == key and r.task]
             rt.previous = older[-1] if older else None

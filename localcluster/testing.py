@@ -4,7 +4,9 @@ The cluster is a real background process (the same one ``local-cluster up`` star
 the ``with`` block stops it and every pod process, also when the block raised; if the test
 process is killed, the cluster dies with it. Options:
 ``ssh_port`` (2222), ``isolation`` ("namespaces"), ``slots``, ``gpus``, ``timeout`` (60 s),
-``history`` (events kept for watches, 1000), ``bookmark_interval`` (seconds, 5.0), ``auth`` (True).
+``history`` (events kept for watches, 1000), ``bookmark_interval`` (seconds, 5.0), ``auth`` (True),
+``runtime`` ("processes", or "containers" with ``image``: pods are containers of that image;
+``shared_dirs``: host directories mounted at the same path in each of them).
 
 ``ClusterHandle`` attributes: ``kubeconfig``, ``identity``, ``ssh_port``, ``api_url``, ``token``,
 ``state_dir``, ``state`` (state.json), ``client`` (a ``localcluster.client.Client``: ``get_pod``,
@@ -135,13 +137,15 @@ class ClusterHandle:
 @contextlib.contextmanager
 def running_cluster(state_dir, workers: int = 0, *, ssh_port: int = 2222, isolation: str = "namespaces",
                     slots: int | None = None, gpus: int = 0, timeout: float = 60.0, history: int = 1000,
-                    bookmark_interval: float = 5.0, auth: bool = True):
+                    bookmark_interval: float = 5.0, auth: bool = True, runtime: str = "processes",
+                    image: str | None = None, shared_dirs: tuple = ()):
     """Start a cluster in ``state_dir`` with ``workers`` Ready worker pods; stop it on exit."""
     paths = StatePaths(Path(state_dir).resolve())
     if control.running_state(paths) is not None:
         raise ClusterError(f"a cluster is already running with state dir {paths.root}")
     state, _ = control.start(paths, ssh_port=ssh_port, isolation=isolation, timeout=timeout, history=history,
-                             bookmark_interval=bookmark_interval, auth=auth, die_with_parent=True)
+                             bookmark_interval=bookmark_interval, auth=auth, die_with_parent=True,
+                             runtime=runtime, image=image, shared_dirs=shared_dirs)
     try:
         handle = ClusterHandle(paths, state)
         if workers:

@@ -1,7 +1,8 @@
-"""The Dockerfiles cannot be built here; these checks keep them consistent with the clone:
-every COPY source exists, Horovod is built by the same script scripts/setup uses (with NCCL),
-the torch pins agree with scripts/setup, and the daemon image installs what discovery/
-imports."""
+"""Static checks that keep the Dockerfiles consistent with the clone (the images themselves are
+built and run by the other tests here): every COPY source exists and is in the build context,
+Horovod is built by the same script scripts/setup uses (with NCCL against torch's own NCCL),
+the torch, Horovod and CUDA versions agree with scripts/setup and torch's wheel, the bases are
+build arguments, and the daemon image installs exactly what discovery/ imports, pinned."""
 import ast
 import re
 import sys
@@ -59,29 +60,93 @@ def test_horovod_is_built_by_the_setup_script_with_nccl():
     assert copied, "Dockerfile does not COPY scripts/build-horovod"
     builds = [rest for word, rest in steps if word == "RUN" and "build-horovod" in rest]
     assert len(builds) == 1
-    assert "HOROVOD_GPU_OPERATIONS=NCCL" in builds[0]
+    assert "HOROVOD_GPU_OPERATIONS=$HOROVOD_GPU_OPERATIONS" in builds[0]
+    assert "ARG HOROVOD_GPU_OPERATIONS=NCCL" in {f"{w} {r}" for w, r in steps}  # NCCL by default
+    # Horovod links the NCCL of torch's nvidia-nccl wheel, not a second one from the base
+    assert "HOROVOD_NCCL_HOME=$nccl" in builds[0] and "import nvidia.nccl" in builds[0]
     # scripts/setup uses the same script
     assert "scripts/build-horovod" in (ROOT / "scripts" / "setup").read_text()
-    # and the result is checked for NCCL and Gloo in the image
+    # and the result is checked for Gloo (and NCCL when built for it) in the image
     assert any(word == "RUN" and "nccl_built()" in rest and "gloo_built()" in rest for word, rest in steps)
 
 
-def test_torch_pins_agree_with_setup():
+def _setup_pins() -> dict:
     setup = (ROOT / "scripts" / "setup").read_text()
-    pins = dict(re.findall(r"^(torch_version|torchvision_version)=(\S+)$", setup, re.M))
-    args = dict(re.findall(r"^ARG (TORCH_VERSION|TORCHVISION_VERSION)=(\S+)$",
-                           (IMAGES / "Dockerfile").read_text(), re.M))
-    assert args == {"TORCH_VERSION": pins["torch_version"], "TORCHVISION_VERSION": pins["torchvision_version"]}
+    return dict(re.findall(r"^(torch_version|torchvision_version|horovod_version)=(\S+)$", setup, re.M))
 
 
-def test_the_image_installs_the_project_and_runs_sshd():
+def test_torch_and_horovod_pins_agree_with_setup():
+    pins = _setup_pins()
+    args = re.findall(r"^ARG (TORCH_VERSION|TORCHVISION_VERSION|HOROVOD_VERSION)=(\S+)$",
+                      (IMAGES / "Dockerfile").read_text(), re.M)
+    assert set(args) == {("TORCH_VERSION", pins["torch_version"]), ("TORCHVISION_VERSION", pins["torchvision_version"]),
+                         ("HOROVOD_VERSION", pins["horovod_version"])}
+
+
+def test_the_cuda_base_is_the_cuda_release_torchs_wheel_is_built_for():
+    """One CUDA stack: the base's CUDA major.minor is the one torch's wheel requires."""
+    from importlib import metadata
+    from packaging.requirements import Requirement
+
+    assert metadata.version("torch").split("+")[0] == _setup_pins()["torch_version"]
+    toolkit = [Requirement(r) for r in metadata.requires("torch") or [] if r.startswith("cuda-toolkit")]
+    assert toolkit, "torch's wheel names no cuda-toolkit: is it a CUDA build?"
+    wanted = str(toolkit[0].specifier).lstrip("=")
+    cuda = re.search(r"^ARG CUDA_VERSION=(\S+)$", (IMAGES / "Dockerfile").read_text(), re.M).group(1)
+    assert cuda.split(".")[:2] == wanted.split(".")[:2], f"base CUDA {cuda}, torch's wheel wants {wanted}"
+
+
+def test_the_bases_are_build_arguments_and_nothing_else_differs():
+    text = (IMAGES / "Dockerfile").read_text()
+    steps = instructions(IMAGES / "Dockerfile")
+    froms = [rest for word, rest in steps if word == "FROM"]
+    assert froms == ["${BUILD_BASE} AS build", "${RUNTIME_BASE}"]
+    assert re.search(r"^ARG BUILD_BASE=nvidia/cuda:\$\{CUDA_VERSION\}-devel-ubuntu24\.04$", text, re.M)
+    assert re.search(r"^ARG RUNTIME_BASE=nvidia/cuda:\$\{CUDA_VERSION\}-base-ubuntu24\.04$", text, re.M)
+    daemon = [rest for word, rest in instructions(IMAGES / "Dockerfile.daemon") if word == "FROM"]
+    assert daemon == ["${DAEMON_BASE}"]
+    # scripts/build-images passes only bases, pip settings and the GPU operations
+    script = (ROOT / "scripts" / "build-images").read_text()
+    passed = set(re.findall(r'--build-arg "([A-Z_]+)=', script))
+    assert passed == {"BUILD_BASE", "RUNTIME_BASE", "DAEMON_BASE", "HOROVOD_GPU_OPERATIONS", "PIP_EXTRA_INDEX_URL",
+                      "PIP_FIND_LINKS", "PIP_TRUSTED_HOST"}
+
+
+def test_the_image_installs_the_project_and_runs_sshd_with_per_container_host_keys():
     text = (IMAGES / "Dockerfile").read_text()
     assert "openssh-server" in text and "rsync" in text
+    install = [rest for word, rest in instructions(IMAGES / "Dockerfile") if word == "RUN" and "openssh-server" in rest]
+    assert len(install) == 1 and "rm -rf /var/lib/apt/lists/* /etc/ssh/ssh_host_*" in install[0]
     sources = copy_sources(IMAGES / "Dockerfile")
     for package in ("discovery", "elastic", "training", "pyproject.toml"):
         assert package in sources
+    assert "localcluster" not in sources
     entry = (IMAGES / "worker-entrypoint.sh").read_text()
-    assert "id_ed25519.pub" in entry and "sshd -D" in entry
+    assert "id_ed25519.pub" in entry and "sshd -D" in entry and "ssh-keygen -q -t ed25519" in entry
+
+
+def test_sshd_settings():
+    conf = dict(line.split(None, 1) for line in (IMAGES / "sshd_config").read_text().splitlines()
+                if line.strip() and not line.startswith("#"))
+    assert conf["PasswordAuthentication"] == "no" and conf["KbdInteractiveAuthentication"] == "no"
+    assert conf["AuthenticationMethods"] == "publickey"
+    assert conf["X11Forwarding"] == "no" and conf["AllowTcpForwarding"] == "no"
+    assert conf["MaxStartups"] == "100:30:200"
+    assert conf["HostKey"] == "/etc/ssh/ssh_host_ed25519_key"
+
+
+def test_one_root_dockerignore_admits_what_the_images_copy_and_no_keys():
+    assert not list(IMAGES.glob("*.dockerignore")), "per-Dockerfile ignore files are read by BuildKit only"
+    lines = [ln.strip() for ln in (ROOT / ".dockerignore").read_text().splitlines()
+             if ln.strip() and not ln.startswith("#")]
+    assert lines[0] == "*"  # everything is out unless named
+    admitted = {ln[1:].rstrip("/") for ln in lines if ln.startswith("!")}
+    for name in ("Dockerfile", "Dockerfile.daemon"):
+        for src in copy_sources(IMAGES / name):
+            parts = Path(src).parts
+            assert any("/".join(parts[:i]) in admitted for i in range(1, len(parts) + 1)), f"{src} not in the context"
+    assert not {a for a in admitted if a.startswith(("keys", ".git", ".venv"))}
+    assert "**/id_ed25519" in lines
 
 
 def _third_party_imports(package: Path) -> set:
@@ -101,44 +166,39 @@ def _third_party_imports(package: Path) -> set:
     return found
 
 
-def _installed_closure(requirements: set) -> set:
-    """Distribution names installed by ``pip install requirements`` (as in this venv)."""
+def _daemon_pins() -> dict:
+    pins = {}
+    for line in (IMAGES / "daemon-requirements.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, sep, version = line.partition("==")
+            assert sep and version, f"daemon-requirements.txt: {line!r} is not pinned with =="
+            pins[name.lower().replace("_", "-")] = version
+    return pins
+
+
+def test_daemon_image_installs_what_discovery_imports_pinned_and_nothing_heavy():
     from importlib import metadata
     from packaging.requirements import Requirement
 
-    seen, todo = set(), [r.lower() for r in requirements]
-    while todo:
-        name = todo.pop().replace("_", "-")
-        if name in seen:
-            continue
-        seen.add(name)
-        for spec in metadata.requires(name) or []:
-            req = Requirement(spec)
-            if req.marker is None or req.marker.evaluate({"extra": ""}):
-                todo.append(req.name.lower())
-    return seen
-
-
-def test_daemon_image_installs_what_discovery_imports_and_nothing_heavy():
-    from importlib import metadata
-
     text = (IMAGES / "Dockerfile.daemon").read_text()
-    required = set(re.findall(r'"([A-Za-z0-9_.-]+)[<>=!~][^"]*"', text))
-    installed = _installed_closure(required)
+    assert "--no-deps -r /opt/elastic-horovod/requirements.txt" in text and "pip check" in text
+    pins = _daemon_pins()
     owners = metadata.packages_distributions()
     imports = _third_party_imports(ROOT / "discovery")
     assert imports, "discovery/ has no third-party imports: is it there?"
     missing = sorted(m for m in imports
-                     if not {d.lower().replace("_", "-") for d in owners.get(m, [])} & installed)
+                     if not {d.lower().replace("_", "-") for d in owners.get(m, [])} & set(pins))
     assert not missing, f"daemon image does not install {missing} (discovery/ imports them)"
+    for heavy in ("torch", "horovod", "numpy", "paramiko"):
+        assert heavy not in pins
     steps = " ".join(f"{word} {rest}" for word, rest in instructions(IMAGES / "Dockerfile.daemon")
                      if word in ("FROM", "RUN"))
-    for heavy in ("torch", "horovod", "nvidia/cuda"):
-        assert heavy not in steps
-        assert heavy not in installed
-    # the same lower bounds as pyproject
+    assert "nvidia/cuda" not in steps and "torch" not in steps
+    # each pin satisfies pyproject's requirement for the same package
     import tomllib
-    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    for spec in re.findall(r'"([A-Za-z0-9_.-]+[<>=!~][^"]*)"', text):
-        assert spec in deps, f"Dockerfile.daemon pins {spec}, pyproject says {deps}"
-    assert copy_sources(IMAGES / "Dockerfile.daemon")[0] == "discovery"
+    deps = [Requirement(d) for d in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]]
+    for req in deps:
+        name = req.name.lower().replace("_", "-")
+        if name in pins:
+            assert req.specifier.contains(pins[name]), f"daemon pins {name}=={pins[name]}, pyproject wants {req}"
+    assert copy_sources(IMAGES / "Dockerfile.daemon")[1] == "discovery"
