@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 import traceback
-from typing import Callable
+from collections.abc import Callable
 
 from training import options
 from training.errors import EXIT_FAILURE, TrainingError

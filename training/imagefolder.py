@@ -23,6 +23,9 @@ from training.errors import DatasetError
 
 IMAGE_SUFFIXES = (".jpeg", ".jpg", ".png", ".bmp", ".ppm", ".webp")
 
+Sample = tuple[str, int]
+"""One labelled image: its path and its class index."""
+
 
 @dataclass(frozen=True)
 class ImageSet:
@@ -30,8 +33,8 @@ class ImageSet:
 
     layout: str
     classes: tuple[str, ...]
-    train: tuple[tuple[str, int], ...]
-    val: tuple[tuple[str, int], ...] | None
+    train: tuple[Sample, ...]
+    val: tuple[Sample, ...] | None
 
 
 def is_image(name: str) -> bool:
@@ -55,7 +58,7 @@ def _subdirs(directory: Path) -> list[str]:
 
 
 def _folder_samples(directory: Path, classes: tuple[str, ...] | None = None
-                    ) -> tuple[tuple[str, ...], tuple[tuple[str, int], ...]]:
+                    ) -> tuple[tuple[str, ...], tuple[Sample, ...]]:
     found = tuple(_subdirs(directory))
     if not found:
         raise DatasetError(f"{directory}: no class directories")
@@ -66,7 +69,7 @@ def _folder_samples(directory: Path, classes: tuple[str, ...] | None = None
         if unknown:
             raise DatasetError(f"{directory}: class {unknown[0]} is not among the training classes")
     index = {c: i for i, c in enumerate(classes)}
-    samples = []
+    samples: list[Sample] = []
     for c in found:
         images = _images_in(directory / c)
         if not images:
@@ -75,7 +78,7 @@ def _folder_samples(directory: Path, classes: tuple[str, ...] | None = None
     return classes, tuple(samples)
 
 
-def _tiny_val(root: Path, classes: tuple[str, ...]) -> tuple[tuple[str, int], ...] | None:
+def _tiny_val(root: Path, classes: tuple[str, ...]) -> tuple[Sample, ...] | None:
     val = root / "val"
     annotations = val / "val_annotations.txt"
     if not val.is_dir():
@@ -83,7 +86,7 @@ def _tiny_val(root: Path, classes: tuple[str, ...]) -> tuple[tuple[str, int], ..
     if not annotations.is_file():
         raise DatasetError(f"{annotations} not found (tiny-imagenet validation labels)")
     index = {c: i for i, c in enumerate(classes)}
-    samples = []
+    samples: list[Sample] = []
     try:
         lines = annotations.read_text().splitlines()
     except (OSError, UnicodeDecodeError) as exc:
@@ -115,13 +118,13 @@ def scan(root: str | Path) -> ImageSet:
     if train.is_dir():
         wnids = tuple(_subdirs(train))
         if wnids and all((train / w / "images").is_dir() for w in wnids):
-            samples = []
+            tiny: list[Sample] = []
             for i, w in enumerate(wnids):
                 images = _images_in(train / w / "images")
                 if not images:
                     raise DatasetError(f"{train / w / 'images'}: no images")
-                samples.extend((p, i) for p in images)
-            return ImageSet("tiny-imagenet", wnids, tuple(samples), _tiny_val(root, wnids))
+                tiny.extend((p, i) for p in images)
+            return ImageSet("tiny-imagenet", wnids, tuple(tiny), _tiny_val(root, wnids))
         classes, samples = _folder_samples(train)
         val = None
         if (root / "val").is_dir():

@@ -16,8 +16,8 @@ both keeping the tensors' own storage and layout:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import torch
 
@@ -27,7 +27,8 @@ def memory_order(t: torch.Tensor) -> tuple[int, ...] | None:
     ``t`` is already contiguous or is not dense (overlapping or with gaps)."""
     if t.is_contiguous():
         return None
-    order = tuple(sorted(range(t.dim()), key=lambda d: (-t.stride(d), d)))
+    strides = t.stride()
+    order = tuple(sorted(range(t.dim()), key=lambda d: (-strides[d], d)))
     view = t.permute(order)
     return order if view.is_contiguous() else None
 

@@ -12,6 +12,7 @@ data is loaded in the training process.
 from __future__ import annotations
 
 import multiprocessing
+from collections.abc import Iterable
 
 from torch.utils.data import DataLoader, Dataset
 
@@ -46,12 +47,11 @@ class ShardBatches:
         return -(-len(self.indices()) // self.batch_size)
 
 
-def make_loader(dataset: Dataset, batch_sampler, workers: int, pin_memory: bool) -> DataLoader:
+def make_loader(dataset: Dataset, batch_sampler: Iterable[list[int]], workers: int,
+                pin_memory: bool) -> DataLoader:
     """A DataLoader over ``batch_sampler`` (an iterable of index lists, re-read at every
     ``iter``); with ``workers`` > 0 its processes are started by forkserver and persist."""
-    kwargs = {}
-    if workers > 0:
-        kwargs = {"persistent_workers": True, "prefetch_factor": 4,
-                  "multiprocessing_context": multiprocessing.get_context("forkserver")}
-    return DataLoader(dataset, batch_sampler=batch_sampler, num_workers=workers,
-                      pin_memory=pin_memory, **kwargs)
+    processes = workers > 0
+    return DataLoader(dataset, batch_sampler=batch_sampler, num_workers=workers, pin_memory=pin_memory,
+                      persistent_workers=processes, prefetch_factor=4 if processes else None,
+                      multiprocessing_context=multiprocessing.get_context("forkserver") if processes else None)

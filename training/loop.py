@@ -39,8 +39,8 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable, Iterable, Sized
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -64,6 +64,13 @@ class Task:
     val_set: Dataset | None
     build_model: Callable[[], torch.nn.Module]
     channels_last: bool = False
+
+
+def dataset_size(dataset: Dataset) -> int:
+    """The number of samples of a map-style dataset; ``TypeError`` when it has no length."""
+    if not isinstance(dataset, Sized):
+        raise TypeError(f"{type(dataset).__name__} has no length: training needs a map-style dataset")
+    return len(dataset)
 
 
 def use_cuda(args) -> bool:
@@ -108,11 +115,13 @@ class Trainer:
         self.channels_last = self.gpu_path and task.channels_last
         self.workers = args.workers if args.workers is not None else loaders.default_workers(
             self.gpu_path, hvd.local_size(), cpus.usable_cpus(), cpus.cgroup_cpu_limit())
-        self._train_loader = self._val_loader = None  # started at first use, then kept
+        # started at first use, then kept
+        self._train_loader: DataLoader | None = None
+        self._val: tuple[loaders.ShardBatches, DataLoader] | None = None  # validation plan, loader
         self._tick: float | None = None  # start of the training time not yet committed
         self.writer = metrics.MetricsWriter(args.metrics_file)
         self.tracer = Tracer(args.trace_dir)
-        self.n = len(task.train_set)
+        self.n = dataset_size(task.train_set)
         self._pending: list[int] = []
         self._pending_loss = torch.zeros((), dtype=torch.float64, device=self.device)
         self._pending_correct = torch.zeros((), dtype=torch.int64, device=self.device)
@@ -410,20 +419,26 @@ class Trainer:
             b.copy_(flat[offset:offset + n].view_as(b))
             offset += n
 
+    def val_loader(self, val_set: Dataset) -> tuple[loaders.ShardBatches, DataLoader]:
+        """This rank's validation shard plan and the loader it drives (started at first use,
+        then kept: the plan follows the world size when iteration starts)."""
+        if self._val is None:
+            hvd = self.hvd
+            shards = loaders.ShardBatches(dataset_size(val_set), self.args.val_batch_size,
+                                          lambda: (hvd.rank(), hvd.size()))
+            self._val = shards, loaders.make_loader(val_set, shards, self.workers, pin_memory=self.cuda)
+        return self._val
+
     def validate(self) -> float | None:
         """Accuracy on the validation split, each rank taking every size-th sample."""
         if self.task.val_set is None:
             return None
         hvd = self.hvd
-        if self._val_loader is None:
-            shards = loaders.ShardBatches(len(self.task.val_set), self.args.val_batch_size,
-                                          lambda: (hvd.rank(), hvd.size()))
-            self._val_loader = loaders.make_loader(self.task.val_set, shards, self.workers,
-                                                   pin_memory=self.cuda)
+        shards, loader = self.val_loader(self.task.val_set)
         correct = torch.zeros((), dtype=torch.int64, device=self.device)
         count = 0
         self.model.eval()
-        batches = self._val_loader if len(self._val_loader.batch_sampler) else ()
+        batches: Iterable = loader if len(shards) else ()
         with torch.no_grad():
             for batch in batches:
                 x, y = self.to_device(batch)

@@ -25,8 +25,8 @@ from training.errors import ConfigError
 
 
 def record(event: str, *, time: float, epoch: int, batch: int, world_size: int, samples: int,
-           samples_per_sec: float, samples_per_sec_per_worker: float, loss_sum: float, correct: int, lr: float, resets: int,
-           val_accuracy: float | None = None) -> dict:
+           samples_per_sec: float, samples_per_sec_per_worker: float, loss_sum: float, correct: int,
+           lr: float, resets: int, val_accuracy: float | None = None) -> dict:
     """One metrics record; ``loss`` and ``accuracy`` are means over ``samples`` (null if none)."""
     if event not in ("progress", "epoch"):
         raise ValueError(f"unknown metrics event {event!r}")
@@ -62,7 +62,7 @@ class MetricsWriter:
         self.stream = stream if stream is not None else sys.stdout
         self._fd: int | None = None
 
-    def open(self) -> "MetricsWriter":
+    def open(self) -> MetricsWriter:
         """Open the file for appending; ``ConfigError`` naming it when that fails."""
         if self.path and self._fd is None:
             try:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import Any, NamedTuple
 
 from training.errors import ConfigError
 
@@ -138,7 +139,7 @@ class Flag(NamedTuple):
         default = _env(name, default, self.kind)
         if self.env:
             default = os.environ.get(self.env) or default
-        kw = {"default": default, "help": self.help}
+        kw: dict[str, Any] = {"default": default, "help": self.help}
         if self.kind is bool:
             kw["action"] = "store_true"
         elif self.check is not None:

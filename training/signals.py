@@ -26,7 +26,7 @@ class StopFlags:
         self.checkpoint = False
         self._timer: threading.Timer | None = None
 
-    def install(self) -> "StopFlags":
+    def install(self) -> StopFlags:
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGUSR1, self._on_usr1)
         return self

@@ -76,13 +76,7 @@ class Tracer:
 
     def samples(self, epoch: int, indices: list[int], **fields) -> None:
         if self.dir is not None and indices:
-            line = json.dumps({"epoch": epoch, "time": time.time(), **fields,
-                               "indices": indices}) + "\n"
-            fd = os.open(self.dir / f"{self.stem}.samples", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-            try:
-                os.write(fd, line.encode())
-            finally:
-                os.close(fd)
+            self._append("samples", {"epoch": epoch, "time": time.time(), **fields, "indices": indices})
 
     def inputs(self, epoch: int, rank: int, indices, batch: torch.Tensor) -> None:
         if self.dir is not None:
@@ -91,6 +85,9 @@ class Tracer:
                                     "sha256": digest})
 
     def _append(self, kind: str, rec: dict) -> None:
+        """Append ``rec`` as one JSON line to this process's ``kind`` file (if tracing)."""
+        if self.dir is None:
+            return
         fd = os.open(self.dir / f"{self.stem}.{kind}", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
             os.write(fd, (json.dumps(rec) + "\n").encode())

@@ -29,11 +29,15 @@ import logging
 import signal
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, NoReturn
 
 from elastic.common.cli import run_main
 from elastic.errors import ConfigError, LaunchError
+
+if TYPE_CHECKING:  # the client is imported when connecting (it is slow to import)
+    from kubernetes.client import AppsV1Api, CoreV1Api
 
 log = logging.getLogger("elastic.scale_workers")
 SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -55,21 +59,23 @@ def start_replicas(current: object, minimum: int) -> int | None:
     return minimum
 
 
+def _object(value: object) -> dict:
+    """``value`` when it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
 def stop_decision(pod: object, container: str) -> Decision:
     """Decide from the pod (the API's JSON, camelCase) what the stop means. Pure; never raises
     on malformed input (that is ``wait``: the caller reads the pod again)."""
     if not isinstance(pod, dict):
         return Decision("wait", "no pod in the answer")
-    metadata = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
-    if metadata.get("deletionTimestamp"):
+    if _object(pod.get("metadata")).get("deletionTimestamp"):
         return Decision("keep", "the launcher pod is being deleted: the workers stay for the Job's next pod")
-    status = pod.get("status") if isinstance(pod.get("status"), dict) else {}
-    statuses = status.get("containerStatuses")
+    statuses = _object(pod.get("status")).get("containerStatuses")
     for item in statuses if isinstance(statuses, list) else []:
         if not isinstance(item, dict) or item.get("name") != container:
             continue
-        state = item.get("state") if isinstance(item.get("state"), dict) else {}
-        terminated = state.get("terminated")
+        terminated = _object(item.get("state")).get("terminated")
         if isinstance(terminated, dict):
             code = terminated.get("exitCode")
             code = code if isinstance(code, int) and not isinstance(code, bool) else "unknown"
@@ -83,7 +89,8 @@ class Cluster:
     def __init__(self, namespace: str, kubeconfig: str | None) -> None:
         self.namespace = namespace
         self.kubeconfig = kubeconfig
-        self._apps = self._core = None
+        self._apps: AppsV1Api | None = None
+        self._core: CoreV1Api | None = None
 
     def connect(self) -> None:
         """Load the configuration (in-cluster, or ``kubeconfig``); ConfigError when neither works."""
@@ -99,6 +106,20 @@ class Cluster:
         api = kubernetes.client.ApiClient()
         self._apps = kubernetes.client.AppsV1Api(api)
         self._core = kubernetes.client.CoreV1Api(api)
+
+    @property
+    def apps(self) -> AppsV1Api:
+        """The apps/v1 API; RuntimeError before ``connect``."""
+        if self._apps is None:
+            raise RuntimeError("Cluster.connect() was not called")
+        return self._apps
+
+    @property
+    def core(self) -> CoreV1Api:
+        """The core/v1 API; RuntimeError before ``connect``."""
+        if self._core is None:
+            raise RuntimeError("Cluster.connect() was not called")
+        return self._core
 
     def _call(self, what: str, fn: Callable, *args) -> object:
         """One API call; its JSON body as it came (not the client's models: they reject
@@ -118,18 +139,18 @@ class Cluster:
 
     def replicas(self, name: str) -> object:
         """``spec.replicas`` of the StatefulSet's scale (unchecked: see ``start_replicas``)."""
-        scale = self._call(f"read statefulsets/{name}/scale", self._apps.read_namespaced_stateful_set_scale,
+        scale = self._call(f"read statefulsets/{name}/scale", self.apps.read_namespaced_stateful_set_scale,
                            name, self.namespace)
         spec = scale.get("spec") if isinstance(scale, dict) else None
         return spec.get("replicas") if isinstance(spec, dict) else None
 
     def scale(self, name: str, replicas: int) -> None:
-        self._call(f"scale statefulsets/{name} to {replicas}", self._apps.patch_namespaced_stateful_set_scale,
+        self._call(f"scale statefulsets/{name} to {replicas}", self.apps.patch_namespaced_stateful_set_scale,
                    name, self.namespace, {"spec": {"replicas": replicas}})
 
     def pod(self, name: str) -> object:
         """The pod's JSON (unchecked: see ``stop_decision``)."""
-        return self._call(f"read pod {name}", self._core.read_namespaced_pod, name, self.namespace)
+        return self._call(f"read pod {name}", self.core.read_namespaced_pod, name, self.namespace)
 
 
 def _positive(value: str) -> int:
@@ -143,7 +164,7 @@ def _positive(value: str) -> int:
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         print(f"error: {message} (see python -m elastic.launch.scale_workers --help)", file=sys.stderr)
         raise SystemExit(2)
 

@@ -6,8 +6,19 @@ import textwrap
 
 import pytest
 
-from tests.deploy.render import (DEPLOY, all_containers, by_kind, container, env, expand, one,
-                                 parse_selector, pod_labels, pod_spec, render)
+from tests.deploy.render import (
+    DEPLOY,
+    all_containers,
+    by_kind,
+    container,
+    env,
+    expand,
+    one,
+    parse_selector,
+    pod_labels,
+    pod_spec,
+    render,
+)
 
 JOB_LABEL = "elastic-horovod/job"
 
@@ -133,7 +144,9 @@ def two_jobs(tmp_path_factory) -> tuple:
 
 def test_two_prefixed_jobs_share_no_object_and_select_only_their_own_pods(two_jobs):
     a, b = two_jobs
-    names = lambda objs: {(o["kind"], o["metadata"]["name"]) for o in objs}
+    def names(objs):
+        return {(o["kind"], o["metadata"]["name"]) for o in objs}
+
     assert not names(a) & names(b)
     for mine, theirs in ((a, b), (b, a)):
         my_workers = pod_labels(one(mine, "StatefulSet"))

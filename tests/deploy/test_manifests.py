@@ -8,8 +8,18 @@ import shlex
 import pytest
 from kubernetes import client
 
-from tests.deploy.render import (DEPLOY, all_containers, by_kind, container, env, expand, one,
-                                 parse_selector, pod_labels, pod_spec, render)
+from tests.deploy.render import (
+    DEPLOY,
+    by_kind,
+    container,
+    env,
+    expand,
+    one,
+    parse_selector,
+    pod_labels,
+    pod_spec,
+    render,
+)
 
 NAMESPACE = "elastic-horovod"
 
@@ -238,8 +248,8 @@ def test_the_launcher_and_prepare_commands_are_valid_for_our_own_parsers(objects
 def test_the_training_command_is_valid_for_the_training_parser(objects):
     """The training flags after `--` parse, with the job name expanded as the kubelet does;
     checkpoints go to the shared volume the workers mount, one directory per job."""
-    from training.options import Defaults, parse
     import training.mnist as mnist
+    from training.options import Defaults, parse
 
     job = one(objects, "Job")
     launcher = container(pod_spec(job), "launcher")

@@ -3,8 +3,7 @@ and run sshd with three capabilities; the launcher container holds no API token;
 launcher pod is non-root without capabilities; the base deletes nothing of the user's."""
 import pytest
 
-from tests.deploy.render import (DEPLOY, all_containers, by_kind, container, env, one, pod_spec,
-                                 render)
+from tests.deploy.render import DEPLOY, all_containers, by_kind, container, one, pod_spec, render
 
 SA_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 SSHD_CAPABILITIES = {"SETUID", "SETGID", "SYS_CHROOT"}

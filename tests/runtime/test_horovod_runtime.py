@@ -6,8 +6,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.waiting import wait_for
 
 HERE = Path(__file__).parent

@@ -9,9 +9,18 @@ from pathlib import Path
 
 import pytest
 
+from tests.training.trainhelp import (
+    HOROVODRUN,
+    Job,
+    check_finished_run,
+    committed_samples,
+    finals,
+    run_env,
+    train_args,
+    write_mnist,
+    write_tiny_imagenet,
+)
 from training import checkpoint
-from tests.training.trainhelp import (HOROVODRUN, Job, check_finished_run, committed_samples, finals,
-                       run_env, train_args, write_mnist, write_tiny_imagenet)
 
 pytestmark = pytest.mark.timeout(400)
 ROOT = str(Path(__file__).parents[2])

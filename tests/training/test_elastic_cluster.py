@@ -16,8 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.training.trainhelp import (HOROVODRUN, Job, check_finished_run, committed_samples, live_workers,
-                       train_args, workers, write_mnist)
+from tests.training.trainhelp import (
+    HOROVODRUN,
+    Job,
+    check_finished_run,
+    committed_samples,
+    live_workers,
+    train_args,
+    workers,
+    write_mnist,
+)
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -15,8 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.training.trainhelp import (HOROVODRUN, Job, check_finished_run, committed_samples,
-                                      live_workers, train_args, write_tiny_imagenet)
+from tests.training.trainhelp import (
+    HOROVODRUN,
+    Job,
+    check_finished_run,
+    committed_samples,
+    live_workers,
+    train_args,
+    write_tiny_imagenet,
+)
 
 pytestmark = pytest.mark.timeout(900)
 ROOT = str(Path(__file__).parents[2])

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.training.trainhelp import write_tiny_imagenet
 from training.errors import DatasetError
 from training.imagefolder import scan
-from tests.training.trainhelp import write_tiny_imagenet
 
 
 def touch_images(directory: Path, names):

@@ -12,8 +12,8 @@ from training.metrics import MetricsWriter, rate, record
 
 def test_epoch_record_fields():
     rec = record("epoch", time=1.5, epoch=2, batch=10, world_size=3, samples=200,
-                 samples_per_sec=123.456, samples_per_sec_per_worker=41.152, loss_sum=100.0, correct=150, lr=0.03, resets=1,
-                 val_accuracy=0.5)
+                 samples_per_sec=123.456, samples_per_sec_per_worker=41.152, loss_sum=100.0, correct=150,
+                 lr=0.03, resets=1, val_accuracy=0.5)
     assert rec == {"event": "epoch", "time": 1.5, "epoch": 2, "batch": 10, "world_size": 3,
                    "samples": 200, "samples_per_sec": 123.46,
                    "samples_per_sec_per_worker": 41.15, "loss": 0.5, "accuracy": 0.75,

@@ -157,7 +157,7 @@ class Job:
         try:
             return self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise AssertionError(f"job still running after {timeout}s:\n{self.output()[-4000:]}")
+            raise AssertionError(f"job still running after {timeout}s:\n{self.output()[-4000:]}") from None
 
     def stop(self) -> None:
         if self.proc.poll() is None:
