@@ -26,8 +26,8 @@ import asyncio
 import base64
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from aiohttp import web
 

@@ -25,8 +25,8 @@ import copy
 import json
 import secrets
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
-from typing import Callable
 
 from . import patch as patching
 from . import pods

@@ -35,11 +35,11 @@ from .addresses import claim_block
 from .api import ApiServer
 from .core import PodService
 from .errors import LocalClusterError
-from .kubelet import Kubelet, managed
-from .tls import ensure_certs, server_context
 from .keys import ensure_cluster_key
+from .kubelet import Kubelet, managed
 from .statefiles import StatePaths, render_kubeconfig, write_atomic
 from .store import Event, Store
+from .tls import ensure_certs, server_context
 
 log = logging.getLogger("localcluster.daemon")
 

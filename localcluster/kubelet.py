@@ -78,7 +78,7 @@ def ensure_data_mountpoint() -> None:
 class PodRuntime:
     """One pod incarnation (one uid) on this machine; its lifecycle is the ``run()`` task."""
 
-    def __init__(self, kubelet: "Kubelet", pod: dict) -> None:
+    def __init__(self, kubelet: Kubelet, pod: dict) -> None:
         self.kubelet = kubelet
         meta = pod["metadata"]
         self.namespace, self.name, self.uid = meta["namespace"], meta["name"], meta["uid"]

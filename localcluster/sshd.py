@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 
 from .errors import KubeletError
 from .keys import make_keypair

@@ -16,8 +16,8 @@ an event handed out stays valid; callers must not mutate what they receive.
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from .errors import AlreadyExists, Conflict, Expired, NotFound
 from .selectors import FieldSelector, LabelSelector

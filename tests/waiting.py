@@ -10,7 +10,8 @@ Every "wait until" in tests/ goes through here; never a bare sleep before an ass
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import pytest
 

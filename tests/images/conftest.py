@@ -107,7 +107,7 @@ class Worker:
                 "--volume", f"{self.secret}:/etc/elastic-horovod/ssh:ro", "--volume", f"{self.data}:/data",
                 *envs, self.image]
 
-    def start(self) -> "Worker":
+    def start(self) -> Worker:
         self.data.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(self.argv(), stdout=out, stderr=out, stdin=subprocess.DEVNULL)
@@ -126,7 +126,7 @@ class Worker:
         except OSError:
             return False
 
-    def wait_ready(self, timeout: float = 120) -> "Worker":
+    def wait_ready(self, timeout: float = 120) -> Worker:
         wait_for(self.ready, timeout, f"sshd of {self.name} on {self.ip}:{self.port}", 0.2)
         return self
 

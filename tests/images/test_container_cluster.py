@@ -36,7 +36,7 @@ def env() -> dict:
 
 def containers_of(cluster) -> list[str]:
     out = subprocess.run(["podman", "ps", "--all", "--format", "{{.Names}}", "--filter",
-                          f"label=io.elastic-horovod.localcluster"], capture_output=True, text=True, timeout=120)
+                          "label=io.elastic-horovod.localcluster"], capture_output=True, text=True, timeout=120)
     from localcluster.containers import cluster_id_of
 
     return [n for n in out.stdout.split() if n.startswith(f"lc-{cluster_id_of(str(cluster.state_dir))}-")]

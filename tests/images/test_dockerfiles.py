@@ -86,6 +86,7 @@ def test_torch_and_horovod_pins_agree_with_setup():
 def test_the_cuda_base_is_the_cuda_release_torchs_wheel_is_built_for():
     """One CUDA stack: the base's CUDA major.minor is the one torch's wheel requires."""
     from importlib import metadata
+
     from packaging.requirements import Requirement
 
     assert metadata.version("torch").split("+")[0] == _setup_pins()["torch_version"]
@@ -178,6 +179,7 @@ def _daemon_pins() -> dict:
 
 def test_daemon_image_installs_what_discovery_imports_pinned_and_nothing_heavy():
     from importlib import metadata
+
     from packaging.requirements import Requirement
 
     text = (IMAGES / "Dockerfile.daemon").read_text()

@@ -5,7 +5,6 @@ and a GPU pod that cannot use CUDA fails at start."""
 from __future__ import annotations
 
 import subprocess
-import time
 
 import paramiko
 import pytest

@@ -161,7 +161,8 @@ def test_too_old_resource_version_is_410_then_relist_works(api, lc, ns):
 
 def test_410_arrives_as_an_error_event_with_a_status_object(lc, ns):
     lc.compact_history()
-    import http.client, ssl  # raw HTTP, to see the wire format
+    import http.client
+    import ssl  # raw HTTP, to see the wire format
     ctx = ssl.create_default_context(cafile=lc.state["ca"])
     host, port = lc.api_url.split("//")[1].split(":")
     conn = http.client.HTTPSConnection(host, int(port), context=ctx, timeout=10)
@@ -340,7 +341,8 @@ def test_informer_follows_the_pods_and_relists_after_410(lc, api, ns):
 
 def test_send_initial_events_ends_with_a_marked_bookmark(lc, api, ns):
     make(api, ns, "a")
-    import http.client, ssl
+    import http.client
+    import ssl
     ctx = ssl.create_default_context(cafile=lc.state["ca"])
     host, port = lc.api_url.split("//")[1].split(":")
     conn = http.client.HTTPSConnection(host, int(port), context=ctx, timeout=10)
@@ -355,7 +357,9 @@ def test_send_initial_events_ends_with_a_marked_bookmark(lc, api, ns):
 def test_the_asyncio_client_lists_and_watches(lc, api, ns):
     import asyncio
 
-    from kubernetes.aio import client as aclient, config as aconfig, watch as awatch
+    from kubernetes.aio import client as aclient
+    from kubernetes.aio import config as aconfig
+    from kubernetes.aio import watch as awatch
 
     make(api, ns, "a", {"role": "worker"})
 

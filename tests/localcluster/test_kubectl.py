@@ -6,7 +6,6 @@ import subprocess
 import pytest
 
 
-
 @pytest.fixture(autouse=True)
 def kubectl_is_installed():
     """kubectl is required, not optional: scripts/setup installs it (a missing one fails)."""

@@ -106,6 +106,7 @@ def _exists(pid):
 
 def test_pods_die_with_the_cluster_process(tmp_path):
     import signal
+
     from localcluster.testing import running_cluster
 
     with running_cluster(tmp_path / "c", workers=1) as lc:
