@@ -36,6 +36,16 @@ from elastic.errors import BadManifest, ConfigError, UnsafeSymlink
 MANIFEST_NAME = ".dataset-manifest.json"
 SYMLINK_MODES = ("refuse", "copy-unsafe", "keep")
 FORMAT = "elastic-horovod/dataset-manifest/v1"
+_READ_CHUNK = 1 << 20
+
+
+def file_sha256(path: str) -> str:
+    """The SHA-256 of a file's content, read in 1 MiB chunks (``hashlib.file_digest`` is 3.11+)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_READ_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -217,8 +227,7 @@ def build_manifest(src: str, cache: HashCache | None = None, symlinks: str = "re
                     if known is not None and tuple(known[:4]) == key:
                         digest = known[4]
                     else:
-                        with open(entry.path, "rb") as handle:
-                            digest = hashlib.file_digest(handle, "sha256").hexdigest()
+                        digest = file_sha256(entry.path)
                     seen[rel] = (*key, digest)
                     files[rel] = FileEntry(st.st_size, digest, stat.S_IMODE(st.st_mode), st.st_mtime_ns)
                 else:
