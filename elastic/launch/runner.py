@@ -7,10 +7,15 @@
    dataset, ``dataset-sync`` to them. Skipped when there are none yet, and when the daemon is
    ours with the prepare hook: it serves only hosts the hook has prepared. An external
    daemon's own hook (the launcher pod in deploy/) covers hosts that come later;
-3. horovodrun (``build_horovodrun_command``) in its own session, with ``DISCOVERY_URL`` set
+3. horovodrun (``build_horovodrun_command``; by default through ``elastic.launch.hvdrun``,
+   whose driver long-polls the daemon in-process instead of running the script every
+   second) in its own session, with ``DISCOVERY_URL`` set
    for ``discover-hosts`` and, with an identity, ssh-bootstrap's pinning ``ssh`` wrapper first
    on its PATH (``elastic.ssh.config.horovodrun_env``: checks the job's pinned host keys, keeps
    them out of ``~/.ssh/known_hosts``); SIGINT/SIGTERM to the launcher are forwarded to it;
+   the driver's events go to a file of ours (``events``), which the stall watchdog follows:
+   when no rank made progress for ``config.stall_timeout`` seconds it prints what each was
+   last seen doing and stops horovodrun's whole session (exit code 1);
 4. at the end (always): the host recorder is stopped; the job's processes left on the hosts
    it saw are stopped (``elastic.launch.reap``: workers carry ``ELASTIC_RUN_ID``; horovodrun
    stopped by a signal leaves them running otherwise; hosts still served are checked); a daemon we started is stopped; the
@@ -35,13 +40,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from elastic.launch import timeline
+from elastic.launch import events, timeline
 from elastic.errors import LaunchError, SSHError, SyncError
 from elastic.launch.command import HorovodrunOptions, build_horovodrun_command, horovodrun_environment
 from elastic.launch.daemon import DaemonSpec, ManagedDaemon, fetch_hosts, probe
 from elastic.launch.reap import RUN_ID_ENV, reap_hosts
 from elastic.launch.prepare import parse_dataset, prepare_argv
 from elastic.launch.tools import tool
+from elastic.launch.stall import Watchdog
 from elastic.launch.watch import HostRecorder
 from elastic.ssh.config import SSH_CONFIG_ENV, BootstrapDir
 
@@ -65,6 +71,8 @@ class LaunchConfig:
     daemon_ready_timeout: float = 120.0
     poll_interval: float = 0.5
     daemon_env: dict = field(default_factory=dict)
+    stall_timeout: float | None = 900.0
+    events_file: str | None = None
 
 
 def _host_names(lines: Sequence[str]) -> list[str]:
@@ -130,6 +138,8 @@ def run(config: LaunchConfig) -> int:
     daemon: ManagedDaemon | None = None
     recorder: HostRecorder | None = None
     returncode: int | None = None
+    watchdog: Watchdog | None = None
+    events_file = Path(config.events_file) if config.events_file else workdir / "driver-events.jsonl"
     previous_term = signal.signal(signal.SIGTERM, _interrupt)  # clean up, like SIGINT does
     try:
         url = config.discovery_url
@@ -175,6 +185,7 @@ def run(config: LaunchConfig) -> int:
             env["PATH"] = f"{BootstrapDir(ssh_dir).bin_dir}{os.pathsep}{env['PATH']}"
             env[SSH_CONFIG_ENV] = str(BootstrapDir(ssh_dir).ssh_config)
         env.setdefault("PYTHONUNBUFFERED", "1")
+        env[events.EVENTS_ENV] = str(events_file)
         recorder = HostRecorder(url, config.poll_interval)
         recorder.start()
         log.info("running: %s", " ".join(argv))
@@ -183,6 +194,9 @@ def run(config: LaunchConfig) -> int:
         except OSError as exc:
             raise LaunchError(f"cannot run {argv[0]}: {exc.strerror or exc}") from exc
         signal.signal(signal.SIGTERM, previous_term)  # from here on the forwarder handles it
+        if config.stall_timeout:
+            watchdog = Watchdog(str(events_file), config.stall_timeout, lambda report: _stop_stalled(proc, report))
+            watchdog.start()
         with _SignalForwarder(proc):
             while True:
                 try:
@@ -190,17 +204,41 @@ def run(config: LaunchConfig) -> int:
                     break
                 except KeyboardInterrupt:  # pragma: no cover - handler forwards instead
                     continue
+        if watchdog is not None and watchdog.fired:
+            returncode = 1
         return exit_code(returncode)
     finally:
         signal.signal(signal.SIGTERM, previous_term)
+        if watchdog is not None:
+            watchdog.stop()
         if recorder is not None:
             recorder.stop()
             _reap(config, ssh_dir, recorder, run_id)
         if daemon is not None:
             daemon.stop()
         if returncode is not None:
-            _report(config, start, time.time(), recorder, exit_code(returncode))
+            _report(config, start, time.time(), recorder, exit_code(returncode), events.read_records(events_file))
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+STALL_KILL_GRACE = 10.0
+
+
+def _stop_stalled(proc: subprocess.Popen, report: str) -> None:
+    """The watchdog fired: say why, then stop horovodrun's session (SIGTERM, then SIGKILL)."""
+    print(f"elastic-run: error: the job stalled (--stall-timeout): {report}", file=sys.stderr, flush=True)
+    for sig, wait in ((signal.SIGTERM, STALL_KILL_GRACE), (signal.SIGKILL, None)):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        if wait is None:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def _reap(config: LaunchConfig, ssh_dir: Path, recorder: HostRecorder, run_id: str) -> None:
@@ -227,15 +265,17 @@ def _quote(arg: str) -> str:
     return shlex.quote(arg)
 
 
-def _report(config: LaunchConfig, start: float, end: float, recorder: HostRecorder | None, code: int) -> None:
+def _report(config: LaunchConfig, start: float, end: float, recorder: HostRecorder | None, code: int,
+            driver: list) -> None:
     snapshots = recorder.snapshots() if recorder else []
     records = timeline.read_metrics(config.metrics_file)
-    events = timeline.build_timeline(start, end, snapshots, records, code)
-    summary = timeline.summarize(start, end, snapshots, records, code)
-    print(timeline.render(events, summary), file=sys.stderr, flush=True)
+    lines = timeline.build_timeline(start, end, snapshots, records, code, driver)
+    summary = timeline.summarize(start, end, snapshots, records, code, driver)
+    print(timeline.render(lines, summary), file=sys.stderr, flush=True)
     if config.timeline_file:
-        doc = {"start": start, "end": end, "events": [asdict(e) for e in events],
-               "summary": asdict(summary), "hosts": [[t, list(h)] for t, h in snapshots]}
+        doc = {"start": start, "end": end, "events": [asdict(e) for e in lines],
+               "summary": asdict(summary), "hosts": [[t, list(h)] for t, h in snapshots],
+               "driver_events": [asdict(r) for r in driver]}
         path = Path(config.timeline_file)
         tmp = path.with_name(f".{path.name}.tmp")
         tmp.write_text(json.dumps(doc, indent=1))
