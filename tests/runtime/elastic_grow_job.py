@@ -12,6 +12,7 @@ Knobs for the tests of the Horovod patches (all optional):
   it registers its notification service): the workers are "still starting" until then;
 - $GROW_DIE_HOST / $GROW_DIE_AT_STEP: the first worker on that host kills itself with
   SIGKILL at that step (a hard crash; a marker file next to $GROW_LOG keeps it to once).
+"""
 
 import json
 import os

@@ -1,7 +1,7 @@
 """The fixes this project carries to Horovod (elastic/launch/horovod_patches), through plain
 horovodrun with a discovery script: what a user of ``horovodrun --host-discovery-script``
 gets. Each test fails on stock Horovod 0.28.1 (scripts/setup with ELASTIC_HOROVOD_WHEELS
-pointing at a stock wheel shows it).
+pointing at a stock wheel shows it), except where its docstring says otherwise.
 
 The hosts are local names (``localhost``, ``127.0.0.1``, this machine's name): horovodrun
 runs their workers here without SSH but treats them as distinct hosts.
@@ -115,7 +115,11 @@ def test_host_added_while_the_workers_start_gets_a_worker(tmp_path):
 def test_a_killed_worker_does_not_stall_its_peers_until_the_gloo_timeout(tmp_path):
     """0003: a worker dies by SIGKILL mid-training in a world of three. With the Gloo timeout
     at 300 s, the survivors must be training again at world size 2 long before it: the
-    driver tells them the worker is gone and they leave their collectives at once."""
+    driver tells them the worker is gone and they leave their collectives at once.
+
+    Known gap: in this topology (three processes on one machine) stock 0.28.1 also recovers
+    (the closed connections propagate from rank to rank), so this test does not fail without
+    patch 0003; it guards the recovery, not the fix."""
     me = socket.gethostname()
     script, _, _ = discovery_script(tmp_path, f"localhost:1\n127.0.0.1:1\n{me}:1\n")
     log = tmp_path / "grow.jsonl"
