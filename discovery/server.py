@@ -6,6 +6,10 @@
   ``X-Discovery-Generation``; with a group, ``X-Discovery-Group``: ``known`` (some selected
   pod has carried that label value, even if none is ready yet) or ``unknown`` (none ever did:
   a typo, or the job's pods are not created yet); the body is empty in both cases.
+- ``GET /hosts?wait=GEN[&timeout=S]``  long poll: as ``/hosts``, but answers only once the
+  served table's generation differs from GEN (at once if it already does), or after S
+  seconds (default 30, at most 300) with the current one. The same fallbacks hold: the last
+  good list while the API is down, 503 while not synced, never a partial list.
 - ``GET /hosts.json[?group=G]``  hosts, skipped pods with reasons, waiting counts and the
   waiting pods with reasons (the first 100), pods being prepared, resourceVersion,
   staleness, watch counters; ``group_known`` as above.
@@ -18,6 +22,7 @@ With a token every endpoint but ``/healthz`` and ``/readyz`` needs
 """
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import time
@@ -79,6 +84,24 @@ class ServiceCollector:
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
+LONG_POLL_DEFAULT, LONG_POLL_MAX = 30.0, 300.0
+
+
+async def wait_for_generation(svc: DiscoveryService, query: Any) -> None:
+    """Block until the served table's generation differs from ``query['wait']`` or the
+    ``timeout`` (seconds) passes; HTTPBadRequest names a bad value. Never raises otherwise."""
+    try:
+        seen = int(query["wait"])
+        timeout = float(query.get("timeout", LONG_POLL_DEFAULT))
+    except ValueError:
+        raise web.HTTPBadRequest(text="wait wants a generation (integer), timeout seconds\n") from None
+    if not 0 <= timeout <= LONG_POLL_MAX:
+        raise web.HTTPBadRequest(text=f"timeout must be 0..{LONG_POLL_MAX:.0f} seconds\n")
+    try:
+        await svc.wait_for(lambda t: t.generation != seen, timeout)
+    except asyncio.TimeoutError:
+        pass
+
 
 def make_app(svc: DiscoveryService, token: str | None = None) -> web.Application:
     """The aiohttp application. ``token``: required bearer token (None: none required)."""
@@ -119,6 +142,8 @@ def make_app(svc: DiscoveryService, token: str | None = None) -> web.Application
 
     async def hosts(request: web.Request) -> web.Response:
         group = group_of(request)
+        if "wait" in request.query:
+            await wait_for_generation(svc, request.query)
         table = svc.table
         if not table.synced:
             reason = svc.status.fatal or svc.status.last_error or "first list not done yet"

@@ -1,17 +1,24 @@
-"""A chaos schedule for the demo and the end-to-end test: pods added and deleted while the
-job trains, each step waiting until the previous one took effect in the training.
+"""A chaos schedule for the demo and the end-to-end test: pods added, deleted and killed while
+the job starts and trains, each step after the first waiting until the previous one took
+effect in the training.
 
-    python -m localcluster.chaos --state-dir DIR --metrics-file FILE [--steps add,delete,add]
-                                [--delete-pod worker-1] [--hold-file F] [--timeout 900]
+    python -m localcluster.chaos --state-dir DIR --metrics-file FILE [--steps add,kill,add]
+                                [--events-file F] [--delete-pod worker-1] [--hold-file F]
+                                [--timeout 900]
 
-Steps are ``add`` (``local-cluster add-pod``) and ``delete`` (``local-cluster delete-pod``;
-the pod named by ``--delete-pod``, default the second of the pods the cluster started with).
-The decision is a pure function of rank 0's metrics records (``next_step``):
+Steps are ``add`` (``local-cluster add-pod``), ``delete`` (``local-cluster delete-pod``, a
+graceful delete) and ``kill`` (``delete-pod --grace 0``: the pod's processes are killed at
+once, a hard failure); delete and kill remove the pod named by ``--delete-pod``. The
+decision is a pure function of the records seen (``next_step``):
 
-- the first step is due once the training has written a progress record (it is running);
-- each later step is due once a record written after the previous step shows the world
-  size that step should have produced (one slot per pod), i.e. the job has reset and is
-  training again -- so a delete lands mid-epoch, with the job running at full size.
+- the first step is due at once, or, with ``--events-file`` (the Horovod driver's event log,
+  ``elastic-run --events-file``), as soon as the driver has started a worker: the job is
+  starting, its workers are still importing their framework. Nothing waits for the training
+  to run: a pod that appears during start-up must be used like any other;
+- each later step is due once the world size the previous step should produce (one slot per
+  pod) shows after it: in a record of rank 0's metrics file, or in the driver's events (a
+  ``reset`` to that size followed by a worker's ``progress``), i.e. the job has reset and is
+  training again -- so a delete or kill lands mid-epoch, with the job at full size.
 
 With ``--hold-file`` the file exists from the start until the last step has taken effect:
 give the same path to the training's ``--debug-hold-file`` (with ``--debug-step-delay``) and
@@ -32,11 +39,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
-STEPS = ("add", "delete")
+STEPS = ("add", "delete", "kill")
 
 
 def read_metrics(path: str | Path | None) -> list[dict]:
-    """The JSON records of a training metrics file (JSON lines); unreadable lines are skipped."""
+    """The JSON records of a JSON-lines file (metrics, driver events); bad lines are skipped."""
     if not path:
         return []
     try:
@@ -76,27 +83,45 @@ def parse_steps(text: str) -> tuple[str, ...]:
     return steps
 
 
-def next_step(steps: tuple[str, ...], progress: Progress, records: list[dict]) -> str | None:
+def world_sizes(records: list[dict], events: list[dict]) -> list[tuple[float, int]]:
+    """(time, world size) at which the job was seen training: rank 0's metrics records, and
+    the driver's ``progress`` events after a ``reset`` (the size of that reset)."""
+    seen = [(r["time"], r["world_size"]) for r in records if "world_size" in r and "time" in r]
+    size = None
+    for e in events:
+        detail = e.get("detail") or {}
+        if e.get("kind") == "reset":
+            size = detail.get("world_size")
+        elif e.get("kind") == "progress" and isinstance(size, int):
+            seen.append((e.get("time", 0), size))
+    return sorted(seen)
+
+
+def next_step(steps: tuple[str, ...], progress: Progress, records: list[dict],
+              events: list[dict] | None = None, wait_for_start: bool = False) -> str | None:
     """The step due now, or None (all done, or waiting for the previous one to take effect)."""
     if progress.done >= len(steps):
         return None
-    running = [r for r in records if "world_size" in r and "time" in r]
     if progress.done == 0:
-        return steps[0] if running else None
-    return steps[progress.done] if took_effect(progress, records) else None
+        started = any(e.get("kind") == "worker_start" for e in events or [])
+        return steps[0] if started or not wait_for_start else None
+    return steps[progress.done] if took_effect(progress, records, events or []) else None
 
 
-def took_effect(progress: Progress, records: list[dict]) -> bool:
-    """True once a record written after the last step shows the world size it should make."""
-    after = [r for r in records if "world_size" in r and r.get("time", 0) > progress.last_time]
-    return bool(after) and after[-1]["world_size"] == progress.expected_world
+def took_effect(progress: Progress, records: list[dict], events: list[dict] | None = None) -> bool:
+    """True once the job was seen training at the expected world size after the last step."""
+    after = [size for when, size in world_sizes(records, events or []) if when > progress.last_time]
+    return bool(after) and after[-1] == progress.expected_world
 
 
-def after_step(step: str, progress: Progress, records: list[dict], now: float) -> Progress:
+def after_step(step: str, progress: Progress, records: list[dict], now: float,
+               events: list[dict] | None = None, start_world: int | None = None) -> Progress:
     """The progress once ``step`` has run at ``now``."""
-    running = [r for r in records if "world_size" in r]
+    seen = world_sizes(records, events or [])
+    resets = [e["detail"]["world_size"] for e in events or []
+              if e.get("kind") == "reset" and isinstance((e.get("detail") or {}).get("world_size"), int)]
     base = progress.expected_world if progress.expected_world is not None else (
-        running[-1]["world_size"] if running else 0)
+        seen[-1][1] if seen else resets[-1] if resets else (start_world or 0))
     return Progress(done=progress.done + 1, last_time=now,
                     expected_world=base + (1 if step == "add" else -1))
 
@@ -104,6 +129,8 @@ def after_step(step: str, progress: Progress, records: list[dict], now: float) -
 def _act(step: str, state_dir: str, delete_pod: str) -> str:
     if step == "add":
         argv = local_cluster_argv("add-pod", "--state-dir", state_dir)
+    elif step == "kill":
+        argv = local_cluster_argv("delete-pod", delete_pod, "--grace", "0", "--state-dir", state_dir)
     else:
         argv = local_cluster_argv("delete-pod", delete_pod, "--state-dir", state_dir)
     proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
@@ -117,8 +144,14 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m localcluster.chaos", description=__doc__.split("\n\n")[0])
     p.add_argument("--state-dir", required=True, help="the local cluster's state directory")
     p.add_argument("--metrics-file", required=True, help="rank 0's JSON-lines metrics file")
-    p.add_argument("--steps", default="add,delete,add", help="comma list of add/delete (default %(default)s)")
-    p.add_argument("--delete-pod", default="worker-1", help="the pod a delete step removes (default %(default)s)")
+    p.add_argument("--steps", default="add,kill,add", help="comma list of add/delete/kill (default %(default)s)")
+    p.add_argument("--events-file", default=None,
+                   help="the Horovod driver's event log (elastic-run --events-file): the first step "
+                        "runs once a worker was started; later steps also see the driver's resets")
+    p.add_argument("--start-world", type=int, default=None,
+                   help="the world size the job starts with (default: the first size seen)")
+    p.add_argument("--delete-pod", default="worker-1",
+                   help="the pod a delete or kill step removes (default %(default)s)")
     p.add_argument("--hold-file", default=None,
                    help="a file that exists until the last step took effect (the training's --debug-hold-file)")
     p.add_argument("--timeout", type=float, default=900.0, help="give up after this many seconds")
@@ -149,7 +182,8 @@ def _run(args: argparse.Namespace, steps: tuple[str, ...]) -> int:
                   f"{args.timeout:.0f}s (waiting for world size {progress.expected_world})", file=sys.stderr)
             return 1
         records = read_metrics(args.metrics_file)
-        step = next_step(steps, progress, records)
+        events = read_metrics(args.events_file)
+        step = next_step(steps, progress, records, events, wait_for_start=bool(args.events_file))
         if step is None:
             time.sleep(args.interval)
             continue
@@ -159,11 +193,12 @@ def _run(args: argparse.Namespace, steps: tuple[str, ...]) -> int:
         except (RuntimeError, subprocess.TimeoutExpired) as exc:
             print(f"error: chaos: {exc}", file=sys.stderr)
             return 1
-        progress = after_step(step, progress, records, now)
-        what = f"deleted {args.delete_pod}" if step == "delete" else f"added a pod {out}".rstrip()
+        progress = after_step(step, progress, records, now, events, args.start_world)
+        what = {"delete": f"deleted {args.delete_pod}", "kill": f"killed {args.delete_pod} (grace 0)",
+                "add": f"added a pod {out}".rstrip()}[step]
         print(f"chaos: step {progress.done}/{len(steps)}: {what}; expecting world size "
               f"{progress.expected_world}", file=sys.stderr, flush=True)
-    while not took_effect(progress, read_metrics(args.metrics_file)):
+    while not took_effect(progress, read_metrics(args.metrics_file), read_metrics(args.events_file)):
         if time.monotonic() > deadline:
             print(f"error: chaos: world size {progress.expected_world} not seen after "
                   f"{args.timeout:.0f}s", file=sys.stderr)

@@ -70,6 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="start a discovery daemon for pods with these labels (DISCOVERY_SELECTOR)")
     g.add_argument("--namespace", default=None, help="namespace of the pods (DISCOVERY_NAMESPACE; default 'default')")
     g.add_argument("--kubeconfig", default=None, help="kubeconfig for the daemon (default: its own lookup)")
+    g.add_argument("--discovery-mode", choices=("push", "script"), default=None,
+                   help="push: Horovod's driver long-polls the daemon in-process (no process per "
+                        "poll, changes in milliseconds); script: horovodrun runs discover-hosts "
+                        "every second (ELASTIC_DISCOVERY_MODE; default push)")
     g = p.add_argument_group("training")
     g.add_argument("-x", "--env", action="append", default=[], metavar="NAME[=VALUE]",
                    help="environment variable for the training processes (NAME alone: this one's value)")
@@ -82,6 +86,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--log-dir", default=None, metavar="DIR",
                    help="keep the discovery daemon's log (with the prepare hook's output) in DIR (ELASTIC_LOG_DIR; "
                         "default: removed at the end)")
+    g.add_argument("--events-file", default=None,
+                   help="where the Horovod driver appends its event records (JSON lines: time, kind, "
+                        "detail; see elastic/launch/timeline.py; default: a temporary file)")
+    g.add_argument("--stall-timeout", type=float, default=None, metavar="SECONDS",
+                   help="stop the job when no rank committed or made progress for this long, "
+                        "saying what each was last seen doing; 0 turns it off "
+                        "(ELASTIC_STALL_TIMEOUT; default 900)")
     g.add_argument("--verbose", action="store_true", help="horovodrun --verbose and debug logs")
     p.add_argument("--dry-run", action="store_true",
                    help="print the plan (commands, paths, environment) as JSON and exit 0 without starting anything")
@@ -136,6 +147,18 @@ def config_from_args(args: argparse.Namespace, command: list[str]) -> LaunchConf
         url = f"http://127.0.0.1:{os.environ.get('DISCOVERY_PORT') or DEFAULT_PORT}"
     if args.kubeconfig and not os.path.isfile(args.kubeconfig):
         raise ConfigError(f"--kubeconfig {args.kubeconfig}: no such file")
+    mode = args.discovery_mode or os.environ.get("ELASTIC_DISCOVERY_MODE") or "push"
+    if mode not in ("push", "script"):
+        raise ConfigError(f"ELASTIC_DISCOVERY_MODE must be push or script, got {mode!r}")
+    stall = args.stall_timeout
+    if stall is None:
+        raw = os.environ.get("ELASTIC_STALL_TIMEOUT")
+        try:
+            stall = float(raw) if raw else 900.0
+        except ValueError:
+            raise ConfigError(f"ELASTIC_STALL_TIMEOUT must be a number of seconds, got {raw!r}") from None
+    if not stall >= 0:
+        raise ConfigError(f"--stall-timeout must be 0 (off) or a positive number of seconds, got {stall}")
     options = HorovodrunOptions(
         discovery_script=tool("discover-hosts"),
         min_np=min_np, max_np=max_np, np=args.np, slots_per_host=args.slots_per_host,
@@ -144,6 +167,7 @@ def config_from_args(args: argparse.Namespace, command: list[str]) -> LaunchConf
         ssh_port=ssh_port, ssh_identity_file=identity, network_interfaces=nics,
         start_timeout=args.start_timeout, env=_parse_env(args.env),
         horovodrun=tool("horovodrun"), verbose=args.verbose,
+        launcher=(sys.executable, "-m", "elastic.launch.hvdrun") if mode == "push" else (),
     )
     metrics = args.metrics_file or os.environ.get("ELASTIC_METRICS_FILE") or None
     plot_file = args.plot or os.environ.get("ELASTIC_PLOT") or None
@@ -159,6 +183,8 @@ def config_from_args(args: argparse.Namespace, command: list[str]) -> LaunchConf
         namespace=namespace, kubeconfig=os.path.abspath(args.kubeconfig) if args.kubeconfig else None,
         dataset=dataset, ssh_dir=os.path.abspath(args.ssh_dir) if args.ssh_dir else None,
         metrics_file=metrics, timeline_file=args.timeline_file, plot_file=plot_file, log_dir=log_dir,
+        stall_timeout=stall or None,
+        events_file=os.path.abspath(args.events_file) if args.events_file else None,
     )
 
 

@@ -37,6 +37,8 @@ class HorovodrunOptions:
     start_timeout: seconds for the workers to start (horovodrun's --start-timeout).
     env: extra variables for the training processes (exported through the environment).
     horovodrun: the horovodrun executable.
+    launcher: argv that runs horovodrun instead of ``horovodrun`` (e.g. ``python -m
+        elastic.launch.hvdrun``: the same arguments, push discovery); empty for the script.
     verbose: horovodrun's --verbose.
     """
 
@@ -55,6 +57,7 @@ class HorovodrunOptions:
     env: Mapping[str, str] = field(default_factory=dict)
     horovodrun: str = "horovodrun"
     verbose: bool = False
+    launcher: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.discovery_script.startswith("/"):
@@ -101,7 +104,7 @@ def build_horovodrun_command(options: HorovodrunOptions, training_command: Seque
     """
     if not training_command:
         raise ConfigError("no training command given (put it after --)")
-    argv = [options.horovodrun,
+    argv = [*(options.launcher or (options.horovodrun,)),
             "-np", str(options.np if options.np is not None else options.min_np),
             "--min-np", str(options.min_np)]
     if options.max_np is not None:

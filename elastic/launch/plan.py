@@ -31,6 +31,7 @@ from typing import Callable, Mapping
 
 from elastic.launch.command import HorovodrunOptions, build_horovodrun_command
 from elastic.launch.daemon import DaemonSpec
+from elastic.launch.events import EVENTS_ENV
 from elastic.launch.prepare import parse_dataset, prepare_argv
 from elastic.launch.reap import RUN_ID_ENV
 from elastic.launch.tools import tool as find_tool
@@ -56,6 +57,8 @@ class LaunchConfig:
     daemon_ready_timeout: float = 120.0
     poll_interval: float = 0.5
     daemon_env: dict = field(default_factory=dict)
+    stall_timeout: float | None = 900.0
+    events_file: str | None = None
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,9 @@ class LaunchPlan:
     min_slots: the slots ``--min-np`` needs; fewer served and the executor says which pods
         it waits for, and why (``elastic.launch.waits``).
     daemon_log_kept: the daemon's log is in ``--log-dir`` (kept), not in ``workdir``.
+    events_file: where Horovod's driver appends its event records (``elastic.launch.events``;
+        ``--events-file`` or ``workdir/driver-events.jsonl``), also in ``env``.
+    stall_timeout: seconds without progress before the watchdog stops the job; None: off.
     """
 
     run_id: str
@@ -122,6 +128,8 @@ class LaunchPlan:
     plot_title: str = "elastic-run"
     min_slots: int = 1
     daemon_log_kept: bool = False
+    events_file: str = ""
+    stall_timeout: float | None = None
 
 
 def make_plan(config: LaunchConfig, *, run_id: str, workdir: str,
@@ -157,8 +165,10 @@ def make_plan(config: LaunchConfig, *, run_id: str, workdir: str,
             argv += ["--ssh-config", str(layout.ssh_config)]
         steps.append(Step("dataset-sync", tuple(argv), "sync"))
 
+    events_file = config.events_file or os.path.join(workdir, "driver-events.jsonl")
     env = dict(opts.env)
     env[RUN_ID_ENV] = run_id
+    env[EVENTS_ENV] = events_file
     path_prepend: tuple[str, ...] = (python_bin,)
     if opts.ssh_identity_file:
         path_prepend = (str(layout.bin_dir), python_bin)
@@ -181,6 +191,7 @@ def make_plan(config: LaunchConfig, *, run_id: str, workdir: str,
         plot_file=config.plot_file, plot_title=f"elastic-run: {shlex.join(config.command)[:80]}",
         min_slots=opts.min_np,
         daemon_log_kept=daemon is not None and config.log_dir is not None,
+        events_file=events_file, stall_timeout=config.stall_timeout,
     )
 
 

@@ -9,12 +9,16 @@ side effects) and ``execute(plan)`` carries it out, in these steps (blocks until
    dataset, ``dataset-sync`` to them. Skipped when there are none yet, and when the daemon is
    ours with the prepare hook: it serves only hosts the hook has prepared. An external
    daemon's own hook (the launcher pod in deploy/) covers hosts that come later;
-3. horovodrun (``build_horovodrun_command``) in its own session, with ``DISCOVERY_URL`` set
+3. horovodrun (``build_horovodrun_command``; by default through ``elastic.launch.hvdrun``,
+   whose driver long-polls the daemon in-process instead of running the script every
+   second) in its own session, with ``DISCOVERY_URL`` set
    for ``discover-hosts`` and, with an identity, ssh-bootstrap's pinning ``ssh`` wrapper first
    on its PATH (``elastic.ssh.config.horovodrun_env``: checks the job's pinned host keys, keeps
    them out of ``~/.ssh/known_hosts``); SIGINT/SIGTERM to the launcher are forwarded to it;
    while fewer than ``plan.min_slots`` slots are served, which pods it waits for and why is
-   logged (``elastic.launch.waits``);
+   logged (``elastic.launch.waits``); the driver's events go to ``plan.events_file``, which
+   the stall watchdog follows: when no rank made progress for ``plan.stall_timeout`` seconds
+   it prints what each was last seen doing and stops horovodrun's whole session (exit 1);
 4. at the end (always): the host recorder is stopped; the job's processes left on the hosts
    it saw are stopped (``elastic.launch.reap``: workers carry ``ELASTIC_RUN_ID``; horovodrun
    stopped by a signal leaves them running otherwise; hosts still served are checked); a daemon we started is stopped; the
@@ -43,12 +47,13 @@ from pathlib import Path
 from typing import Sequence
 
 from elastic.common.hostlist import split_host_slots
-from elastic.launch import plot, timeline
+from elastic.launch import events, plot, timeline
 from elastic.errors import ElasticError, Interrupted, LaunchError, SSHError, SyncError
 from elastic.launch.daemon import ManagedDaemon, fetch_hosts, probe
 from elastic.launch.outputs import outputs_line
 from elastic.launch.plan import LaunchConfig, LaunchPlan, horovodrun_env, make_plan
 from elastic.launch.reap import reap_hosts
+from elastic.launch.stall import Watchdog
 from elastic.launch.waits import WaitExplainer
 from elastic.launch.watch import HostRecorder
 
@@ -128,6 +133,7 @@ def execute(plan: LaunchPlan) -> int:
     recorder: HostRecorder | None = None
     explainer: WaitExplainer | None = None
     returncode: int | None = None
+    watchdog: Watchdog | None = None
     previous_term = signal.signal(signal.SIGTERM, _interrupt)  # clean up, like SIGINT does
     try:
         url = plan.discovery_url
@@ -162,6 +168,9 @@ def execute(plan: LaunchPlan) -> int:
         except OSError as exc:
             raise LaunchError(f"cannot run {argv[0]}: {exc.strerror or exc}") from exc
         signal.signal(signal.SIGTERM, previous_term)  # from here on the forwarder handles it
+        if plan.stall_timeout:
+            watchdog = Watchdog(plan.events_file, plan.stall_timeout, lambda report: _stop_stalled(proc, report))
+            watchdog.start()
         with _SignalForwarder(proc) as forwarder:
             while True:
                 try:
@@ -171,9 +180,13 @@ def execute(plan: LaunchPlan) -> int:
                     continue
         if forwarder.received:  # ended by a signal: 128+N, whatever horovodrun made of it
             return 128 + forwarder.received[0]
+        if watchdog is not None and watchdog.fired:
+            returncode = 1
         return exit_code(returncode)
     finally:
         signal.signal(signal.SIGTERM, previous_term)
+        if watchdog is not None:
+            watchdog.stop()
         if explainer is not None:
             explainer.stop()
         if recorder is not None:
@@ -182,8 +195,28 @@ def execute(plan: LaunchPlan) -> int:
         if daemon is not None:
             daemon.stop()
         if returncode is not None:
-            _report(plan, start, time.time(), recorder, exit_code(returncode))
+            _report(plan, start, time.time(), recorder, exit_code(returncode), events.read_records(plan.events_file))
         shutil.rmtree(plan.workdir, ignore_errors=True)
+
+
+STALL_KILL_GRACE = 10.0
+
+
+def _stop_stalled(proc: subprocess.Popen, report: str) -> None:
+    """The watchdog fired: say why, then stop horovodrun's session (SIGTERM, then SIGKILL)."""
+    print(f"elastic-run: error: the job stalled (--stall-timeout): {report}", file=sys.stderr, flush=True)
+    for sig, wait in ((signal.SIGTERM, STALL_KILL_GRACE), (signal.SIGKILL, None)):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        if wait is None:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def _reap(plan: LaunchPlan, recorder: HostRecorder) -> None:
@@ -199,22 +232,24 @@ def _reap(plan: LaunchPlan, recorder: HostRecorder) -> None:
         log.warning("could not check for leftover training processes on %s", ", ".join(failed))
 
 
-def _report(plan: LaunchPlan, start: float, end: float, recorder: HostRecorder | None, code: int) -> None:
+def _report(plan: LaunchPlan, start: float, end: float, recorder: HostRecorder | None, code: int,
+            driver: list[events.Record]) -> None:
     snapshots = recorder.snapshots() if recorder else []
     records = timeline.read_metrics(plan.metrics_file)
-    events = timeline.build_timeline(start, end, snapshots, records, code)
-    summary = timeline.summarize(start, end, snapshots, records, code)
-    print(timeline.render(events, summary), file=sys.stderr, flush=True)
+    lines = timeline.build_timeline(start, end, snapshots, records, code, driver)
+    summary = timeline.summarize(start, end, snapshots, records, code, driver)
+    print(timeline.render(lines, summary), file=sys.stderr, flush=True)
     if plan.timeline_file:
-        doc = {"start": start, "end": end, "events": [asdict(e) for e in events],
-               "summary": asdict(summary), "hosts": [[t, list(h)] for t, h in snapshots]}
+        doc = {"start": start, "end": end, "events": [asdict(e) for e in lines],
+               "summary": asdict(summary), "hosts": [[t, list(h)] for t, h in snapshots],
+               "driver_events": [asdict(r) for r in driver]}
         path = Path(plan.timeline_file)
         tmp = path.with_name(f".{path.name}.tmp")
         tmp.write_text(json.dumps(doc, indent=1))
         tmp.replace(path)
     if plan.plot_file:
         try:
-            plot.write_plot(plan.plot_file, plot.plot_data(start, end, snapshots, records),
+            plot.write_plot(plan.plot_file, plot.plot_data(start, end, snapshots, records, events=driver),
                             title=plan.plot_title)
         except ElasticError as exc:  # the training's exit code stands; the plot is a report
             log.warning("no plot: %s", exc)

@@ -5,19 +5,40 @@ Inputs are plain values, so a test builds them by hand:
 - host snapshots ``[(unix_time, ("host:slots", ...)), ...]`` as polled from the daemon;
 - training metrics records (dicts, JSON lines written by rank 0: ``event``, ``time``,
   ``epoch``, ``world_size``, ``resets``, ``accuracy``, ``val_accuracy``);
-- the launch's start and end times and the exit code.
+- the launch's start and end times and the exit code;
+- the Horovod driver's own events (``elastic.launch.events.Record``), which exist for any
+  training script. The record format, as the driver writes it (one JSON line each, to
+  ``$HOROVOD_ELASTIC_EVENTS_FILE``) and as the timeline JSON keeps it (``driver_events``):
+
+      {"time": 1700000000.123,      # unix seconds
+       "kind": "reset",             # what happened, one of the kinds below
+       "detail": {"world_size": 3, "rendezvous": 2, "hosts": ["10.0.0.5:1", ...],
+                  "new_workers": 1}}
+
+  kinds (and their detail): ``hosts`` the driver's host set changed {hosts: [host:slots],
+  update: added|removed|mixed}; ``notify`` a host change delivered to the coordinator
+  {timestamp, to}; ``reset`` new assignments in effect {world_size, rendezvous, hosts,
+  new_workers}; ``worker_start`` {host, slot, rank}; ``worker_registered`` (its
+  notification service is up) {host, slot}; ``worker_ready`` (asked for its rank, i.e.
+  hvd.init / rendezvous) {host, slot}; ``progress`` a worker's commits {host, slot,
+  commits}; ``worker_exit`` {host, slot, exit_code}; ``abort`` collectives aborted because
+  a worker is gone {reason, workers}; ``stop`` {error}.
 
 ``build_timeline`` turns them into ``Event``s sorted by time: the host set changing
 (``hosts``: who came, who went), the world size or reset count changing in the metrics
 (``world``), epochs ending (``epoch``) and the end of the job (``exit``). ``summarize``
-gives the counts the demo and the tests read; ``render`` formats the text table.
+gives the counts the demo and the tests read; ``render`` formats the text table. World sizes
+and resets come from the driver's ``reset`` events when there are any (any script), else
+from the training's metrics records (older runs, tests).
 """
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
+
+from elastic.launch import events  # noqa: F401  (the driver's Record, for readers of this module)
 
 from elastic.common.hostlist import split_host_slots
 
@@ -99,16 +120,50 @@ def training_events(start: float, records: Sequence[dict]) -> list[Event]:
     return events
 
 
+def driver_events(start: float, driver: Sequence[Any]) -> list[Event]:
+    """The driver's resets (``world``) and lost workers (``abort``) as timeline events."""
+    events, resets = [], 0
+    for rec in driver:
+        t = round(rec.time - start, 3)
+        if rec.kind == "reset":
+            text = f"world size {rec.detail.get('world_size')}"
+            if resets:
+                text += f" after reset {resets}"
+            text += f" ({rec.detail.get('new_workers', 0)} new workers)"
+            events.append(Event(t, "world", text))
+            resets += 1
+        elif rec.kind == "abort":
+            events.append(Event(t, "abort", f"collectives aborted: {rec.detail.get('reason')}"))
+    return events
+
+
+def _driver_world(driver: Sequence[Any]) -> tuple[list[int], int]:
+    """World sizes (repeats collapsed) and resets from the driver's reset events."""
+    sizes: list[int] = []
+    resets = -1
+    for rec in driver:
+        if rec.kind != "reset" or not isinstance(rec.detail.get("world_size"), int):
+            continue
+        resets += 1
+        if not sizes or sizes[-1] != rec.detail["world_size"]:
+            sizes.append(rec.detail["world_size"])
+    return sizes, max(0, resets)
+
+
 def build_timeline(start: float, end: float, snapshots: Sequence[tuple[float, Sequence[str]]],
-                   records: Sequence[dict], exit_code: int) -> list[Event]:
+                   records: Sequence[dict], exit_code: int, driver: Sequence[Any] = ()) -> list[Event]:
     """All events, sorted by time (stable: hosts before training at the same instant)."""
-    events = host_events(start, snapshots) + training_events(start, records)
+    if any(r.kind == "reset" for r in driver):
+        training = [e for e in training_events(start, records) if e.kind == "epoch"]
+        events = host_events(start, snapshots) + driver_events(start, driver) + training
+    else:
+        events = host_events(start, snapshots) + training_events(start, records)
     events.append(Event(round(end - start, 3), "exit", f"training exited with {exit_code}"))
     return sorted(events, key=lambda e: e.t)
 
 
 def summarize(start: float, end: float, snapshots: Sequence[tuple[float, Sequence[str]]],
-              records: Sequence[dict], exit_code: int) -> Summary:
+              records: Sequence[dict], exit_code: int, driver: Sequence[Any] = ()) -> Summary:
     """Counts over the timeline's inputs."""
     sizes: list[int] = []
     resets, epochs, final = 0, 0, None
@@ -120,6 +175,9 @@ def summarize(start: float, end: float, snapshots: Sequence[tuple[float, Sequenc
             epochs += 1
             acc = rec.get("val_accuracy")
             final = rec.get("accuracy") if acc is None else acc
+    driver_sizes, driver_resets = _driver_world(driver)
+    if driver_sizes:
+        sizes, resets = driver_sizes, driver_resets
     return Summary(
         wall_seconds=round(end - start, 3),
         host_changes=max(0, len(host_events(start, snapshots)) - 1),

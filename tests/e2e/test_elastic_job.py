@@ -1,8 +1,10 @@
 """End to end, what scripts/demo does with a shorter schedule: a local cluster of two pods,
 a generated MNIST-format dataset, elastic-run (its own discovery daemon, dataset-sync,
-horovodrun) and the real elastic MNIST training while a pod is added and one is deleted
-mid-epoch. The job finishes, the world size change shows in its timeline, and the pod that
-joined later got the dataset before it trained."""
+horovodrun with push discovery) and the real elastic MNIST training while a pod is added
+during start-up (as soon as the driver has started the first workers, while they import
+torch) and one pod is hard-killed mid-epoch (deleted with grace 0). The job finishes, the
+world size changes show in its timeline, the pod that joined got the dataset before it
+trained, and the kill was handled by aborting the peers' collectives."""
 import json
 import os
 import subprocess
@@ -31,7 +33,7 @@ def first_served(timeline: dict, ip: str) -> float:
 
 
 @pytest.mark.timeout(600)
-def test_elastic_mnist_survives_a_pod_added_and_one_deleted(tmp_path):
+def test_elastic_mnist_uses_a_pod_added_during_start_up_and_survives_a_hard_kill(tmp_path):
     data = tmp_path / "mnist"
     gen = subprocess.run([sys.executable, "-m", "training.datagen", str(data), "--train", "1200", "--test", "200"],
                          capture_output=True, text=True, timeout=120)
@@ -39,12 +41,14 @@ def test_elastic_mnist_survives_a_pod_added_and_one_deleted(tmp_path):
     metrics = tmp_path / "metrics.jsonl"
     metrics.touch()
     timeline_file = tmp_path / "timeline.json"
+    events = tmp_path / "driver-events.jsonl"
     chaos_log = tmp_path / "chaos.log"
     hold = tmp_path / "hold"  # the training steps slowly while the chaos schedule runs
     with running_cluster(tmp_path / "cluster", workers=2) as c, open(chaos_log, "w") as chaos_out:
         chaos = subprocess.Popen(
             [sys.executable, "-m", "localcluster.chaos", "--state-dir", str(c.state_dir),
-             "--metrics-file", str(metrics), "--steps", "add,delete", "--delete-pod", "worker-1",
+             "--metrics-file", str(metrics), "--events-file", str(events), "--steps", "add,kill",
+             "--delete-pod", "worker-1",
              "--hold-file", str(hold), "--timeout", "400"],
             stdout=subprocess.DEVNULL, stderr=chaos_out, env=env())
         try:
@@ -55,7 +59,8 @@ def test_elastic_mnist_survives_a_pod_added_and_one_deleted(tmp_path):
                  "--min-np", "2", "--max-np", "3", "--elastic-timeout", "120",
                  "--blacklist-cooldown-range", "5", "30",
                  "--dataset", f"{data}:/data/mnist", "--metrics-file", str(metrics),
-                 "--timeline-file", str(timeline_file), "-x", "OMP_NUM_THREADS=1", "--",
+                 "--timeline-file", str(timeline_file), "--events-file", str(events),
+                 "-x", "OMP_NUM_THREADS=1", "--",
                  "python", "-m", "training.mnist", "--data-dir", "/data/mnist", "--epochs", "2",
                  "--batch-size", "16", "--lr", "0.05", "--commit-every", "3", "--log-every", "3",
                  "--debug-step-delay", "0.5", "--debug-hold-file", str(hold),
@@ -86,10 +91,16 @@ def test_elastic_mnist_survives_a_pod_added_and_one_deleted(tmp_path):
     assert summary["exit_code"] == 0
     assert summary["epochs"] == 2
     assert summary["final_accuracy"] is not None
-    # 2 pods, one added (3), one deleted (2): the training saw every change
+    # 2 pods, one added while the job started (3), one killed (2): the training saw every change
     assert summary["world_sizes"][:3] == [2, 3, 2], summary
     assert summary["resets"] >= 2
     assert summary["host_changes"] >= 2
     kinds = [e["kind"] for e in doc["events"]]
     assert kinds[-1] == "exit"
     assert "timeline:" in run.stderr and "world sizes 2 -> 3 -> 2" in run.stderr
+    # the driver's own record: it started at 2 (the pod came while the workers started, see
+    # the chaos schedule's --events-file) and the kill aborted the peers' collectives
+    driver = doc["driver_events"]
+    resets = [e["detail"]["world_size"] for e in driver if e["kind"] == "reset"]
+    assert resets[0] == 2 and 3 in resets, resets
+    assert any(e["kind"] == "abort" for e in driver), driver

@@ -5,9 +5,19 @@ counter and the sum of a parameter. The job ends on every rank at the same step:
 world size has reached $GROW_TARGET_SIZE for $GROW_STEPS_AFTER steps. State (model, optimizer,
 step counter, the step at which the world grew) lives in a TorchState, so a rank that joins
 later receives it from rank 0 at the reset.
+
+Knobs for the tests of the Horovod patches (all optional):
+- $GROW_STARTED / $GROW_GATE: each process touches GROW_STARTED.<host>.<pid> once it has
+  initialized, then waits for the file GROW_GATE before it enters ``hvd.elastic.run`` (where
+  it registers its notification service): the workers are "still starting" until then;
+- $GROW_DIE_HOST / $GROW_DIE_AT_STEP: the first worker on that host kills itself with
+  SIGKILL at that step (a hard crash; a marker file next to $GROW_LOG keeps it to once).
 """
+
 import json
 import os
+import signal
+import socket
 import time
 
 import horovod.torch as hvd
@@ -25,6 +35,14 @@ optimizer = hvd.DistributedOptimizer(
 )
 state = hvd.elastic.TorchState(model=model, optimizer=optimizer, step=0, grown_at=-1)
 log = open(os.environ["GROW_LOG"], "a", buffering=1)
+host = os.environ.get("HOROVOD_HOSTNAME", socket.gethostname())
+die_host, die_at = os.environ.get("GROW_DIE_HOST"), int(os.environ.get("GROW_DIE_AT_STEP", "0"))
+died_marker = os.environ["GROW_LOG"] + ".died"
+
+if os.environ.get("GROW_STARTED"):
+    open(f"{os.environ['GROW_STARTED']}.{host}.{os.getpid()}", "w").close()
+    while not os.path.exists(os.environ["GROW_GATE"]):
+        time.sleep(0.05)
 
 
 @hvd.elastic.run
@@ -40,7 +58,12 @@ def train(state):
         loss.backward()
         optimizer.step()
         state.step += 1
+        if host == die_host and state.step == die_at and not os.path.exists(died_marker):
+            open(died_marker, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
         log.write(json.dumps({
+            "time": time.time(),
+            "host": host,
             "rank": hvd.rank(),
             "size": hvd.size(),
             "step": state.step,

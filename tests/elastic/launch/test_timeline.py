@@ -104,3 +104,46 @@ def test_a_daemon_answering_503_is_not_recorded():
     for _ in range(4):
         recorder.poll_once()
     assert recorder.snapshots() == [(1.0, ("127.0.1.1:1", "127.0.1.2:1")), (2.0, ("127.0.1.1:1",))]
+
+
+# what the patched Horovod driver wrote for a script that writes no metrics (Horovod's own
+# examples): start at 2, a pod joins (3), a worker is killed (2)
+DRIVER = [
+    timeline.events.Record(1001.0, "worker_start", {"host": "127.0.1.1", "slot": 0, "rank": 0}),
+    timeline.events.Record(1001.0, "reset", {"world_size": 2, "rendezvous": 1, "new_workers": 2}),
+    timeline.events.Record(1011.0, "reset", {"world_size": 3, "rendezvous": 2, "new_workers": 1}),
+    timeline.events.Record(1019.5, "abort", {"reason": "127.0.1.2[0] exited with 137", "workers": 2}),
+    timeline.events.Record(1021.0, "reset", {"world_size": 2, "rendezvous": 3, "new_workers": 0}),
+    timeline.events.Record(1025.0, "reset", {"world_size": 2, "rendezvous": 4, "new_workers": 0}),
+]
+
+
+def test_world_sizes_and_resets_come_from_the_driver_for_any_script():
+    summary = timeline.summarize(START, 1050.0, SNAPSHOTS, [], 0, DRIVER)
+    assert summary.world_sizes == (2, 3, 2)
+    assert summary.resets == 3  # the first assignment is the start, not a reset
+    events = timeline.build_timeline(START, 1050.0, SNAPSHOTS, [], 0, DRIVER)
+    worlds = [e.text for e in events if e.kind == "world"]
+    assert worlds[0] == "world size 2 (2 new workers)"
+    assert worlds[1] == "world size 3 after reset 1 (1 new workers)"
+    assert [e.text for e in events if e.kind == "abort"] == ["collectives aborted: 127.0.1.2[0] exited with 137"]
+    assert "world sizes 2 -> 3 -> 2, resets 3" in timeline.render(events, summary)
+
+
+def test_driver_events_win_over_the_metrics_and_epochs_stay():
+    summary = timeline.summarize(START, 1050.0, SNAPSHOTS, RECORDS, 0, DRIVER)
+    assert summary.world_sizes == (2, 3, 2) and summary.epochs == 2
+    kinds = [e.kind for e in timeline.build_timeline(START, 1050.0, SNAPSHOTS, RECORDS, 0, DRIVER)]
+    assert kinds.count("world") == 4 and kinds.count("epoch") == 2
+
+
+def test_driver_records_parse_and_follow_a_growing_file(tmp_path):
+    path = tmp_path / "events.jsonl"
+    follower = timeline.events.Follower(path)
+    assert follower.poll() == []  # no file yet
+    path.write_text('{"time": 1.5, "kind": "reset", "detail": {"world_size": 2}}\n{"time": 2, "ki')
+    assert follower.poll() == [timeline.events.Record(1.5, "reset", {"world_size": 2})]
+    with open(path, "a") as f:
+        f.write('nd": "progress", "detail": {"commits": 3}}\nnot json\n[1, 2]\n{"kind": "x"}\n')
+    assert follower.poll() == [timeline.events.Record(2.0, "progress", {"commits": 3})]
+    assert len(timeline.events.read_records(path)) == 2

@@ -1,0 +1,146 @@
+"""Push discovery: the Horovod driver hears of host changes from the daemon in milliseconds.
+
+``DaemonDiscovery(url, default_slots)`` is a Horovod ``HostDiscovery`` that lives in the
+driver's process. ``start()`` starts one thread that long-polls the daemon
+(``GET /hosts?wait=GENERATION``, one kept-alive HTTP connection): the daemon answers as soon
+as it serves a new table, so a change costs one HTTP response and no process. ``stop()``
+ends it. The driver (patched, ``horovod_patches/0002``) blocks in ``wait_for_change`` and
+asks ``find_available_hosts_and_slots`` at once when it returns True.
+
+Fallbacks are the daemon's and ``discover-hosts``': a 503 (not synced), an error or an
+unreachable daemon keeps the last good list (the driver keeps its host set); a body with a
+bad line is rejected whole (never a partial list). Until the first good answer,
+``find_available_hosts_and_slots`` blocks up to ``first_timeout`` and then raises
+``RuntimeError`` (Horovod fails the job on a first discovery error, as with a script).
+"""
+from __future__ import annotations
+
+import http.client
+import logging
+import re
+import threading
+import time
+from typing import Callable
+from urllib.parse import urlsplit
+
+log = logging.getLogger("elastic.push")
+
+_HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$")
+MAX_SLOTS = 1024
+
+
+class BadAnswer(ValueError):
+    """The daemon's body is not a list of ``host:slots`` lines."""
+
+
+def parse_hosts(text: str, default_slots: int) -> dict[str, int]:
+    """``host:slots`` lines -> {host: slots}; BadAnswer names the first bad line."""
+    hosts: dict[str, int] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        host, sep, slots = line.partition(":")
+        if not _HOST.match(host) or (sep and not (slots.isascii() and slots.isdigit())):
+            raise BadAnswer(f"bad host line {line[:80]!r}")
+        n = int(slots) if sep else default_slots
+        if not 0 < n <= MAX_SLOTS:
+            raise BadAnswer(f"bad slot count in {line[:80]!r}")
+        hosts[host] = n
+    return hosts
+
+
+class DaemonDiscovery:
+    """A Horovod HostDiscovery fed by the daemon's long poll (see the module docstring)."""
+
+    def __init__(self, url: str, default_slots: int = 1, *, poll_timeout: float = 25.0,
+                 first_timeout: float = 60.0, retry: float = 0.5,
+                 clock: Callable[[], float] = time.monotonic):
+        parts = urlsplit(url)
+        if parts.scheme != "http" or not parts.hostname:
+            raise ValueError(f"discovery URL must be http://HOST[:PORT], got {url!r}")
+        self._host, self._port = parts.hostname, parts.port or 80
+        self._prefix = parts.path.rstrip("/")
+        self._slots, self._poll_timeout = default_slots, poll_timeout
+        self._first_timeout, self._retry, self._clock = first_timeout, retry, clock
+        self._cond = threading.Condition()
+        self._hosts: dict[str, int] | None = None
+        self._generation = -1
+        self._changed = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.polls = 0  # answers received (for the benchmark)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the long-poll thread (once)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="push-discovery", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread; it ends within one poll timeout (it is a daemon thread)."""
+        self._stop.set()
+        with self._cond:
+            self._cond.notify_all()
+
+    # -- HostDiscovery -----------------------------------------------------------------------
+    def find_available_hosts_and_slots(self) -> dict[str, int]:
+        """The last good host list. Blocks until the first one; RuntimeError after first_timeout."""
+        deadline = self._clock() + self._first_timeout
+        with self._cond:
+            while self._hosts is None:
+                left = deadline - self._clock()
+                if left <= 0 or self._stop.is_set():
+                    raise RuntimeError(f"no host list from the discovery daemon at "
+                                       f"http://{self._host}:{self._port} after {self._first_timeout:.0f}s")
+                self._cond.wait(left)
+            self._changed = False
+            return dict(self._hosts)
+
+    def wait_for_change(self, timeout: float) -> bool:
+        """Block until the host list changed since the last find (True) or timeout (False)."""
+        with self._cond:
+            if not self._changed:
+                self._cond.wait_for(lambda: self._changed or self._stop.is_set(), timeout)
+            return self._changed
+
+    # -- the poll thread ---------------------------------------------------------------------
+    def _run(self) -> None:
+        conn: http.client.HTTPConnection | None = None
+        while not self._stop.is_set():
+            try:
+                if conn is None:
+                    conn = http.client.HTTPConnection(self._host, self._port, timeout=self._poll_timeout + 10)
+                self._poll(conn)
+            except (OSError, http.client.HTTPException, ValueError) as exc:  # BadAnswer, bad bytes
+                log.debug("discovery poll failed (keeping the last hosts): %s", exc)
+                if conn is not None:
+                    conn.close()
+                    conn = None
+                self._stop.wait(self._retry)
+        if conn is not None:
+            conn.close()
+
+    def _poll(self, conn: http.client.HTTPConnection) -> None:
+        path = f"{self._prefix}/hosts?wait={self._generation}&timeout={self._poll_timeout:g}"
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        body = resp.read()
+        self.polls += 1
+        generation = resp.getheader("X-Discovery-Generation", "")
+        if resp.status != 200:
+            # 503 before the first sync: keep what we have, ask again shortly
+            if generation.isdigit():
+                self._generation = int(generation)
+            self._stop.wait(self._retry)
+            return
+        hosts = parse_hosts(body.decode("ascii", "strict"), self._slots)
+        if not generation.isdigit():
+            raise BadAnswer("no X-Discovery-Generation header: not a discovery daemon with long poll")
+        with self._cond:
+            self._generation = int(generation)
+            if hosts != self._hosts:
+                self._hosts = hosts
+                self._changed = True
+                self._cond.notify_all()

@@ -1,0 +1,129 @@
+"""The stall watchdog: stop a job in which no rank made progress for a while.
+
+Progress comes from the driver's events (``elastic.launch.events``), so it works for any
+training script that uses ``hvd.elastic.run``: a commit reported by a worker (``progress``),
+a worker asking for its rank (``worker_ready``), a reset, a worker started. Host changes and
+exits are not progress.
+
+``Activity`` is pure: ``observe(records)`` folds records in; ``stalled(now, timeout)`` says
+whether the last progress is older than ``timeout``; ``report(now)`` is the text naming what
+each rank and host was last seen doing. ``Watchdog(path, timeout, on_stall)`` follows the
+events file in one thread (``start()``/``stop()``) and calls ``on_stall(report)`` once.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from elastic.launch.events import Follower, Record
+
+PROGRESS_KINDS = frozenset({"progress", "worker_ready", "worker_start", "reset", "worker_registered"})
+
+_DOING = {
+    "worker_start": "started",
+    "worker_registered": "training (notification service up)",
+    "worker_ready": "rendezvous (asked for its rank)",
+    "progress": "committed",
+    "worker_exit": "exited",
+}
+
+
+@dataclass
+class _Seen:
+    time: float
+    text: str
+
+
+class Activity:
+    """What each worker and the driver were last seen doing (see the module docstring)."""
+
+    def __init__(self, started: float):
+        self.last_progress = started
+        self.workers: dict[tuple[str, int], _Seen] = {}
+        self.ranks: dict[tuple[str, int], int] = {}
+        self.driver: _Seen | None = None
+        self.hosts: list[str] = []
+
+    def observe(self, records: Iterable[Record]) -> None:
+        for r in records:
+            d = r.detail
+            if r.kind in PROGRESS_KINDS:
+                self.last_progress = max(self.last_progress, r.time)
+            if r.kind == "hosts":
+                self.hosts = [str(h) for h in d.get("hosts", [])]
+            if "host" in d and "slot" in d:
+                key = (str(d["host"]), int(d["slot"]) if str(d["slot"]).isdigit() else 0)
+                if r.kind == "worker_start" and isinstance(d.get("rank"), int):
+                    self.ranks[key] = d["rank"]
+                text = _DOING.get(r.kind, r.kind)
+                if r.kind == "progress":
+                    text = f"committed (commit #{d.get('commits')})"
+                elif r.kind == "worker_exit":
+                    text = f"exited with {d.get('exit_code')}"
+                self.workers[key] = _Seen(r.time, text)
+            elif r.kind == "reset":
+                self.driver = _Seen(r.time, f"reset to world size {d.get('world_size')}")
+            elif r.kind in ("abort", "notify", "stop", "hosts"):
+                self.driver = _Seen(r.time, {"abort": f"aborted collectives: {d.get('reason')}",
+                                             "notify": "told the coordinator of a host change",
+                                             "stop": "stopping",
+                                             "hosts": f"hosts changed ({d.get('update')})"}[r.kind])
+
+    def stalled(self, now: float, timeout: float) -> bool:
+        return now - self.last_progress > timeout
+
+    def report(self, now: float) -> str:
+        lines = [f"no rank made progress for {now - self.last_progress:.0f}s; last seen:"]
+        for (host, slot), seen in sorted(self.workers.items()):
+            rank = self.ranks.get((host, slot))
+            who = f"{host}[{slot}]" + (f" (rank {rank})" if rank is not None else "")
+            lines.append(f"  worker {who}: {seen.text}, {now - seen.time:.0f}s ago")  # rank as first started
+        if not self.workers:
+            lines.append("  no worker was seen")
+        if self.driver is not None:
+            lines.append(f"  driver: {self.driver.text}, {now - self.driver.time:.0f}s ago")
+        lines.append(f"  hosts discovered: {' '.join(self.hosts) or '-'}")
+        return "\n".join(lines)
+
+
+class Watchdog:
+    """Follows the driver's events file; calls ``on_stall(report)`` once when stalled."""
+
+    def __init__(self, path: str, timeout: float, on_stall: Callable[[str], None],
+                 interval: float = 1.0, clock: Callable[[], float] = time.time):
+        if timeout <= 0:
+            raise ValueError(f"stall timeout must be positive, got {timeout}")
+        self._follower = Follower(path)
+        self._timeout, self._on_stall, self._interval, self._clock = timeout, on_stall, interval, clock
+        self._activity = Activity(clock())
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.fired = False
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="stall-watchdog", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def check(self) -> bool:
+        """Read new events; fire when stalled. Returns True when it fired (now or before)."""
+        if self.fired:
+            return True
+        self._activity.observe(self._follower.poll())
+        now = self._clock()
+        if self._activity.stalled(now, self._timeout):
+            self.fired = True
+            self._on_stall(self._activity.report(now))
+        return self.fired
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            if self.check():
+                return

@@ -1,0 +1,61 @@
+"""The job scripts/bench-elastic runs under elastic-run: each rank appends JSON lines to
+$BENCH_LOG at the moments a join or a leave is made of (unix time "t", "ev", "host",
+"pid", "size", "rank", "step"):
+
+  start     the script runs (the interpreter is up; before any import)
+  imported  torch and horovod.torch are imported
+  init      hvd.init() returned (rendezvous done; a joiner's first world)
+  synced    the state is synced: the train function was (re-)entered after a reset
+  step      the first step at a world size this process had not stepped at before
+
+It trains a tiny model forever (an allreduce and a commit per step, $BENCH_STEP_DELAY s
+apart), until $BENCH_STOP exists.
+"""
+import json
+import os
+import socket
+import time
+
+T_START = time.time()
+LOG = open(os.environ["BENCH_LOG"], "a", buffering=1)
+HOST = os.environ.get("HOROVOD_HOSTNAME", socket.gethostname())
+
+
+def emit(ev, **fields):
+    LOG.write(json.dumps({"t": time.time() if ev != "start" else T_START, "ev": ev, "host": HOST,
+                          "pid": os.getpid(), **fields}) + "\n")
+
+
+emit("start")
+import horovod.torch as hvd  # noqa: E402
+import torch  # noqa: E402
+
+emit("imported")
+hvd.init()
+emit("init", size=hvd.size(), rank=hvd.rank())
+model = torch.nn.Linear(8, 1)
+optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.01),
+                                     named_parameters=model.named_parameters())
+state = hvd.elastic.TorchState(model=model, optimizer=optimizer, step=0)
+delay = float(os.environ.get("BENCH_STEP_DELAY", "0.05"))
+stop = os.environ["BENCH_STOP"]
+
+
+@hvd.elastic.run
+def train(state):
+    emit("synced", size=hvd.size(), rank=hvd.rank())
+    stepped_at = None
+    while not os.path.exists(stop):
+        loss = model(torch.ones(4, 8)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        state.step += 1
+        if stepped_at != hvd.size():
+            stepped_at = hvd.size()
+            emit("step", size=hvd.size(), rank=hvd.rank(), step=state.step)
+        state.commit()
+        time.sleep(delay)
+
+
+train(state)

@@ -1,0 +1,111 @@
+"""Push discovery: the daemon's long poll (``/hosts?wait=GENERATION``) and the in-process
+``DaemonDiscovery`` the Horovod driver uses under elastic-run, against a real daemon on the
+local cluster's API: changes arrive without polling, and the daemon's fallbacks hold."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from elastic.launch.push import BadAnswer, DaemonDiscovery, parse_hosts
+from tests.discovery.conftest import daemon, fake_pod  # noqa: F401  (fixture)
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+@pytest.mark.parametrize("text,hosts", [
+    ("", {}),
+    ("10.0.0.1:2\n10.0.0.2:1\n", {"10.0.0.1": 2, "10.0.0.2": 1}),
+    ("worker-0.svc\n", {"worker-0.svc": 3}),  # no slots: the default
+])
+def test_parse_hosts(text, hosts):
+    assert parse_hosts(text, 3) == hosts
+
+
+@pytest.mark.parametrize("text,match", [
+    ("10.0.0.1:2\n;rm -rf /:1\n", "bad host line"),
+    ("10.0.0.1:x\n", "bad host line"),
+    ("10.0.0.1:0\n", "bad slot count"),
+    ("10.0.0.1:99999\n", "bad slot count"),
+])
+def test_parse_hosts_rejects_the_whole_answer(text, match):
+    with pytest.raises(BadAnswer, match=match):
+        parse_hosts(text, 1)
+
+
+def test_long_poll_answers_when_the_table_changes(cluster, daemon):  # noqa: F811
+    fake_pod(cluster, "worker-1", "10.9.0.1")
+    d = daemon(cluster)
+    d.wait_host_set(["10.9.0.1:1"])
+    status, headers, _ = d.get("/hosts")
+    generation = int(headers["x-discovery-generation"])
+    status, headers, body = d.get(f"/hosts?wait={generation - 1}")
+    assert status == 200 and body == "10.9.0.1:1\n"  # already different: at once
+    got = {}
+    poll = threading.Thread(target=lambda: got.update(r=d.get(f"/hosts?wait={generation}&timeout=60")))
+    poll.start()
+    fake_pod(cluster, "worker-2", "10.9.0.2")
+    poll.join(30)
+    assert not poll.is_alive(), "the long poll did not answer after the change"
+    status, headers, body = got["r"]
+    assert int(headers["x-discovery-generation"]) > generation
+    # the first publish after the change may be any pod event; the host shows by then or next
+    assert status == 200 and body.startswith("10.9.0.1:1\n")
+    status, headers, body = d.get(f"/hosts?wait={int(headers['x-discovery-generation'])}&timeout=0.2")
+    assert status == 200  # timed out: the current table
+
+
+@pytest.mark.parametrize("query", ["wait=x", "wait=1&timeout=-1", "wait=1&timeout=301", "wait=1&timeout=z"])
+def test_long_poll_bad_arguments_are_400(cluster, daemon, query):  # noqa: F811
+    d = daemon(cluster)
+    status, _, body = d.get(f"/hosts?{query}")
+    assert status == 400 and ("wait wants" in body or "timeout must be" in body)
+
+
+def test_daemon_discovery_gets_changes_pushed_and_keeps_the_last_list_in_an_outage(cluster, daemon):  # noqa: F811
+    fake_pod(cluster, "worker-1", "10.9.0.1")
+    d = daemon(cluster, "--stale-after", "0.5")
+    d.wait_host_set(["10.9.0.1:1"])
+    found = DaemonDiscovery(d.url, poll_timeout=20)
+    found.start()
+    try:
+        assert found.find_available_hosts_and_slots() == {"10.9.0.1": 1}
+        fake_pod(cluster, "worker-2", "10.9.0.2", annotations={"elastic-horovod/slots": "2"})
+        wait_for(lambda: found.wait_for_change(5), 20, "a change pushed to the driver's discovery")
+        wait_for(lambda: found.find_available_hosts_and_slots() == {"10.9.0.1": 1, "10.9.0.2": 2},
+                 20, "both hosts")
+        polls = found.polls
+        cluster.restart_api(down_seconds=4)
+        d.wait_for(lambda: d.get("/readyz")[0] == 503, 10, "the outage")
+        # the daemon serves the last good list, and so does the driver's discovery
+        assert found.find_available_hosts_and_slots() == {"10.9.0.1": 1, "10.9.0.2": 2}
+        d.wait_for(lambda: d.get("/readyz")[0] == 200, 30, "recovery")
+        cluster.delete_pod("worker-1", grace_seconds=0)
+        wait_for(lambda: found.find_available_hosts_and_slots() == {"10.9.0.2": 2}, 20, "the deletion")
+        assert found.polls - polls < 50  # long polls, not a busy loop
+    finally:
+        found.stop()
+
+
+def test_daemon_discovery_without_a_daemon_fails_the_first_find_with_a_reason():
+    found = DaemonDiscovery("http://127.0.0.1:9", first_timeout=1.0, retry=0.1)
+    found.start()
+    try:
+        with pytest.raises(RuntimeError, match="no host list from the discovery daemon at http://127.0.0.1:9"):
+            found.find_available_hosts_and_slots()
+    finally:
+        found.stop()
+
+
+def test_daemon_discovery_wants_an_http_url():
+    with pytest.raises(ValueError, match="discovery URL must be http"):
+        DaemonDiscovery("ftp://x")

@@ -1,0 +1,56 @@
+"""The stall watchdog: progress is any rank committing or the job (re)starting workers; when
+none came for the timeout it fires once with what each rank and host was last seen doing."""
+import pytest
+
+from elastic.launch.events import Record
+from elastic.launch.stall import Activity, Watchdog
+
+T0 = 1000.0
+RUNNING = [
+    Record(T0 + 1, "hosts", {"hosts": ["10.0.0.1:1", "10.0.0.2:1"], "update": "added"}),
+    Record(T0 + 1, "reset", {"world_size": 2}),
+    Record(T0 + 2, "worker_start", {"host": "10.0.0.1", "slot": 0, "rank": 0}),
+    Record(T0 + 2, "worker_start", {"host": "10.0.0.2", "slot": 0, "rank": 1}),
+    Record(T0 + 9, "worker_ready", {"host": "10.0.0.2", "slot": 0}),
+    Record(T0 + 10, "progress", {"host": "10.0.0.1", "slot": 0, "commits": 7}),
+]
+
+
+def test_progress_resets_the_clock_host_changes_do_not():
+    a = Activity(T0)
+    a.observe(RUNNING)
+    assert not a.stalled(T0 + 69, 60)
+    assert a.stalled(T0 + 71, 60)
+    a.observe([Record(T0 + 80, "hosts", {"hosts": [], "update": "removed"})])
+    assert a.stalled(T0 + 81, 60)
+    a.observe([Record(T0 + 80, "progress", {"host": "10.0.0.2", "slot": 0, "commits": 1})])
+    assert not a.stalled(T0 + 81, 60)
+
+
+def test_report_names_each_rank_and_host_and_what_it_did_last():
+    a = Activity(T0)
+    a.observe(RUNNING)
+    text = a.report(T0 + 100)
+    assert "no rank made progress for 90s" in text
+    assert "worker 10.0.0.1[0] (rank 0): committed (commit #7), 90s ago" in text
+    assert "worker 10.0.0.2[0] (rank 1): rendezvous (asked for its rank), 91s ago" in text
+    assert "driver: hosts changed (added)" not in text and "driver: reset to world size 2, 99s ago" in text
+    assert "hosts discovered: 10.0.0.1:1 10.0.0.2:1" in text
+
+
+def test_watchdog_fires_once_from_the_file(tmp_path):
+    now = [T0]
+    fired = []
+    path = tmp_path / "events.jsonl"
+    path.write_text('{"time": 1005.0, "kind": "progress", "detail": {"host": "h", "slot": 0, "commits": 1}}\n')
+    dog = Watchdog(str(path), 30, fired.append, clock=lambda: now[0])
+    now[0] = T0 + 34
+    assert not dog.check()
+    now[0] = T0 + 36
+    assert dog.check() and dog.check()
+    assert len(fired) == 1 and "worker h[0]: committed (commit #1), 31s ago" in fired[0]
+
+
+def test_watchdog_wants_a_positive_timeout(tmp_path):
+    with pytest.raises(ValueError, match="stall timeout must be positive"):
+        Watchdog(str(tmp_path / "e"), 0, print)
