@@ -18,7 +18,8 @@ ends. ``allowWatchBookmarks`` adds BOOKMARK events every ``bookmark_interval`` s
 listening, drop all connections, listen again on the same port; state is kept),
 ``drop_watches()`` (abort every open watch connection), ``latency`` (seconds added to every
 request), ``watch_error`` (an HTTP code, or None: every new watch answers one ERROR event with
-that code and ends, as a server does for errors other than 410). ``start()``/``stop()`` are explicit; nothing starts in the constructor.
+that code and ends, as a server does for errors other than 410). ``start()``/``stop()`` are
+explicit; nothing starts in the constructor.
 """
 from __future__ import annotations
 
@@ -270,7 +271,7 @@ class ApiServer:
             if rest and rest[0] == "pods" and len(rest) <= 3:
                 name = rest[1] if len(rest) >= 2 else None
                 sub = rest[2] if len(rest) == 3 else None
-                if sub == "log" and namespace is not None and method == "GET" and not watch_path:
+                if sub == "log" and name is not None and namespace is not None and method == "GET" and not watch_path:
                     return await self._log(request, namespace, name)
                 if sub not in (None, "status") or (name is None and namespace is None and method != "GET"):
                     raise NotFound("the server could not find the requested resource")

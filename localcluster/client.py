@@ -1,9 +1,10 @@
 """A small standard-library client for the local cluster's pod API and admin API.
 
-``Client(api_url, token, ca_file=...)`` (``https`` URLs are verified against ``ca_file``): ``request(method, path, body=None, content_type=...)`` -> the decoded
-JSON body. An error response becomes the matching ``ApiError`` subclass (by HTTP code and
-reason); an unreachable server becomes ``ClusterError``. Used by the CLI and the test handle,
-which must not depend on the ``kubernetes`` package to start or stop a cluster.
+``Client(api_url, token, ca_file=...)`` (``https`` URLs are verified against ``ca_file``):
+``request(method, path, body=None, content_type=...)`` -> the decoded JSON body. An error
+response becomes the matching ``ApiError`` subclass (by HTTP code and reason); an unreachable
+server becomes ``ClusterError``. Used by the CLI and the test handle, which must not depend on
+the ``kubernetes`` package to start or stop a cluster.
 """
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ _BY_CODE = {400: errors.BadRequest, 401: errors.Unauthorized, 404: errors.NotFou
 class Client:
     """Blocking JSON-over-HTTP calls to ``api_url`` with an optional bearer token."""
 
-    def __init__(self, api_url: str, token: str | None = None, timeout: float = 10.0, ca_file: str | None = None) -> None:
+    def __init__(self, api_url: str, token: str | None = None, timeout: float = 10.0,
+                 ca_file: str | None = None) -> None:
         parsed = urllib.parse.urlsplit(api_url)
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise ValueError(f"api_url must be http(s)://host:port, got {api_url!r}")
@@ -44,6 +46,7 @@ class Client:
         if body is not None:
             data = json.dumps(body).encode()
             headers["Content-Type"] = content_type
+        conn: http.client.HTTPConnection  # HTTPSConnection is one
         if self._ssl is not None:
             conn = http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout, context=self._ssl)
         else:

@@ -2,7 +2,9 @@
 
 - ``start(paths, ...)`` -> ``(state, started)``: the running cluster of ``paths`` if there is one
   (``started`` False), else a new background process (``python -m localcluster.daemon``) once
-  its API answers (``runtime="containers", image=IMAGE``: pods are containers of IMAGE); with ``die_with_parent`` it is killed if the calling process dies. ``ClusterError`` with the log's last lines if it does not come up.
+  its API answers (``runtime="containers", image=IMAGE``: pods are containers of IMAGE); with
+  ``die_with_parent`` it is killed if the calling process dies. ``ClusterError`` with the log's
+  last lines if it does not come up.
 - ``running_state(paths)`` -> state dict of a live cluster or None (removes a stale state.json).
 - ``stop(paths)`` -> True if a cluster was stopped; waits until its process (and so every pod
   process) is gone.
@@ -197,7 +199,13 @@ def worker_pod(name: str, slots: int | None = None, gpus: int = 0, ssh_port: int
 
 def _workers(api: Client) -> list[dict]:
     items = api.list_pods("default", "app=elastic-horovod,role=worker")
-    return [p for p in items if _WORKER.match(p["metadata"]["name"])]
+    return [p for p in items if _worker_number(p) >= 0]
+
+
+def _worker_number(pod: dict) -> int:
+    """The ``n`` of a ``worker-<n>`` pod; -1 for a pod of any other name."""
+    match = _WORKER.match(pod["metadata"]["name"])
+    return int(match.group(1)) if match else -1
 
 
 def next_worker_name(taken: set[str]) -> str:
@@ -228,7 +236,7 @@ def scale(state: dict, count: int, slots: int | None = None, gpus: int = 0) -> t
         api.create_pod(worker_pod(name, slots, gpus, state["ssh_port"]))
         created.append(name)
     if len(live) > count:
-        live.sort(key=lambda p: int(_WORKER.match(p["metadata"]["name"]).group(1)))
+        live.sort(key=_worker_number)
         for p in live[count:]:
             api.delete_pod(p["metadata"]["name"])
             deleted.append(p["metadata"]["name"])

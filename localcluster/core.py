@@ -87,8 +87,8 @@ class PodService:
               subresource: str | None = None) -> dict:
         old = self.store.get(namespace, name)
         patched = patching.apply(content_type, old, raw)
-        meta = patched.get("metadata") if isinstance(patched.get("metadata"), dict) else {}
-        rv = meta.get("resourceVersion")
+        meta = patched.get("metadata")
+        rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
         expect = rv if rv and rv != old["metadata"]["resourceVersion"] else None
         self._check_uid(old, patched)
         return self._store(old, pods.merge_update(old, patched, subresource), expect)

@@ -112,7 +112,8 @@ class Daemon:
         write_atomic(paths.kubeconfig, render_kubeconfig(api_url, self.token, ca.read_bytes()), 0o600)
         state = {"pid": os.getpid(), "api": api_url, "admin": f"http://127.0.0.1:{admin_port}",
                  "token": self.token, "admin_token": self.admin_token, "ssh_port": args.ssh_port,
-                 "block": prefix + ".0/24", "isolation": args.isolation, "runtime": args.runtime, "image": args.image, "kubeconfig": str(paths.kubeconfig),
+                 "block": prefix + ".0/24", "isolation": args.isolation, "runtime": args.runtime,
+                 "image": args.image, "kubeconfig": str(paths.kubeconfig),
                  "identity": str(paths.identity), "ca": str(ca), "state_dir": str(paths.root), "started": time.time()}
         write_atomic(paths.state, json.dumps(state, indent=2) + "\n", 0o600)
         log.info("cluster up: api %s, block %s.0/24, ssh port %d", api_url, prefix, args.ssh_port)

@@ -108,8 +108,8 @@ class PodRuntime:
         try:
             if self.previous is not None and not self.previous.done():
                 await asyncio.wait([self.previous])
-            self._spawn()
-            await self._serve()
+            proc, ip = self._spawn()
+            await self._serve(proc, ip)
         except KubeletError as exc:
             log.error("pod %s/%s: %s", self.namespace, self.name, exc)
             self._report_failed(str(exc), None)
@@ -129,17 +129,19 @@ class PodRuntime:
             except ApiError:
                 pass
 
-    def _spawn(self) -> None:
+    def _spawn(self) -> tuple[subprocess.Popen, str]:
+        """Start the pod's sshd; returns its process and the pod's address (also kept as
+        ``proc`` and ``ip``). Raises KubeletError when it cannot start."""
         k = self.kubelet
-        self.ip = k.pool.allocate()
+        self.ip = ip = k.pool.allocate()
         data = self.dir / "data"
         data.mkdir(parents=True, exist_ok=True)
         key = self.dir / "ssh_host_ed25519_key"
         sshd.make_host_key(str(key))
         config = self.dir / "sshd_config"
-        write_atomic(config, sshd.render_config(self.ip, k.ssh_port, str(key), str(k.paths.authorized_keys)))
+        write_atomic(config, sshd.render_config(ip, k.ssh_port, str(key), str(k.paths.authorized_keys)))
         hosts = self.dir / "hosts"
-        write_atomic(hosts, hosts_file(self.ip, self.name[:63]))
+        write_atomic(hosts, hosts_file(ip, self.name[:63]))
         logf = open(self.dir / "sshd.log", "ab")
         pdeath = ["setpriv", "--pdeathsig", "KILL", "--"]
         if k.isolation == "namespaces":
@@ -149,14 +151,15 @@ class PodRuntime:
         else:
             cmd = pdeath + [sys.executable, "-m", "localcluster.podinit", sshd.SSHD, "-D", "-e", "-f", str(config)]
         try:
-            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
-                                         start_new_session=True, close_fds=True)
+            self.proc = proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
+                                                start_new_session=True, close_fds=True)
         except OSError as exc:
             raise KubeletError(f"cannot start sshd: {exc}") from exc
         finally:
             logf.close()
-        log.info("pod %s/%s: started sshd on %s:%d (pid %d)", self.namespace, self.name, self.ip,
-                 k.ssh_port, self.proc.pid)
+        log.info("pod %s/%s: started sshd on %s:%d (pid %d)", self.namespace, self.name, ip,
+                 k.ssh_port, proc.pid)
+        return proc, ip
 
     def _find_init(self) -> None:
         if self.init_pid is not None or self.proc is None:
@@ -181,20 +184,22 @@ class PodRuntime:
         sshd_pid = procs.first_child(self.init_pid)
         return [p for p in found if include_init or p != sshd_pid] + ([self.init_pid] if include_init else [])
 
-    async def _serve(self) -> None:
+    async def _serve(self, proc: subprocess.Popen, ip: str) -> None:
+        """Report the pod Running and Ready once sshd (``proc``) answers on ``ip``; return when
+        termination begins. Raises KubeletError if sshd exits on its own."""
         k = self.kubelet
         ready = False
         started = datetime.now(timezone.utc)
         while self.kill_at is None:
             self._find_init()
-            code = self.proc.poll()
+            code = proc.poll()
             if code is not None:
                 tail = _tail(self.dir / "sshd.log")
                 raise KubeletError(f"sshd exited with code {code}: {tail}")
-            if not ready and await sshd.probe(self.ip, k.ssh_port, 1.0):
+            if not ready and await sshd.probe(ip, k.ssh_port, 1.0):
                 ready = True
                 self._report(lambda pod: dict(pod, status=pods.running_status(
-                    pod, self.ip, HOST_IP, k.service.clock(), started)))
+                    pod, ip, HOST_IP, k.service.clock(), started)))
             try:
                 await asyncio.wait_for(self.wake.wait(), 0.5 if ready else 0.05)
             except asyncio.TimeoutError:
@@ -256,27 +261,31 @@ class PodRuntime:
 class ContainerPodRuntime(PodRuntime):
     """One pod incarnation as a container of the worker image (``runtime="containers"``)."""
 
-    def _spawn(self) -> None:
+    def _spawn(self) -> tuple[subprocess.Popen, str]:
+        """Start the pod's container; returns the engine's ``run`` process and the pod's address
+        (also kept as ``proc`` and ``ip``). Raises KubeletError when it cannot start."""
         k = self.kubelet
-        self.ip = k.pool.allocate()
+        engine, image = k.engine_and_image()
+        self.ip = ip = k.pool.allocate()
         data = self.dir / "data"
         data.mkdir(parents=True, exist_ok=True)
         self.container = containers.container_name(k.cluster_id, self.namespace, self.name, self.uid)
         spec = containers.ContainerSpec(
-            name=self.container, image=k.image, hostname=self.name[:63], ip=self.ip, ssh_port=k.ssh_port,
+            name=self.container, image=image, hostname=self.name[:63], ip=ip, ssh_port=k.ssh_port,
             data_dir=str(data), public_key=str(k.paths.authorized_keys), cluster_id=k.cluster_id,
             shared_dirs=k.shared_dirs)
         logf = open(self.dir / "sshd.log", "ab")
         try:
-            self.proc = subprocess.Popen(["setpriv", "--pdeathsig", "KILL", "--"] + containers.run_argv(k.engine, spec),
-                                         stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
-                                         start_new_session=True, close_fds=True)
+            self.proc = proc = subprocess.Popen(
+                ["setpriv", "--pdeathsig", "KILL", "--"] + containers.run_argv(engine, spec),
+                stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True, close_fds=True)
         except OSError as exc:
             raise KubeletError(f"cannot start the container: {exc}") from exc
         finally:
             logf.close()
         log.info("pod %s/%s: started container %s (%s) on %s:%d", self.namespace, self.name, self.container,
-                 k.image, self.ip, k.ssh_port)
+                 image, ip, k.ssh_port)
+        return proc, ip
 
     def _find_init(self) -> None:
         return None
@@ -288,21 +297,22 @@ class ContainerPodRuntime(PodRuntime):
         """The engine's stop with the remaining grace period (SIGTERM, then SIGKILL); wait for it."""
         if self.proc is None:
             return
+        engine, _ = self.kubelet.engine_and_image()  # set: the container was started
         loop = asyncio.get_running_loop()
         if self.kill_at is None:
             self.kill_at = loop.time()
         grace = max(0, int(self.kill_at - loop.time() + 0.999))
         if self.proc.poll() is None:
             stopper = await asyncio.create_subprocess_exec(
-                *containers.stop_argv(self.kubelet.engine, self.container, grace),
+                *containers.stop_argv(engine, self.container, grace),
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             await stopper.wait()
         end = loop.time() + 30.0
         while self.proc.poll() is None and loop.time() < end:
             await asyncio.sleep(0.05)
         if self.proc.poll() is None:  # the engine did not stop it: remove it by force
-            await asyncio.to_thread(subprocess.run, [self.kubelet.engine, "rm", "--force", "--time", "0", "--",
-                                                     self.container], capture_output=True, timeout=120)
+            await asyncio.to_thread(subprocess.run, [engine, "rm", "--force", "--time", "0", "--", self.container],
+                                    capture_output=True, timeout=120)
             self.proc.kill()
             self.proc.wait()
         log.info("pod %s/%s: stopped (container exit code %s)", self.namespace, self.name, self.proc.returncode)
@@ -338,23 +348,30 @@ class Kubelet:
         self.isolation = isolation
         self.stop_grace = stop_grace
         self._runtimes: dict[str, PodRuntime] = {}
-        self._queue: asyncio.Queue | None = None
         self._token: int | None = None
         self._task: asyncio.Task | None = None
 
     async def start(self) -> None:
         if self.runtime_kind == "containers":
             self.engine = containers.find_engine()
-            containers.check_image(self.engine, self.image)
-            await asyncio.to_thread(containers.remove_labelled, self.engine, self.cluster_id)
+            engine, image = self.engine_and_image()
+            containers.check_image(engine, image)
+            await asyncio.to_thread(containers.remove_labelled, engine, self.cluster_id)
         elif self.isolation == "namespaces":
             ensure_data_mountpoint()
         self.paths.pods_dir.mkdir(parents=True, exist_ok=True)
-        self._queue = asyncio.Queue()
-        self._token = self.service.store.subscribe(self._queue.put_nowait)
+        queue: asyncio.Queue[Event] = asyncio.Queue()
+        self._token = self.service.store.subscribe(queue.put_nowait)
         for pod in self.service.list()[0]:
-            self._queue.put_nowait(Event("ADDED", pod, None, 0))
-        self._task = asyncio.create_task(self._loop())
+            queue.put_nowait(Event("ADDED", pod, None, 0))
+        self._task = asyncio.create_task(self._loop(queue))
+
+    def engine_and_image(self) -> tuple[str, str]:
+        """The container engine and worker image of a started ``runtime="containers"`` kubelet.
+        Raises KubeletError for a ``runtime="processes"`` kubelet or one not started."""
+        if self.engine is None or self.image is None:
+            raise KubeletError("no container engine: the kubelet runs processes or is not started")
+        return self.engine, self.image
 
     async def stop(self) -> None:
         """Stop following the store and stop every pod (SIGTERM, SIGKILL after ``stop_grace``)."""
@@ -393,9 +410,9 @@ class Kubelet:
     def runtime(self, uid: str) -> PodRuntime | None:
         return self._runtimes.get(uid)
 
-    async def _loop(self) -> None:
+    async def _loop(self, queue: asyncio.Queue[Event]) -> None:
         while True:
-            event: Event = await self._queue.get()
+            event = await queue.get()
             try:
                 self._handle(event.type, event.object)
             except ApiError as exc:

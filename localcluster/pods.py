@@ -159,7 +159,8 @@ def merge_update(old: dict, new: dict, subresource: str | None) -> dict:
         raise Invalid("Pod is invalid: metadata: Required value")
     name = old["metadata"]["name"]
     if new["metadata"].get("name", name) != name:
-        raise BadRequest(f'the name of the object ({new["metadata"].get("name")}) does not match the name on the URL ({name})')
+        raise BadRequest(f'the name of the object ({new["metadata"].get("name")}) '
+                         f'does not match the name on the URL ({name})')
     if new.get("kind", "Pod") != "Pod":
         raise BadRequest(f"the body is a {new.get('kind')}, expected Pod")
     out = copy.deepcopy(old)
@@ -259,7 +260,7 @@ def table(pods: list[dict], now: datetime, include: str = "Metadata", resource_v
         statuses = status.get("containerStatuses") or []
         ready = sum(1 for s in statuses if s.get("ready"))
         restarts = sum(int(s.get("restartCount") or 0) for s in statuses)
-        row = {"cells": [pod["metadata"]["name"], f"{ready}/{len(spec.get('containers') or [])}",
+        row: dict[str, object] = {"cells": [pod["metadata"]["name"], f"{ready}/{len(spec.get('containers') or [])}",
                          display_status(pod), str(restarts), age(pod["metadata"].get("creationTimestamp"), now),
                          status.get("podIP") or "<none>", spec.get("nodeName") or "<none>",
                          status.get("nominatedNodeName") or "<none>", "<none>"]}

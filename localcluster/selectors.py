@@ -54,7 +54,7 @@ class Requirement:
             return present and value in self.values
         if self.op in ("!=", "notin"):
             return not present or value not in self.values
-        if not present:
+        if value is None:  # absent
             return False
         try:
             number = int(value)
@@ -174,7 +174,7 @@ def parse_labels(text: str | None) -> LabelSelector:
 # Pod fields the real API server accepts in a field selector, and how to read them.
 def _path(*keys: str):
     def get(pod: dict) -> str:
-        cur = pod
+        cur: object = pod
         for k in keys:
             cur = cur.get(k) if isinstance(cur, dict) else None
         if isinstance(cur, bool):

@@ -15,6 +15,7 @@ an event handed out stays valid; callers must not mutate what they receive.
 """
 from __future__ import annotations
 
+import builtins
 import collections
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -101,7 +102,8 @@ class Store:
         """The stored pod or None."""
         return self._objects.get((namespace, name))
 
-    def list(self, scope: Scope = Scope()) -> tuple[list[dict], int]:
+    # builtins.list in the annotations: inside this class ``list`` names the method below
+    def list(self, scope: Scope = Scope()) -> tuple[builtins.list[dict], int]:
         """The matching pods sorted by (namespace, name), and the current resourceVersion."""
         name = scope.fields.value_of("metadata.name")
         if name is not None and scope.namespace is not None:
@@ -148,7 +150,7 @@ class Store:
             fn(event)
         return new
 
-    def events_since(self, rv: int) -> list[Event]:
+    def events_since(self, rv: int) -> builtins.list[Event]:
         """Events with resourceVersion > ``rv``; Expired when some of them were dropped."""
         if rv < self._compacted:
             raise Expired(f"too old resource version: {rv} ({self._compacted})")

@@ -10,10 +10,10 @@ process is killed, the cluster dies with it. Options:
 
 ``ClusterHandle`` attributes: ``kubeconfig``, ``identity``, ``ssh_port``, ``api_url``, ``token``,
 ``state_dir``, ``state`` (state.json), ``client`` (a ``localcluster.client.Client``: ``get_pod``,
-``list_pods``, ``create_pod``, ``delete_pod``, ``patch_pod``, ``request``); methods: ``core_v1()``, ``create_pod``, ``delete_pod``, ``wait_ready`` (-> ip),
-``wait_gone``, ``status()``, ``set_ready``, ``pod_data_dir``, ``ssh``, and the faults
-``restart_api(down_seconds)``, ``drop_watches()``, ``compact_history()``, ``set_latency(seconds)``,
-``fail_watches(code)``.
+``list_pods``, ``create_pod``, ``delete_pod``, ``patch_pod``, ``request``); methods:
+``core_v1()``, ``create_pod``, ``delete_pod``, ``wait_ready`` (-> ip), ``wait_gone``, ``status()``,
+``set_ready``, ``pod_data_dir``, ``ssh``, and the faults ``restart_api(down_seconds)``,
+``drop_watches()``, ``compact_history()``, ``set_latency(seconds)``, ``fail_watches(code)``.
 Waits raise ``ClusterError`` on timeout.
 """
 from __future__ import annotations
@@ -83,7 +83,8 @@ class ClusterHandle:
         readiness probe passes or fails would: the Ready and ContainersReady conditions and
         each container status' ``ready``. Returns the patched pod."""
         value = "True" if ready else "False"
-        status: dict = {"conditions": [{"type": "Ready", "status": value}, {"type": "ContainersReady", "status": value}]}
+        status: dict = {"conditions": [{"type": "Ready", "status": value},
+                                       {"type": "ContainersReady", "status": value}]}
         current = self.client.get_pod(name, namespace).get("status") or {}
         if current.get("containerStatuses"):
             status["containerStatuses"] = [{"name": c["name"], "ready": ready} for c in current["containerStatuses"]]
@@ -106,7 +107,8 @@ class ClusterHandle:
                 "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
                 "-o", "ConnectTimeout=10", f"{getpass.getuser()}@{ip}"]
 
-    def ssh(self, name: str, command: str, timeout: float = 30, namespace: str = "default") -> subprocess.CompletedProcess:
+    def ssh(self, name: str, command: str, timeout: float = 30,
+            namespace: str = "default") -> subprocess.CompletedProcess:
         """Run a shell command in the pod over SSH with the cluster key (text output)."""
         return subprocess.run(self.ssh_command(self.pod_ip(name, namespace)) + [command], capture_output=True,
                               text=True, timeout=timeout, stdin=subprocess.DEVNULL)

@@ -78,7 +78,8 @@ def test_the_runtime_image_ships_no_wheels_build_tree_or_local_cluster(images):
          "ls -d /wheels /src /tmp/wheels 2>/dev/null; "
          "/opt/venv/bin/python -c 'import importlib.util as u; print(u.find_spec(\"localcluster\"))'; "
          "command -v local-cluster || true; "
-         "for c in discovery-daemon elastic-run ssh-bootstrap dataset-sync discover-hosts check-cuda; do command -v $c; done"],
+         "for c in discovery-daemon elastic-run ssh-bootstrap dataset-sync discover-hosts check-cuda; do "
+         "command -v $c; done"],
         capture_output=True, text=True, timeout=300)
     assert probe.returncode == 0, probe.stderr
     lines = probe.stdout.split()

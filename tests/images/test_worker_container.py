@@ -110,8 +110,9 @@ def test_a_pod_that_must_use_cuda_but_cannot_fails_at_start(run_worker):
 def test_without_the_public_key_the_entrypoint_exits_1_with_one_line(images, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
-    run = subprocess.run(["podman", "run", "--rm", "--network", "none", "--volume", f"{empty}:/etc/elastic-horovod/ssh:ro",
-                          images[0]], capture_output=True, text=True, timeout=300)
+    run = subprocess.run(["podman", "run", "--rm", "--network", "none",
+                          "--volume", f"{empty}:/etc/elastic-horovod/ssh:ro", images[0]],
+                         capture_output=True, text=True, timeout=300)
     assert run.returncode == 1
     assert run.stderr.strip() == ("worker-entrypoint: error: no public key at /etc/elastic-horovod/ssh/id_ed25519.pub "
                                   "(mount the job's SSH Secret)")

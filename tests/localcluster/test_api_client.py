@@ -91,7 +91,8 @@ def test_list_with_label_and_field_selectors(api, ns):
     assert names(api.list_namespaced_pod(ns, label_selector="!gen")) == ["d0"]
     assert names(api.list_namespaced_pod(ns, label_selector="gen")) == ["w0", "w1"]
     assert names(api.list_namespaced_pod(ns, field_selector="metadata.name=w1")) == ["w1"]
-    assert names(api.list_namespaced_pod(ns, field_selector="status.phase=Pending,spec.nodeName=remote")) == ["d0", "w0", "w1"]
+    pending_remote = api.list_namespaced_pod(ns, field_selector="status.phase=Pending,spec.nodeName=remote")
+    assert names(pending_remote) == ["d0", "w0", "w1"]
     listed = api.list_namespaced_pod(ns)
     assert int(listed.metadata.resource_version) >= int(last.metadata.resource_version)
     everywhere = api.list_pod_for_all_namespaces(field_selector=f"metadata.namespace={ns}")
@@ -226,7 +227,8 @@ def test_patch_flavours_and_status(api, ns):
     api.patch_namespaced_pod("p", ns, [{"op": "add", "path": "/metadata/labels", "value": {"a": "1"}}])
     api.patch_namespaced_pod("p", ns, {"metadata": {"annotations": {"x": "y"}}})  # strategic merge
     cond = {"type": "Ready", "status": "True"}
-    api.patch_namespaced_pod_status("p", ns, {"status": {"phase": "Running", "podIP": "10.0.0.9", "conditions": [cond]}})
+    api.patch_namespaced_pod_status("p", ns,
+                                    {"status": {"phase": "Running", "podIP": "10.0.0.9", "conditions": [cond]}})
     pod = api.read_namespaced_pod_status("p", ns)
     assert pod.metadata.labels == {"a": "1"} and pod.metadata.annotations == {"x": "y"}
     assert pod.status.pod_ip == "10.0.0.9" and pod.status.conditions[0].status == "True"
@@ -237,7 +239,8 @@ def test_patch_flavours_and_status(api, ns):
 
 def test_bad_body_is_422(api, ns):
     with pytest.raises(ApiException, match=r"\(422\)") as info:
-        api.create_namespaced_pod(ns, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}, "spec": {"containers": []}})
+        api.create_namespaced_pod(ns, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"},
+                                       "spec": {"containers": []}})
     assert info.value.status == 422 and json.loads(info.value.body)["reason"] == "Invalid"
 
 

@@ -95,4 +95,5 @@ def test_namespaces_need_root(tmp_path):
     else:
         proc = lc(tmp_path / "x", "up")
     assert proc.returncode == 1
-    assert proc.stderr.startswith("error: pods with their own hostname and /data need root") and "--isolation none" in proc.stderr
+    assert proc.stderr.startswith("error: pods with their own hostname and /data need root")
+    assert "--isolation none" in proc.stderr

@@ -42,11 +42,13 @@ def test_create_fills_server_fields(svc):
 
 @pytest.mark.parametrize("bad,error", [
     ({"kind": "Service", "metadata": {"name": "x"}, "spec": {}}, BadRequest),
-    ({"metadata": {"name": "x", "namespace": "other"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}, BadRequest),
+    ({"metadata": {"name": "x", "namespace": "other"}, "spec": {"containers": [{"name": "c", "image": "i"}]}},
+     BadRequest),
     ({"metadata": {}, "spec": {"containers": [{"name": "c", "image": "i"}]}}, Invalid),
     ({"metadata": {"name": "Bad_Name"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}, Invalid),
     ({"metadata": {"name": "x"}, "spec": {"containers": []}}, Invalid),
-    ({"metadata": {"name": "x", "labels": {"a": "not ok!"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}, Invalid),
+    ({"metadata": {"name": "x", "labels": {"a": "not ok!"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}},
+     Invalid),
     ("not an object", BadRequest),
 ])
 def test_create_rejects_bad_bodies(svc, bad, error):
@@ -71,14 +73,16 @@ def test_spec_is_immutable_but_status_subresource_is_not(svc):
     out = svc.patch("default", "p", "application/merge-patch+json", b'{"status":{"phase":"Running"}}', "status")
     assert out["status"]["phase"] == "Running"
     # the main resource ignores status changes, as in Kubernetes
-    out = svc.patch("default", "p", "application/merge-patch+json", b'{"status":{"phase":"Failed"},"metadata":{"labels":{"l":"1"}}}')
+    out = svc.patch("default", "p", "application/merge-patch+json",
+                    b'{"status":{"phase":"Failed"},"metadata":{"labels":{"l":"1"}}}')
     assert out["status"]["phase"] == "Running" and out["metadata"]["labels"] == {"l": "1"}
 
 
 def test_patch_with_a_stale_resource_version_conflicts(svc):
     svc.create("default", body())
     with pytest.raises(Conflict, match='Operation cannot be fulfilled on pods "p": the object has'):
-        svc.patch("default", "p", "application/merge-patch+json", b'{"metadata":{"resourceVersion":"999","labels":{"a":"b"}}}')
+        svc.patch("default", "p", "application/merge-patch+json",
+                  b'{"metadata":{"resourceVersion":"999","labels":{"a":"b"}}}')
 
 
 def test_no_op_patch_keeps_the_resource_version(svc):

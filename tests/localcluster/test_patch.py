@@ -54,9 +54,10 @@ def test_bad_json_patch_is_422(ops):
 
 
 def test_strategic_merge_merges_conditions_by_type():
-    target = {"status": {"conditions": [{"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}]}}
+    ready, scheduled = {"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}
+    target = {"status": {"conditions": [ready, scheduled]}}
     out = patch.strategic_merge_patch(target, {"status": {"conditions": [{"type": "Ready", "status": "False"}]}})
-    assert out["status"]["conditions"] == [{"type": "Ready", "status": "False"}, {"type": "PodScheduled", "status": "True"}]
+    assert out["status"]["conditions"] == [{"type": "Ready", "status": "False"}, scheduled]
 
 
 def test_strategic_merge_directives():
@@ -71,9 +72,11 @@ def test_strategic_merge_directives():
 
 def test_apply_picks_by_content_type():
     target = {"metadata": {"labels": {"a": "1"}}}
-    assert patch.apply("application/merge-patch+json", target, b'{"metadata":{"labels":{"a":null}}}') == {"metadata": {"labels": {}}}
-    assert patch.apply("application/json-patch+json; charset=utf-8", target,
-                       b'[{"op":"add","path":"/metadata/labels/b","value":"2"}]')["metadata"]["labels"] == {"a": "1", "b": "2"}
+    merged = patch.apply("application/merge-patch+json", target, b'{"metadata":{"labels":{"a":null}}}')
+    assert merged == {"metadata": {"labels": {}}}
+    json_patched = patch.apply("application/json-patch+json; charset=utf-8", target,
+                               b'[{"op":"add","path":"/metadata/labels/b","value":"2"}]')
+    assert json_patched["metadata"]["labels"] == {"a": "1", "b": "2"}
     with pytest.raises(UnsupportedMediaType, match="the body of the request was in an unknown format - accepted"):
         patch.apply("application/apply-patch+yaml", target, b"{}")
     with pytest.raises(BadRequest, match="error decoding patch: Expecting property name enclosed in"):

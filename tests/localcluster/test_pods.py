@@ -31,13 +31,15 @@ def _pod(**status):
 ])
 def test_table_rows(pod, cells):
     table = pods.table([pod], NOW)
-    assert table["kind"] == "Table" and [c["name"] for c in table["columnDefinitions"]][:3] == ["Name", "Ready", "Status"]
+    assert table["kind"] == "Table"
+    assert [c["name"] for c in table["columnDefinitions"]][:3] == ["Name", "Ready", "Status"]
     assert table["rows"][0]["cells"][:7] == cells
     assert table["rows"][0]["object"]["kind"] == "PartialObjectMetadata"
 
 
 def test_running_status_is_ready_with_ip():
-    pod = {"metadata": {"uid": "u"}, "spec": {"containers": [{"name": "c", "image": "i"}]}, "status": {"phase": "Pending"}}
+    pod = {"metadata": {"uid": "u"}, "spec": {"containers": [{"name": "c", "image": "i"}]},
+           "status": {"phase": "Pending"}}
     status = pods.running_status(pod, "127.1.1.2", "127.0.0.1", NOW, NOW)
     assert status["phase"] == "Running" and status["podIP"] == "127.1.1.2"
     assert pods.is_ready({"status": status})

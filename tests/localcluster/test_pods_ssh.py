@@ -120,7 +120,8 @@ def test_a_pod_whose_sshd_dies_is_failed_not_ready(cluster):
     import signal
     cluster.create_pod("fragile")
     cluster.wait_ready("fragile")
-    init = [p for p in _pods_processes(cluster, "fragile") if _cmdline(p).startswith("sshd:") and "[listener]" in _cmdline(p)]
+    init = [p for p in _pods_processes(cluster, "fragile")
+            if _cmdline(p).startswith("sshd:") and "[listener]" in _cmdline(p)]
     assert len(init) == 1
     os.kill(init[0], signal.SIGKILL)
     pod = wait_for(lambda: (p := cluster.client.get_pod("fragile"))["status"]["phase"] == "Failed" and p, 15,

@@ -61,7 +61,10 @@ def test_list_filters_by_namespace_and_selectors():
     s.create(pod("a", role="worker"))
     s.create(pod("b", role="driver"))
     s.create(pod("c", ns="x", role="worker"))
-    names = lambda scope: [p["metadata"]["name"] for p in s.list(scope)[0]]
+
+    def names(scope: Scope) -> list[str]:
+        return [p["metadata"]["name"] for p in s.list(scope)[0]]
+
     assert names(Scope()) == ["a", "b", "c"]
     assert names(Scope("default")) == ["a", "b"]
     assert names(Scope(None, parse_labels("role=worker"))) == ["a", "c"]
