@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from elastic.launch.command import HorovodrunOptions
+from elastic.launch.events import EVENTS_ENV
 from elastic.launch.plan import LaunchConfig, horovodrun_env, make_plan, plan_as_dict
 from elastic.launch.reap import RUN_ID_ENV
 from elastic.ssh.config import SSH_CONFIG_ENV
@@ -78,7 +79,7 @@ def test_horovodrun_runs_with_the_wrapper_first_the_url_and_the_users_variables(
     env = horovodrun_env(plan, {"A": "old", "PATH": "/usr/bin", "HOME": "/root"}, "http://127.0.0.1:9")
     assert env == {"A": "new", "HOME": "/root", "PYTHONUNBUFFERED": "0",
                    "DISCOVERY_URL": "http://127.0.0.1:9", RUN_ID_ENV: "r1",
-                   SSH_CONFIG_ENV: "/tmp/w/ssh/ssh_config",
+                   SSH_CONFIG_ENV: "/tmp/w/ssh/ssh_config", EVENTS_ENV: "/tmp/w/driver-events.jsonl",
                    "PATH": "/tmp/w/ssh/bin:/venv/bin:/usr/bin"}
     assert plan.horovodrun[0] == "horovodrun" and plan.horovodrun[-3:] == TRAIN
     assert "A=new" not in " ".join(plan.horovodrun)  # variables go through the environment
@@ -117,3 +118,11 @@ def test_dry_run_with_bad_input_is_still_exit_2():
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == ["error: --min-np must be a positive integer, got 0"]
+
+
+def test_the_driver_events_go_to_the_workdir_unless_a_file_is_given():
+    default = plan_of(config())
+    assert default.events_file == "/tmp/w/driver-events.jsonl" == default.env[EVENTS_ENV]
+    given = plan_of(config(events_file="/logs/events.jsonl", stall_timeout=60.0))
+    assert given.events_file == "/logs/events.jsonl" == given.env[EVENTS_ENV]
+    assert given.stall_timeout == 60.0 and plan_of(config(stall_timeout=None)).stall_timeout is None
