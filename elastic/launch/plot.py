@@ -53,6 +53,7 @@ MARKERS = ("join", "leave", "reset", "epoch", "event")
 # driver event kinds drawn as ``event`` markers; the others (worker_start, progress, notify...)
 # come by the dozen and would hide the plot
 MARKED_KINDS = ("abort", "stop", "note")
+MAX_LABEL = 32  # characters of a marker's label drawn beside its line
 _NUMBER = re.compile(r"-?\d+")
 
 
@@ -266,8 +267,12 @@ def write_plot(path: str | os.PathLike, data: PlotData, title: str = "elastic-ru
             texts.setdefault(near[0] if near else t, []).append(text)
         for t, items in texts.items():  # one label per instant: hosts that came together
             label = " ".join(items) if len(items) <= 3 else f"{' '.join(items[:3])} +{len(items) - 3}"
-            world_ax.annotate(label, (t, 1), xycoords=("data", "axes fraction"), rotation=90, fontsize=7,
-                              va="top", ha="right", color=color, xytext=(-2, -2), textcoords="offset points")
+            if len(label) > MAX_LABEL:  # a label runs down its line inside the world-size panel
+                label = label[:MAX_LABEL - 1] + "…"
+            note = world_ax.annotate(label, (t, 1), xycoords=("data", "axes fraction"), rotation=90, fontsize=7,
+                                     va="top", ha="right", color=color, xytext=(-2, -2),
+                                     textcoords="offset points")
+            note.set_in_layout(False)  # never stretches the figure, whatever the text
     fig.legend(loc="outside lower center", fontsize=8, ncols=7)
     loss_ax.set_xlabel("seconds since start")
     loss_ax.set_xlim(0, end)
