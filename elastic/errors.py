@@ -17,6 +17,7 @@
      │    └── VerifyFailed       the copy on a host does not match the manifest
      └── LaunchError             horovodrun or the discovery daemon could not be started (exit 1)
           ├── DaemonUnavailable  the discovery daemon did not answer
+          │    └── BadAnswer      its answer is not a whole list of host:slots lines
           ├── DaemonStartError   a daemon started by the launcher exited or never became ready
           ├── ToolNotFound       a command the launcher needs is not installed
           └── PlotError          elastic-run --plot: the plot could not be drawn, written or read back
@@ -112,3 +113,7 @@ class ToolNotFound(LaunchError):
 
 class PlotError(LaunchError):
     """``elastic-run --plot``: the plot could not be drawn, written or read back."""
+
+
+class BadAnswer(DaemonUnavailable):
+    """The discovery daemon's answer is not a whole list of ``host:slots`` lines."""

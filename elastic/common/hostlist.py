@@ -73,7 +73,7 @@ def split_host_slots(line: str, default_slots: int = 1) -> tuple[str, int]:
     (the launcher reads lines the daemon already checked); no numeric slots part -> the whole
     line and ``default_slots``. The one place in ``elastic`` that splits ``host:slots``."""
     name, sep, slots = line.rpartition(":")
-    if sep and name and slots.isdigit():
+    if sep and name and slots.isascii() and slots.isdigit():
         return name, int(slots)
     return line, default_slots
 

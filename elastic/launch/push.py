@@ -17,36 +17,39 @@ from __future__ import annotations
 
 import http.client
 import logging
-import re
 import threading
 import time
 from typing import Callable
 from urllib.parse import urlsplit
 
+from elastic.common.hostlist import MAX_SLOTS, split_host_slots, validate_host_name
+from elastic.errors import BadAnswer, ConfigError
+
 log = logging.getLogger("elastic.push")
 
-_HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$")
-MAX_SLOTS = 1024
-
-
-class BadAnswer(ValueError):
-    """The daemon's body is not a list of ``host:slots`` lines."""
 
 
 def parse_hosts(text: str, default_slots: int) -> dict[str, int]:
-    """``host:slots`` lines -> {host: slots}; BadAnswer names the first bad line."""
+    """The daemon's ``/hosts`` body -> ``{host: slots}``, read as Horovod's own parser reads it:
+    lines split on ``\n`` only. A line whose host fails ``validate_host_name`` or whose slots
+    are not 1..``MAX_SLOTS`` is skipped with a warning and the others are kept, so one bad pod
+    never freezes the job's host set. ``BadAnswer`` when the body is not whole (no final newline)."""
+    if text and not text.endswith("\n"):
+        raise BadAnswer("answer does not end with a newline (partial?)")
     hosts: dict[str, int] = {}
-    for line in text.splitlines():
-        line = line.strip()
+    for line in text.split("\n"):
         if not line:
             continue
-        host, sep, slots = line.partition(":")
-        if not _HOST.match(host) or (sep and not (slots.isascii() and slots.isdigit())):
-            raise BadAnswer(f"bad host line {line[:80]!r}")
-        n = int(slots) if sep else default_slots
-        if not 0 < n <= MAX_SLOTS:
-            raise BadAnswer(f"bad slot count in {line[:80]!r}")
-        hosts[host] = n
+        name, slots = split_host_slots(line, default_slots)
+        try:
+            validate_host_name(name)
+        except ConfigError as exc:
+            log.warning("skipping the daemon's line %r: %s", line[:80], exc)
+            continue
+        if not 0 < slots <= MAX_SLOTS:
+            log.warning("skipping the daemon's line %r: slots must be 1..%d", line[:80], MAX_SLOTS)
+            continue
+        hosts[name] = slots
     return hosts
 
 
@@ -113,7 +116,7 @@ class DaemonDiscovery:
                 if conn is None:
                     conn = http.client.HTTPConnection(self._host, self._port, timeout=self._poll_timeout + 10)
                 self._poll(conn)
-            except (OSError, http.client.HTTPException, ValueError) as exc:  # BadAnswer, bad bytes
+            except (OSError, http.client.HTTPException, ValueError, BadAnswer) as exc:  # bad bytes, a partial answer
                 log.debug("discovery poll failed (keeping the last hosts): %s", exc)
                 if conn is not None:
                     conn.close()

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from elastic.launch.push import BadAnswer, DaemonDiscovery, parse_hosts
+from elastic.errors import BadAnswer
+from elastic.launch.push import DaemonDiscovery, parse_hosts
 from tests.discovery.conftest import daemon, fake_pod  # noqa: F401  (fixture)
 
 
@@ -31,15 +32,16 @@ def test_parse_hosts(text, hosts):
     assert parse_hosts(text, 3) == hosts
 
 
-@pytest.mark.parametrize("text,match", [
-    ("10.0.0.1:2\n;rm -rf /:1\n", "bad host line"),
-    ("10.0.0.1:x\n", "bad host line"),
-    ("10.0.0.1:0\n", "bad slot count"),
-    ("10.0.0.1:99999\n", "bad slot count"),
-])
-def test_parse_hosts_rejects_the_whole_answer(text, match):
-    with pytest.raises(BadAnswer, match=match):
-        parse_hosts(text, 1)
+@pytest.mark.parametrize("bad", [";rm -rf /:1", "10.0.0.1:x", "10.0.0.1:0", "10.0.0.1:99999", "-oProxy=x:1",
+                                 "10.0.0.1:\u00b2", "a b:1", "10.0.0.3\r:1", "h\x0bi:1", "h\u2028i:1"])
+def test_a_bad_line_is_skipped_and_the_good_ones_kept(bad, caplog):
+    assert parse_hosts(f"10.0.0.1:2\n{bad}\n10.0.0.2:1\n", 1) == {"10.0.0.1": 2, "10.0.0.2": 1}
+    assert "skipping the daemon's line" in caplog.text
+
+
+def test_a_partial_answer_is_refused_whole():
+    with pytest.raises(BadAnswer, match="does not end with a newline"):
+        parse_hosts("10.0.0.1:2\n10.0.0.2", 1)
 
 
 def test_long_poll_answers_when_the_table_changes(cluster, daemon):  # noqa: F811
