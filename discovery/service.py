@@ -5,9 +5,12 @@ starts the watch thread and the publisher task; leaving stops both and cancels r
 prepare commands. Nothing starts in the constructor.
 
 The watch thread only touches the pod cache and then *kicks* the event loop
-(``call_soon_threadsafe``). The publisher task, on the loop, coalesces kicks: it builds one
-``HostTable`` from the cache's latest snapshot, swaps it into ``table`` (one attribute
-assignment; handlers only read it), writes the hostfile and wakes waiters.
+(``call_soon_threadsafe``). The publisher task, on the loop, coalesces kicks: it drains the
+pods changed since its last run from the cache, feeds them (and the admission state, as a
+value) to the incremental ``TableBuilder``, swaps the new ``HostTable`` into ``table`` (one
+attribute assignment; handlers only read it), starts preparation for new hosts, writes the
+hostfile when the hosts changed and wakes waiters. A publish costs in proportion to the pods
+that changed (and the groups they are in), not to the pod count.
 
 Staleness: while the watch is disconnected the last table keeps being served; ``age()`` is
 the seconds since the connection was lost (0 while connected) and ``stale`` is true once
@@ -25,7 +28,7 @@ from discovery.cache import PodCache
 from discovery.hostfile import HostfileWriter
 from discovery.hosts import Rules
 from discovery.kube import PodAPI
-from discovery.table import EMPTY, HostTable, TableBuilder, make_table
+from discovery.table import EMPTY, HostTable, TableBuilder
 from discovery.watch import PodWatcher, WatchStatus
 
 log = logging.getLogger("discovery.service")
@@ -135,26 +138,27 @@ class DiscoveryService:
     def _publish(self) -> None:
         if not self.watcher.status.synced:
             return
-        _, pods = self.cache.snapshot()
-        result = self._builder.result(pods)
-        state = None
-        if self.admission is not None:
+        _, changes = self.cache.drain()
+        adm = self.admission
+        changed_uids = adm.take_changed() if adm is not None else ()
+        if not changes and not changed_uids and self.table.synced:
+            return
+        delta = self._builder.apply(changes, adm.states if adm is not None else None, changed_uids)
+        if adm is not None:
             # forget an incarnation only when its pod is gone: a readiness flap keeps the uid
-            self.admission.forget({(p.get("metadata") or {}).get("uid") for p in pods})
-            state = self.admission.state
+            adm.forget(delta.gone_uids)
+            for h in delta.unprepared:
+                adm.request(h)
         old = self.table
-        table = make_table(old.generation + 1, result, len(pods), state)
+        table = self._builder.table(old.generation + 1)
         self.table = table
-        if table.text != old.text or not old.synced:
-            log.info("hosts", extra={"fields": {"hosts": len(table.hosts), "skipped": len(table.skipped),
-                                                "preparing": len(table.preparing),
-                                                "pods": table.pods_seen}})
-        before = set(old.skipped)
-        for s in table.skipped:
-            if s not in before:
-                log.warning("pod skipped", extra={"fields": {"pod": s.pod, "namespace": s.namespace,
-                                                             "reason": s.reason}})
-        if self._hostfile is not None:
+        if delta.hosts_changed or not old.synced:
+            log.info("hosts", extra={"fields": {"hosts": table.served, "pods": table.pods_seen,
+                                                "changed": len(changes)}})
+        for s in delta.new_skips:
+            log.warning("pod skipped", extra={"fields": {"pod": s.pod, "namespace": s.namespace,
+                                                         "reason": s.reason}})
+        if self._hostfile is not None and (delta.hosts_changed or not old.synced):
             try:
                 self._hostfile.update(table.hosts)
             except OSError as e:
