@@ -50,6 +50,7 @@ from elastic.ssh.exec import HostKeyUnverified, SSHClient
 from elastic.sync.cancel import CancelToken
 from elastic.sync.lock import HostLock, LockTimeout
 from elastic.sync.progress import ProgressBoard
+from elastic.sync.relay import PeerSource, pull_script
 from elastic.sync.remote import (DestRefused, Layout, listing_script, new_version_name, parse_probe,
                                  probe_script, seed_staging_script, verify_commit_script)
 from elastic.sync.retry import RetryPolicy, retry_call
@@ -113,6 +114,7 @@ class HostOutcome:
     version: str = ""
     error: str = ""
     unchanged: bool = False
+    source: str = "launcher"   # who served the copy: "launcher" or the peer host (relay)
 
 
 @dataclass(frozen=True)
@@ -143,11 +145,11 @@ class SyncReport:
 
 def render_report(report: SyncReport) -> str:
     """The per-host result table printed at the end of a run."""
-    rows = [[h.host, "ok" if h.ok else "FAILED", h.method,
+    rows = [[h.host, "ok" if h.ok else "FAILED", h.method, h.source if h.ok and not h.unchanged else "-",
              "unchanged" if h.unchanged else ("new copy" if h.ok else "-"), h.files_sent, human_bytes(h.bytes_sent),
              f"{h.seconds:.1f}", h.attempts, h.error] for h in report.hosts]
-    return render_table(["HOST", "STATUS", "METHOD", "CHANGE", "FILES SENT", "BYTES SENT", "SECONDS", "ATTEMPTS",
-                         "ERROR"], rows)
+    return render_table(["HOST", "STATUS", "METHOD", "SOURCE", "CHANGE", "FILES SENT", "BYTES SENT", "SECONDS",
+                         "ATTEMPTS", "ERROR"], rows)
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -162,6 +164,7 @@ class _Attempt:
     bytes: int = 0
     version: str = ""
     unchanged: bool = False
+    source: str = "launcher"
 
 
 class _Expected:
@@ -203,6 +206,7 @@ class _HostSync:
         self.checksum = False
         self.wanted = expected
         self.last = _Attempt()
+        self.peer: PeerSource | None = None  # relay: pull from this peer instead of pushing SRC
 
     def _check(self) -> None:
         if self.cancel.cancelled:
@@ -273,9 +277,17 @@ class _HostSync:
         return result
 
     def _copy_rsync(self, current: str, result: _Attempt) -> None:
-        argv = rsync_argv(self.src, self.host, self.layout, current, self.client.rsh(),
-                          remote_rsync=self.options.remote_rsync, bwlimit_kbps=self.options.bwlimit_kbps,
-                          checksum=self.checksum)
+        stdin = None
+        if self.peer is not None:  # relay: the host pulls from a peer's read-only rsync daemon
+            argv = self.client.argv(self.host, pull_script(
+                self.layout, self.peer, current, address=self.host, checksum=self.checksum, bwlimit_kbps=self.options.bwlimit_kbps,
+                remote_rsync=self.options.remote_rsync))
+            stdin = self.peer.secret.encode() + b"\n"
+            result.source = self.peer.host
+        else:
+            argv = rsync_argv(self.src, self.host, self.layout, current, self.client.rsh(),
+                              remote_rsync=self.options.remote_rsync, bwlimit_kbps=self.options.bwlimit_kbps,
+                              checksum=self.checksum)
 
         def progress(p: RsyncProgress) -> None:
             changes = {"bytes_sent": p.bytes}
@@ -284,7 +296,7 @@ class _HostSync:
             self.board.update(self.host, **changes)
 
         t0 = time.monotonic()
-        stats = run_rsync(argv, self.host, progress, self.cancel)
+        stats = run_rsync(argv, self.host, progress, self.cancel, stdin)
         log.debug("%s: rsync took %.3fs", self.host, time.monotonic() - t0)
         result.files, result.bytes = stats.files_transferred, stats.bytes_transferred
         self.board.update(self.host, bytes_sent=stats.bytes_transferred, files_sent=stats.files_transferred,
