@@ -9,8 +9,9 @@ plain parallel sync (``service.sync_dataset``) and the relay, and returns the sa
 The relay (see ``elastic.sync.relay`` for the channel and its threat model):
 
 1. ``peers`` (hosts outside this run that may hold the dataset, e.g. the job's current hosts
-   when one late joiner is prepared) are probed over SSH; each whose current version has this
-   manifest and passes the quick check becomes a sender;
+   when one late joiner is prepared) are probed over SSH, at most 8 at once (a peer that is
+   gone costs one connect timeout); each whose current version has this manifest and passes
+   the quick check becomes a sender;
 2. the launcher is a sender too. A free sender is paired with a pending host
    (``relay.assign``: peers first); each host runs the ordinary per-host pipeline (lock, probe,
    copy, verify against the manifest, atomic publish), pulling from its peer when the sender is
@@ -34,13 +35,14 @@ import subprocess
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from elastic.common.hostlist import Host
 from elastic.common.table import human_bytes
 from elastic.errors import ConfigError, SSHError, SyncError
-from elastic.ssh.exec import SSHClient
+from elastic.ssh.exec import SSHClient, ssh_failure
 from elastic.sync.cancel import CancelToken
 from elastic.sync.progress import ProgressBoard
 from elastic.sync.relay import LAUNCHER, PeerSource, assign, choose_relay, parse_serve, serve_script
@@ -83,9 +85,15 @@ class PeerServer:
                 pass
             line = _readline(proc, timeout)
             if not line:
-                err = proc.stderr.read().decode("utf-8", "replace") if proc.wait(10) is not None else ""
-                raise SSHError(f"{self.host}: relay server did not start: "
-                               f"{(err.strip().splitlines() or ['no answer'])[-1]}")
+                if proc.poll() is None:
+                    proc.kill()
+                code = proc.wait()
+                err = proc.stderr.read() if proc.stderr is not None else b""
+                _end(proc)
+                if code == 255:
+                    raise ssh_failure(self.host, err)
+                raise SyncError(f"{self.host}: relay server did not start: "
+                                f"{(err.decode('utf-8', 'replace').strip().splitlines() or ['no answer'])[-1]}")
             try:
                 state = parse_serve(line.decode("utf-8", "replace"))
             except SyncError as exc:
@@ -151,7 +159,9 @@ def distribute(src: str, dest: str, hosts: list[Host], options: SyncOptions | No
     options = options or SyncOptions()
     names = [h.name for h in hosts]
     peer_names = [p for p in dict.fromkeys(peers) if p not in names]
-    if not choose_relay(relay, len(names), len(peer_names)):
+    if options.transport == "sftp" and relay == "on":
+        raise ConfigError("--relay on needs rsync on the hosts; not with --transport sftp")
+    if options.transport == "sftp" or not choose_relay(relay, len(names), len(peer_names)):
         return sync_dataset(src, dest, hosts, options, cancel=cancel, board_hook=board_hook)
     cancel = cancel or CancelToken()
     if not names:
@@ -219,7 +229,9 @@ class _RelayRun:
         return ok
 
     def run(self) -> tuple[HostOutcome, ...]:
-        senders = [LAUNCHER] + [p for p in self.peers if self._peer_has_copy(p)]
+        with ThreadPoolExecutor(max_workers=8, thread_name_prefix="relay-probe") as pool:
+            holders = list(pool.map(self._peer_has_copy, self.peers))
+        senders = [LAUNCHER] + [p for p, ok in zip(self.peers, holders) if ok]
         free = list(senders)
         dead: set[str] = set()
         pending = list(self.names)
@@ -236,7 +248,7 @@ class _RelayRun:
         while pending or running:
             if self.cancel.cancelled:
                 for n in pending:
-                    outcomes[n] = HostOutcome(n, False, attempts=attempts[n], error=f"{n}: interrupted")
+                    outcomes[n] = HostOutcome(n, False, attempts=attempts[n], error=f"{n}: interrupted", source="-")
                 pending = []
             for sender, host in assign(free, pending, refused):
                 free.remove(sender)
@@ -284,7 +296,7 @@ class _RelayRun:
             if attempts[host] >= self.options.retry.attempts or not _retryable(exc) or self.cancel.cancelled:
                 last = workers[host].last
                 outcomes[host] = HostOutcome(host, False, last.method, last.files, last.bytes, seconds,
-                                             attempts[host], error=str(exc))
+                                             attempts[host], error=str(exc), source="-")
                 self.board.update(host, phase="failed")
             else:
                 log.warning("%s (attempt %d, from %s); retrying from another source", exc, attempts[host], sender)

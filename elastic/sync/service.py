@@ -50,7 +50,7 @@ from elastic.ssh.exec import HostKeyUnverified, SSHClient
 from elastic.sync.cancel import CancelToken
 from elastic.sync.lock import HostLock, LockTimeout
 from elastic.sync.progress import ProgressBoard
-from elastic.sync.relay import PeerSource, pull_script
+from elastic.sync.relay import LAUNCHER, PeerSource, pull_script
 from elastic.sync.remote import (DestRefused, Layout, listing_script, new_version_name, parse_probe,
                                  probe_script, seed_staging_script, verify_commit_script)
 from elastic.sync.retry import RetryPolicy, retry_call
@@ -381,10 +381,11 @@ def sync_dataset(src: str, dest: str, hosts: list[Host], options: SyncOptions | 
                 board.update(host, phase="failed")
                 last = worker.last
                 return HostOutcome(host, False, last.method, last.files, last.bytes,
-                                   round(time.monotonic() - t0, 3), attempts, error=str(exc))
+                                   round(time.monotonic() - t0, 3), attempts, error=str(exc), source="-")
             board.update(host, phase="done")
             return HostOutcome(host, True, result.method, result.files, result.bytes,
-                               round(time.monotonic() - t0, 3), attempts, result.version, unchanged=result.unchanged)
+                               round(time.monotonic() - t0, 3), attempts, result.version, unchanged=result.unchanged,
+                               source="-" if result.unchanged else LAUNCHER)
 
         with ThreadPoolExecutor(max_workers=min(options.jobs, len(names)), thread_name_prefix="dataset-sync") as pool:
             outcomes = tuple(pool.map(one, names))
