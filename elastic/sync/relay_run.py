@@ -68,8 +68,16 @@ class PeerServer:
         self._rng = rng or random.SystemRandom()
         self._proc: subprocess.Popen | None = None
         self.source: PeerSource | None = None
+        self.failed = False  # start raised: this peer cannot serve
 
     def start(self, timeout: float = 60.0) -> PeerSource:
+        try:
+            return self._start(timeout)
+        except BaseException:
+            self.failed = True
+            raise
+
+    def _start(self, timeout: float) -> PeerSource:
         for _ in range(5):
             port = self._rng.randrange(*PORT_RANGE)
             secret = secrets.token_urlsafe(24)
@@ -110,6 +118,11 @@ class PeerServer:
     @property
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def gone(self) -> bool:
+        """It failed to start, or its session ended (the peer died, or was deleted)."""
+        return self.failed or (self._proc is not None and self._proc.poll() is not None)
 
     def stop(self) -> None:
         if self._proc is not None:
@@ -198,6 +211,7 @@ class _RelayRun:
                                 control_dir=control_dir)
         self.servers: dict[str, PeerServer] = {}
         self.allow = names + peers
+        self._starter = ThreadPoolExecutor(max_workers=8, thread_name_prefix="relay-serve")
 
     def _server(self, peer: str) -> PeerSource:
         server = self.servers.get(peer)
@@ -211,6 +225,7 @@ class _RelayRun:
         return server.source
 
     def stop_servers(self) -> None:
+        self._starter.shutdown(wait=True)
         for server in self.servers.values():
             server.stop()
 
@@ -287,7 +302,7 @@ class _RelayRun:
                 exc = SyncError(f"{host}: unexpected error: {exc!r}")
             if sender != LAUNCHER:
                 server = self.servers.get(sender)
-                if isinstance(exc, VerifyFailed) or server is None or not server.alive:
+                if isinstance(exc, VerifyFailed) or (server is not None and server.gone):
                     dead.add(sender)  # its copy is bad, or its server is gone: it serves no one else
                     log.warning("peer %s no longer serves (%s)", sender, exc)
                 refused.setdefault(host, set()).add(sender)
@@ -305,8 +320,14 @@ class _RelayRun:
         return tuple(outcomes[n] for n in self.names)
 
     def _copy(self, worker: _HostSync, sender: str, number: int, done: "queue.Queue[_Done]") -> None:
+        """One attempt of ``worker``'s host from ``sender``. The peer's server starts while the
+        host takes its lock and is probed; the copy waits for it."""
         try:
-            worker.peer = None if sender == LAUNCHER else self._server(sender)
+            if sender == LAUNCHER:
+                worker.peer = None
+            else:
+                starting = self._starter.submit(self._server, sender)
+                worker.peer = starting.result
             done.put(_Done(worker.host, sender, worker.attempt(number)))
         except BaseException as exc:  # noqa: BLE001 - reported to the scheduler, which decides
             done.put(_Done(worker.host, sender, error=exc))

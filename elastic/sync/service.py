@@ -41,6 +41,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from typing import Callable
 
 from elastic.errors import ConfigError, SSHError, SyncError
 from elastic.common.hostlist import Host
@@ -206,7 +207,8 @@ class _HostSync:
         self.checksum = False
         self.wanted = expected
         self.last = _Attempt()
-        self.peer: PeerSource | None = None  # relay: pull from this peer instead of pushing SRC
+        # relay: pull from the peer this returns (it blocks until the peer serves) instead of pushing SRC
+        self.peer: Callable[[], PeerSource] | None = None
 
     def _check(self) -> None:
         if self.cancel.cancelled:
@@ -279,11 +281,12 @@ class _HostSync:
     def _copy_rsync(self, current: str, result: _Attempt) -> None:
         stdin = None
         if self.peer is not None:  # relay: the host pulls from a peer's read-only rsync daemon
+            peer = self.peer()
             argv = self.client.argv(self.host, pull_script(
-                self.layout, self.peer, current, address=self.host, checksum=self.checksum, bwlimit_kbps=self.options.bwlimit_kbps,
+                self.layout, peer, current, address=self.host, checksum=self.checksum, bwlimit_kbps=self.options.bwlimit_kbps,
                 remote_rsync=self.options.remote_rsync))
-            stdin = self.peer.secret.encode() + b"\n"
-            result.source = self.peer.host
+            stdin = peer.secret.encode() + b"\n"
+            result.source = peer.host
         else:
             argv = rsync_argv(self.src, self.host, self.layout, current, self.client.rsh(),
                               remote_rsync=self.options.remote_rsync, bwlimit_kbps=self.options.bwlimit_kbps,
