@@ -11,8 +11,8 @@ Layers (commands -> services -> adapters -> pure model):
 - ``discovery.watch``           list + watch through the official ``kubernetes`` client
 - ``discovery.admission``       ``--prepare-cmd`` once per pod uid before a host is served
 - ``discovery.hostfile``        atomic ``host slots=N`` file
-- ``discovery.cache``           pod cache: events, relist diff, snapshots
-- ``discovery.table``           the immutable ``HostTable`` snapshot
+- ``discovery.cache``           pod cache: events, relist diff, changes drained by the publisher
+- ``discovery.table``           the immutable ``HostTable``; pure full and incremental builders
 - ``discovery.hosts``           the pure pods -> hosts rule (standard library only)
 - ``discovery.errors``          the package's error tree (imports nothing; the client's errors too)
 

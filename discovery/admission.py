@@ -12,7 +12,10 @@ or a timeout is retried up to ``retries`` more times with a growing delay; after
 pod is reported as skipped with the last failure as the reason until its uid changes.
 
 Owned by the asyncio side: every method must be called from the event loop's thread.
-``request`` never blocks; ``aclose`` cancels running commands (their processes are killed).
+``request`` never blocks (it starts the preparation task of a new uid); ``states`` is the
+read-only state by uid the table builder takes as a value; ``take_changed`` hands over the uids
+whose state changed since the last call; ``aclose`` cancels running commands (their processes
+are killed).
 """
 from __future__ import annotations
 
@@ -22,7 +25,8 @@ import os
 import shlex
 import signal
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from types import MappingProxyType
+from typing import Callable, Iterable, Mapping
 
 from discovery.errors import ConfigError
 from discovery.hosts import Host, escape, servable
@@ -70,11 +74,13 @@ class Admission:
         self._on_change = on_change
         self._state: dict[str, str] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._changed: set[str] = set()
+        self.states: Mapping[str, str] = MappingProxyType(self._state)
         self._sem: asyncio.Semaphore | None = None
         self.runs = 0          # command executions started
         self.failures = 0      # executions that did not exit 0
 
-    def state(self, host: Host) -> str:
+    def request(self, host: Host) -> str:
         """``ADMITTED`` | ``PREPARING`` | ``"prepare failed: ..."``; starts preparation if new."""
         st = self._state.get(host.uid)
         if st is None:
@@ -85,9 +91,14 @@ class Admission:
                 self._prepare(host), name=f"prepare {host.pod}")
         return st
 
-    def forget(self, live_uids: set[str]) -> None:
+    def take_changed(self) -> set[str]:
+        """The uids whose state changed (a preparation ended) since the last call."""
+        changed, self._changed = self._changed, set()
+        return changed
+
+    def forget(self, gone_uids: Iterable[str]) -> None:
         """Drop state (and cancel work) for uids whose pods no longer exist."""
-        for uid in [u for u in self._state if u not in live_uids]:
+        for uid in [u for u in gone_uids if u in self._state]:
             del self._state[uid]
             task = self._tasks.pop(uid, None)
             if task is not None:
@@ -125,6 +136,7 @@ class Admission:
     def _finish(self, uid: str, state: str) -> None:
         if uid in self._state:
             self._state[uid] = state
+            self._changed.add(uid)
             self._on_change()
 
     async def _run_once(self, host: Host) -> tuple[bool, str]:

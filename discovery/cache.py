@@ -4,9 +4,9 @@ Pods are kept *slim* (only the fields the host rule reads), keyed by ``namespace
 A relist is compared with the cache like the official client's informer does: pods that
 vanished from the list become deletions, so nothing stale survives a missed DELETED event.
 
-Thread-safe: the watch thread writes, the publisher reads ``snapshot()``. ``snapshot``
-returns an immutable view (a tuple) and the cache's change counter, so a reader can tell
-whether anything happened since its last look without copying.
+Thread-safe: the watch thread writes; the publisher takes ``drain()``, the pods changed since
+its last call (work proportional to the changes, not to the cache). ``snapshot()`` returns
+every pod as an immutable view (a tuple) and the change counter, for whole-list readers.
 """
 from __future__ import annotations
 
@@ -70,6 +70,7 @@ class PodCache:
         self._pods: dict[str, dict[str, Any]] = {}
         self._version = 0
         self._view: tuple[dict[str, Any], ...] | None = ()
+        self._changes: dict[str, dict[str, Any] | None] = {}  # since the last drain
 
     def apply(self, event_type: str, pod: Mapping[str, Any]) -> bool:
         """Apply one ADDED/MODIFIED/DELETED event; returns whether the cache changed.
@@ -79,10 +80,11 @@ class PodCache:
         key = pod_key(pod)
         with self._lock:
             if event_type in ("ADDED", "MODIFIED"):
-                self._pods[key] = slim_pod(pod)
+                self._pods[key] = self._changes[key] = slim_pod(pod)
             elif event_type == "DELETED":
                 if self._pods.pop(key, None) is None:
                     return False
+                self._changes[key] = None
             else:
                 raise ValueError(f"unknown event type {event_type!r}")
             self._version += 1
@@ -99,10 +101,21 @@ class PodCache:
             modified = tuple(k for k, p in fresh.items() if k in old and old[k] != p)
             diff = RelistDiff(added, modified, deleted)
             self._pods = fresh
+            for k in (*added, *modified):
+                self._changes[k] = fresh[k]
+            for k in deleted:
+                self._changes[k] = None
             if diff.changed:
                 self._version += 1
                 self._view = None
             return diff
+
+    def drain(self) -> tuple[int, dict[str, dict[str, Any] | None]]:
+        """``(version, changes)``: each pod key changed since the last ``drain`` -> its pod now
+        (``None``: deleted). Hands the changes over (the next call starts empty); one caller."""
+        with self._lock:
+            changes, self._changes = self._changes, {}
+            return self._version, changes
 
     def snapshot(self) -> tuple[int, tuple[dict[str, Any], ...]]:
         """``(version, pods)``; the tuple is shared and must be treated as read-only."""

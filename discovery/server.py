@@ -49,7 +49,7 @@ class ServiceCollector:
     def collect(self) -> Iterable[Any]:
         svc, s, t = self.svc, self.svc.status, self.svc.table
         yield GaugeMetricFamily("discovery_pods_seen", "Pods the watch selects", value=t.pods_seen)
-        yield GaugeMetricFamily("discovery_hosts_served", "Hosts served on /hosts", value=len(t.hosts))
+        yield GaugeMetricFamily("discovery_hosts_served", "Hosts served on /hosts", value=t.served)
         g = GaugeMetricFamily("discovery_pods_skipped", "Pods skipped, by reason kind", labels=["reason"])
         kinds: dict[str, int] = {}
         for sk in t.skipped:

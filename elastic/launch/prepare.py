@@ -15,7 +15,9 @@ RFC 1123 name (``hostlist.validate_host_name``); anything else -- an option such
    module holds no lock.  With ``DISCOVERY_POD_UID`` in the environment (the discovery daemon
    sets it), ``--repin-for-uid UID`` is passed: an address reused by a new pod gets its new
    host key pinned; a changed key for the same pod is still refused;
-2. with ``--dataset``, ``dataset-sync SRC DEST --host HOST --ssh-config DIR/ssh_config``.
+2. with ``--dataset``, ``dataset-sync SRC DEST --host HOST --ssh-config DIR/ssh_config
+   --peers-file DIR/hostfile``: the job's other pinned hosts are peers, so a late joiner pulls
+   the dataset from one that holds a verified copy (relay), not from the launcher.
 
 Exit 0 when HOST is ready; otherwise non-zero with one line on stderr (the daemon retries and
 reports the line). ``elastic-run`` writes this command for the daemons it starts; the launcher
@@ -83,7 +85,8 @@ def prepare(host: str, identity: str, ssh_dir: str, ssh_port: int | None, datase
     _run(argv, f"ssh-bootstrap hosts for {host}", SSHError)
     if dataset:
         src, dest = parse_dataset(dataset)
-        _run([tool("dataset-sync"), f"--host={host}", "--ssh-config", f"{ssh_dir}/ssh_config", "--", src, dest],
+        _run([tool("dataset-sync"), f"--host={host}", "--ssh-config", f"{ssh_dir}/ssh_config",
+              "--peers-file", f"{ssh_dir}/hostfile", "--", src, dest],
              f"dataset-sync to {host}", SyncError)
 
 

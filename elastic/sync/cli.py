@@ -3,7 +3,7 @@
     dataset-sync SRC DEST [--hosts h1,h2 | --hosts-file F | --host H] [--ssh-config FILE] [--jobs N]
                  [--allowed-root DIR]... [--transport auto|rsync|sftp] [--retries N] [--retry-delay S]
                  [--verify-unchanged quick|checksum] [--no-hash-cache] [--bwlimit KBPS] [--report FILE]
-                 [--symlinks refuse|copy-unsafe|keep]
+                 [--symlinks refuse|copy-unsafe|keep] [--relay auto|on|off] [--peers h1,h2 | --peers-file F]
 
 Without a host flag the hosts are those ``discover-hosts`` prints.  Progress goes to stderr
 (one refreshing line on a terminal, plain lines otherwise), the per-host table to stdout;
@@ -12,9 +12,15 @@ Without a host flag the hosts are those ``discover-hosts`` prints.  Progress goe
 allowed roots, shell syntax in a name, a symlink leaving SRC without --symlinks), 128+N interrupted by signal N (SIGINT 130, SIGTERM 143;
 DEST keeps its previous copy everywhere).
 
+Relay (``elastic.sync.relay``): hosts that hold a verified copy serve it to the next ones over a
+read-only, per-run rsync daemon the launcher starts on them over SSH, so N hosts take about
+log2(N) copy times; ``auto`` relays above 4 hosts or when peers are given (``--peers`` or
+``--peers-file``: hosts outside this run that may already hold the dataset, e.g. the job's
+other hosts when a late joiner is prepared). The table's SOURCE column says who served each host.
+
 Environment: ELASTIC_SSH_CONFIG (--ssh-config), ELASTIC_SYNC_JOBS, ELASTIC_SYNC_ALLOWED_ROOTS
 (colon-separated), ELASTIC_SYNC_TRANSPORT, ELASTIC_REMOTE_RSYNC, ELASTIC_SYNC_RETRIES,
-ELASTIC_SYNC_VERIFY, ELASTIC_SYNC_SYMLINKS, ELASTIC_HOSTS, ELASTIC_HOSTS_FILE, DISCOVER_HOSTS_CMD.  Python API: ``elastic.sync.service``.
+ELASTIC_SYNC_VERIFY, ELASTIC_SYNC_SYMLINKS, ELASTIC_SYNC_RELAY, ELASTIC_HOSTS, ELASTIC_HOSTS_FILE, DISCOVER_HOSTS_CMD.  Python API: ``elastic.sync.service``.
 """
 
 from __future__ import annotations
@@ -75,6 +81,12 @@ def _parser() -> argparse.ArgumentParser:
                         help="symlinks pointing out of SRC: refuse them (default), copy-unsafe: copy their "
                              "target's content (rsync --copy-unsafe-links), keep: keep every link as a link "
                              "(rsync --links); links inside SRC stay links [ELASTIC_SYNC_SYMLINKS]")
+    parser.add_argument("--relay", default=env_default("ELASTIC_SYNC_RELAY", "auto"), choices=("auto", "on", "off"),
+                        help="hosts with a verified copy serve the next ones; auto: above 4 hosts or with peers "
+                             "(default %(default)s) [ELASTIC_SYNC_RELAY]")
+    peers = parser.add_mutually_exclusive_group()
+    peers.add_argument("--peers", default=None, help="h1,h2,...: hosts that may already hold the dataset and serve it")
+    peers.add_argument("--peers-file", default=None, help="file of host[:slots] lines: peers, as --peers")
     parser.add_argument("--report", help="also write the result as JSON to this file")
     parser.add_argument("--progress-interval", type=float, default=1.0, help="seconds between progress reports")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
@@ -117,7 +129,9 @@ def _options(ns: argparse.Namespace):
 
 
 def _run(ns: argparse.Namespace) -> int:
-    from elastic.sync.service import render_report, sync_dataset
+    from elastic.common.hostlist import parse_host_list, parse_hosts_file
+    from elastic.sync.relay_run import distribute
+    from elastic.sync.service import render_report
     from elastic.common.hostsource import discover_hosts
     from elastic.sync.progress import ProgressReporter
 
@@ -126,6 +140,17 @@ def _run(ns: argparse.Namespace) -> int:
     check_dest(ns.dest, options.allowed_roots)
     check_source(ns.src)
     hosts = hosts_from_args(ns.hosts, ns.hosts_file, ns.host, lambda: discover_hosts(ns.discover_cmd))
+    peers: list[str] = []
+    if ns.peers:
+        peers = [h.name for h in parse_host_list(ns.peers)]
+    elif ns.peers_file:
+        try:
+            text = open(ns.peers_file).read()
+        except FileNotFoundError:
+            text = ""  # no other host pinned yet: nobody to pull from
+        except OSError as exc:
+            raise ConfigError(f"cannot read peers file {ns.peers_file}: {exc.strerror}") from exc
+        peers = [h.name for h in parse_hosts_file(text)]
 
     cancel = CancelToken()
     interrupted = []
@@ -143,7 +168,8 @@ def _run(ns: argparse.Namespace) -> int:
         reporters.append(reporter)
 
     try:
-        report = sync_dataset(ns.src, ns.dest, hosts, options, cancel=cancel, board_hook=attach)
+        report = distribute(ns.src, ns.dest, hosts, options, relay=ns.relay, peers=peers, cancel=cancel,
+                            board_hook=attach)
     finally:
         for reporter in reporters:
             reporter.stop()

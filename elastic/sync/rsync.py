@@ -107,14 +107,23 @@ def parse_stats(text: str) -> RsyncStats:
 
 
 def run_rsync(argv: list[str], host: str, on_progress: Callable[[RsyncProgress], None],
-              cancel: CancelToken) -> RsyncStats:
-    """Run ``argv`` (from ``rsync_argv``) until it ends; blocks.  Raises ``SyncError`` on failure,
-    ``SSHError`` when ssh could not connect, ``Interrupted`` when ``cancel`` was cancelled."""
+              cancel: CancelToken, stdin: bytes | None = None) -> RsyncStats:
+    """Run ``argv`` (from ``rsync_argv``, or ssh running a remote rsync) until it ends; blocks.
+    ``stdin``: a few bytes written to its stdin (e.g. a secret), else none.  Raises ``SyncError``
+    on failure, ``SSHError`` when ssh could not connect, ``Interrupted`` when ``cancel`` was cancelled."""
     with tempfile.TemporaryFile() as errors:
         try:
-            proc = tied_popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors)
+            proc = tied_popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=errors)
         except OSError as exc:
             raise SyncError(f"cannot run rsync: {exc.strerror}") from exc
+        if stdin is not None:
+            assert proc.stdin is not None
+            try:
+                proc.stdin.write(stdin)
+                proc.stdin.close()
+            except BrokenPipeError:
+                pass
         output = []
         pending = b""
         assert proc.stdout is not None

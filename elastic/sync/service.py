@@ -41,6 +41,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from typing import Callable
 
 from elastic.errors import (ConfigError, DestRefused, HostKeyUnverified, Interrupted, LockTimeout, SSHError, SyncError,
                             VerifyFailed)
@@ -51,6 +52,7 @@ from elastic.ssh.exec import SSHClient
 from elastic.sync.cancel import CancelToken
 from elastic.sync.lock import HostLock
 from elastic.sync.progress import ProgressBoard
+from elastic.sync.relay import LAUNCHER, PeerSource, pull_script
 from elastic.sync.remote import (Layout, listing_script, new_version_name, parse_probe,
                                  probe_script, seed_staging_script, verify_commit_script)
 from elastic.sync.retry import RetryPolicy, retry_call
@@ -113,6 +115,7 @@ class HostOutcome:
     version: str = ""
     error: str = ""
     unchanged: bool = False
+    source: str = "launcher"   # who served the copy: "launcher" or the peer host (relay)
 
 
 @dataclass(frozen=True)
@@ -143,11 +146,11 @@ class SyncReport:
 
 def render_report(report: SyncReport) -> str:
     """The per-host result table printed at the end of a run."""
-    rows = [[h.host, "ok" if h.ok else "FAILED", h.method,
+    rows = [[h.host, "ok" if h.ok else "FAILED", h.method, h.source if h.ok and not h.unchanged else "-",
              "unchanged" if h.unchanged else ("new copy" if h.ok else "-"), h.files_sent, human_bytes(h.bytes_sent),
              f"{h.seconds:.1f}", h.attempts, h.error] for h in report.hosts]
-    return render_table(["HOST", "STATUS", "METHOD", "CHANGE", "FILES SENT", "BYTES SENT", "SECONDS", "ATTEMPTS",
-                         "ERROR"], rows)
+    return render_table(["HOST", "STATUS", "METHOD", "SOURCE", "CHANGE", "FILES SENT", "BYTES SENT", "SECONDS",
+                         "ATTEMPTS", "ERROR"], rows)
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -162,6 +165,7 @@ class _Attempt:
     bytes: int = 0
     version: str = ""
     unchanged: bool = False
+    source: str = "launcher"
 
 
 class _Expected:
@@ -203,6 +207,8 @@ class _HostSync:
         self.checksum = False
         self.wanted = expected
         self.last = _Attempt()
+        # relay: pull from the peer this returns (it blocks until the peer serves) instead of pushing SRC
+        self.peer: Callable[[], PeerSource] | None = None
 
     def _check(self) -> None:
         if self.cancel.cancelled:
@@ -273,9 +279,18 @@ class _HostSync:
         return result
 
     def _copy_rsync(self, current: str, result: _Attempt) -> None:
-        argv = rsync_argv(self.src, self.host, self.layout, current, self.client.rsh(),
-                          remote_rsync=self.options.remote_rsync, bwlimit_kbps=self.options.bwlimit_kbps,
-                          checksum=self.checksum, symlinks=self.options.symlinks)
+        stdin = None
+        if self.peer is not None:  # relay: the host pulls from a peer's read-only rsync daemon
+            peer = self.peer()
+            argv = self.client.argv(self.host, pull_script(
+                self.layout, peer, current, address=self.host, checksum=self.checksum,
+                bwlimit_kbps=self.options.bwlimit_kbps, remote_rsync=self.options.remote_rsync))
+            stdin = peer.secret.encode() + b"\n"
+            result.source = peer.host
+        else:
+            argv = rsync_argv(self.src, self.host, self.layout, current, self.client.rsh(),
+                              remote_rsync=self.options.remote_rsync, bwlimit_kbps=self.options.bwlimit_kbps,
+                              checksum=self.checksum, symlinks=self.options.symlinks)
 
         def progress(p: RsyncProgress) -> None:
             changes = {"bytes_sent": p.bytes}
@@ -284,7 +299,7 @@ class _HostSync:
             self.board.update(self.host, **changes)
 
         t0 = time.monotonic()
-        stats = run_rsync(argv, self.host, progress, self.cancel)
+        stats = run_rsync(argv, self.host, progress, self.cancel, stdin)
         log.debug("%s: rsync took %.3fs", self.host, time.monotonic() - t0)
         result.files, result.bytes = stats.files_transferred, stats.bytes_transferred
         self.board.update(self.host, bytes_sent=stats.bytes_transferred, files_sent=stats.files_transferred,
@@ -369,10 +384,11 @@ def sync_dataset(src: str, dest: str, hosts: list[Host], options: SyncOptions | 
                 board.update(host, phase="failed")
                 last = worker.last
                 return HostOutcome(host, False, last.method, last.files, last.bytes,
-                                   round(time.monotonic() - t0, 3), attempts, error=str(exc))
+                                   round(time.monotonic() - t0, 3), attempts, error=str(exc), source="-")
             board.update(host, phase="done")
             return HostOutcome(host, True, result.method, result.files, result.bytes,
-                               round(time.monotonic() - t0, 3), attempts, result.version, unchanged=result.unchanged)
+                               round(time.monotonic() - t0, 3), attempts, result.version, unchanged=result.unchanged,
+                               source="-" if result.unchanged else LAUNCHER)
 
         with ThreadPoolExecutor(max_workers=min(options.jobs, len(names)), thread_name_prefix="dataset-sync") as pool:
             outcomes = tuple(pool.map(one, names))

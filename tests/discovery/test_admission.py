@@ -41,7 +41,7 @@ async def _settle(adm: Admission, hosts, timeout: float = 20) -> dict[str, str]:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:
-        states = {h.host: adm.state(h) for h in hosts}
+        states = {h.host: adm.request(h) for h in hosts}
         if PREPARING not in states.values():
             return states
         changed.clear()

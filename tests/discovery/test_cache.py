@@ -48,3 +48,18 @@ def test_snapshot_is_shared_until_a_change() -> None:
 def test_slim_pods_give_the_same_verdict(p: dict) -> None:
     for rules in (Rules(), Rules(address="dns"), Rules(group_by="job")):
         assert pods_to_hosts([slim_pod(p)], rules) == pods_to_hosts([p], rules)
+
+
+def test_drain_hands_over_each_change_once() -> None:
+    c = PodCache()
+    c.replace([pod("a", rv="1"), pod("b", rv="1")])
+    _, changes = c.drain()
+    assert sorted(changes) == ["default/a", "default/b"]
+    c.apply("MODIFIED", pod("a", rv="2", ready="False"))
+    c.apply("MODIFIED", pod("a", rv="3"))
+    c.apply("DELETED", pod("b", rv="4"))
+    _, changes = c.drain()
+    assert changes["default/a"]["metadata"]["resourceVersion"] == "3" and changes["default/b"] is None
+    assert c.drain()[1] == {}
+    c.replace([pod("a", rv="3"), pod("c", rv="5")])  # a relist: c is new, nothing else changed
+    assert c.drain()[1] == {"default/c": slim_pod(pod("c", rv="5"))}

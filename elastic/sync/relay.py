@@ -1,0 +1,205 @@
+"""Dataset relay, the pure part: when to relay, who copies to whom, and the scripts of a peer copy.
+
+With relay, hosts that hold a verified copy serve it to the next hosts, so the copies form a
+fan-out tree and N hosts take about log2(N+1) copy times instead of N (the launcher's link
+carries the dataset once per round, not once per host). Every sender -- the launcher or a peer
+-- copies to one host at a time, so ``--bwlimit`` is each sender's outgoing cap.
+
+The channel (no private key on any worker). The launcher starts, over its own SSH connection
+to the peer, ``serve_script``: an rsync daemon bound to the peer's pod address on a random
+port, with one **read-only** module whose path is the peer's current verified version, one
+user ``relay`` whose password is a per-run random secret (sent on the SSH session's stdin,
+written to a 0600 file in a 0700 directory, never on a command line), ``hosts allow`` limited
+to the run's hosts when they are IP addresses, and options that would follow symlinks out of
+the module refused. The daemon lives as long as that SSH session: when the launcher closes the
+session's stdin, or the connection drops, the script kills it and removes the directory.
+The child pulls with ``pull_script``, also over the launcher's SSH session to the child, the
+secret again on stdin, into its staging directory; then the ordinary verify-and-commit step
+checks the copy against the launcher's manifest and publishes it atomically.
+
+Threat model: a worker learns only a secret that opens a read-only copy of this run's dataset
+for this run's duration, which it already receives; no key that opens a shell anywhere. A
+peer that serves a corrupt or incomplete copy (disk fault, tampering, deleted mid-copy) costs
+its child one attempt: verification refuses it and the child is retried from another source.
+Not covered: a hostile peer can make its children fail (not serve wrong data: the digest comes
+from the launcher); the rsync daemon protocol is not encrypted (the pod network carries the
+dataset in the clear, as the cluster's own traffic would; the secret itself goes as a
+challenge-response, not in the clear).
+"""
+from __future__ import annotations
+
+import ipaddress
+import shlex
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from elastic.errors import ConfigError, SyncError
+from elastic.sync.manifest import MANIFEST_NAME
+from elastic.sync.remote import Layout
+
+LAUNCHER = "launcher"          # the sender that holds SRC (where dataset-sync runs)
+RELAY_MODES = ("auto", "on", "off")
+AUTO_MIN_HOSTS = 4             # auto: relay when more hosts than this (or when peers are given)
+RELAY_USER = "relay"
+MODULE = "dataset"
+
+
+def choose_relay(mode: str, hosts: int, peers: int = 0) -> bool:
+    """Pure: relay or not. ``auto`` relays above ``AUTO_MIN_HOSTS`` hosts, or whenever peers that
+    may already hold the dataset are given (a late joiner pulls from them, not the launcher)."""
+    if mode not in RELAY_MODES:
+        raise ConfigError(f"--relay must be one of {', '.join(RELAY_MODES)}, got {mode!r}")
+    if mode != "auto":
+        return mode == "on"
+    return hosts > AUTO_MIN_HOSTS or peers > 0
+
+
+def plan_rounds(hosts: Sequence[str], holders: Sequence[str] = (LAUNCHER,)) -> list[list[tuple[str, str]]]:
+    """Pure: the ideal schedule when every copy takes the same time: in each round every holder
+    copies to one host that lacks the dataset, so holders double. Returns rounds of
+    ``(source, host)``; ``len(result)`` is the number of copy times."""
+    have = list(holders)
+    todo = list(hosts)
+    rounds = []
+    while todo:
+        pairs = list(zip(have, todo))
+        todo = todo[len(pairs):]
+        have += [h for _, h in pairs]
+        rounds.append(pairs)
+    return rounds
+
+
+def assign(free: Sequence[str], pending: Sequence[str], refused: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Pure: pair free senders with pending hosts, in order, one host per sender, never a sender
+    that ``refused[host]`` names (it failed that host before). Peers come before the launcher, so
+    the launcher's link is used only when no peer is free."""
+    senders = [s for s in free if s != LAUNCHER] + [s for s in free if s == LAUNCHER]
+    pairs: list[tuple[str, str]] = []
+    used: set[str] = set()
+    for host in pending:
+        for s in senders:
+            if s not in used and s not in refused.get(host, ()):
+                pairs.append((s, host))
+                used.add(s)
+                break
+    return pairs
+
+
+def is_ip(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class PeerSource:
+    """Where a child pulls from: the peer's address, its daemon's port and the run's secret."""
+
+    host: str
+    port: int
+    secret: str
+
+    def url(self) -> str:
+        return f"rsync://{RELAY_USER}@{self.host}:{self.port}/{MODULE}/"
+
+
+def serve_script(layout: Layout, digest: str, address: str, port: int, allow: Iterable[str],
+                 bwlimit_kbps: int | None, remote_rsync: str = "rsync") -> str:
+    """Script run on a peer over the launcher's SSH session: serve the peer's current version
+    (only if its manifest has ``digest``) read-only over an rsync daemon on ``address:port``.
+
+    Reads the secret as the first line of stdin; prints ``relay=ready`` once the daemon accepts
+    connections, ``relay=busy`` when the port is taken, or ``error=...``; then keeps the daemon
+    until stdin ends (the launcher closes it, or the connection drops) and cleans up."""
+    q = shlex.quote
+    allowed = " ".join(a for a in allow if is_ip(a))
+    prefix = f"{layout.state_name}/"
+    limit = f" --bwlimit={int(bwlimit_kbps)}" if bwlimit_kbps else ""
+    return f"""
+state={q(layout.state)}; dest={q(layout.dest)}
+target=$(readlink -- "$dest" 2>/dev/null) || {{ echo "error=no dataset at $dest"; exit 0; }}
+case "$target" in {q(prefix)}v-*) ver=${{target#{q(prefix)}}} ;; *) echo "error=$dest is not managed by dataset-sync"; exit 0 ;; esac
+got=$(sed -n 's/^ *"digest": *"\\([0-9a-f]*\\)",*$/\\1/p' "$state/$ver/{MANIFEST_NAME}" 2>/dev/null | head -n 1)
+[ "$got" = {q(digest)} ] || {{ echo "error=the copy at $dest is another dataset version"; exit 0; }}
+command -v {q(remote_rsync)} >/dev/null 2>&1 || {{ echo "error=no {remote_rsync} on the peer"; exit 0; }}
+umask 077
+dir=$(mktemp -d "$state/relay.XXXXXX") || {{ echo "error=cannot create a relay directory"; exit 0; }}
+pid=
+cleanup() {{ [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf -- "$dir"; }}
+trap cleanup EXIT
+trap 'exit 0' HUP INT TERM PIPE
+IFS= read -r secret || {{ echo "error=no secret on stdin"; exit 0; }}
+printf '%s:%s\\n' {RELAY_USER} "$secret" > "$dir/secrets"
+cat > "$dir/rsyncd.conf" <<EOF
+use chroot = no
+uid = $(id -u)
+gid = $(id -g)
+munge symlinks = no
+log file = $dir/log
+[{MODULE}]
+path = $state/$ver
+read only = yes
+list = no
+auth users = {RELAY_USER}
+secrets file = $dir/secrets
+strict modes = yes
+{f"hosts allow = {allowed}" if allowed else ""}
+refuse options = copy-links copy-dirlinks copy-unsafe-links keep-dirlinks
+exclude = /{MANIFEST_NAME}
+EOF
+{q(remote_rsync)} --daemon --no-detach --config="$dir/rsyncd.conf" --address={q(address)} --port={int(port)}{limit} &
+pid=$!
+i=0
+while :; do
+  if ! kill -0 "$pid" 2>/dev/null; then
+    if grep -q "in use" "$dir/log" 2>/dev/null; then echo relay=busy; else echo "error=rsync daemon did not start: $(tail -n 1 "$dir/log" 2>/dev/null)"; fi
+    pid=; exit 0
+  fi
+  if {q(remote_rsync)} --contimeout=5 "rsync://{address}:{int(port)}/" >/dev/null 2>&1; then break; fi
+  i=$((i + 1)); [ "$i" -lt 100 ] || {{ echo "error=rsync daemon not answering"; exit 0; }}
+  sleep 0.1
+done
+echo relay=ready
+cat >/dev/null
+"""
+
+
+def pull_script(layout: Layout, source: PeerSource, current: str, *, address: str = "", checksum: bool = False,
+                bwlimit_kbps: int | None = None, io_timeout: int = 120, remote_rsync: str = "rsync") -> str:
+    """Script run on a child over the launcher's SSH session: pull ``source`` into staging (the
+    secret is the first line of stdin). Prints rsync's progress and statistics like a push.
+    Like a push's remote rsync it holds ``<state>/writer`` open (a shared ``flock`` on fd 8), so
+    a later sync ends it before touching staging if this run died (``end_stale_writers_script``).
+    ``address``: the child's own IP, the connection's source (the peer's ``hosts allow``)."""
+    q = shlex.quote
+    opts = ["-rlpt", "--delete", "--safe-links", f"--exclude=/{MANIFEST_NAME}", "--no-inc-recursive",
+            "--info=progress2,stats2", "--no-h", f"--timeout={int(io_timeout)}", "--contimeout=10"]
+    if address and is_ip(address):
+        opts.append(f"--address={address}")
+    if current:
+        opts.append(f"--link-dest=../{current}")
+    if checksum:
+        opts.append("--checksum")
+    if bwlimit_kbps:
+        opts.append(f"--bwlimit={int(bwlimit_kbps)}")
+    return f"""
+umask 077
+exec 8>>{q(layout.writer)} && flock -s 8 || exit 3
+pw=$(mktemp) || exit 3
+trap 'rm -f -- "$pw"' EXIT
+IFS= read -r secret || exit 3
+printf '%s\\n' "$secret" > "$pw"
+{q(remote_rsync)} {' '.join(q(o) for o in opts)} --password-file="$pw" -- {q(source.url())} {q(layout.staging + '/')}
+"""
+
+
+def parse_serve(line: str) -> str:
+    """The first status line of ``serve_script`` -> ``ready`` | ``busy``; ``SyncError`` otherwise."""
+    key, _, value = line.strip().partition("=")
+    if key == "relay" and value in ("ready", "busy"):
+        return value
+    if key == "error":
+        raise SyncError(value)
+    raise SyncError(f"unexpected answer from the relay script: {line.strip()[:200]!r}")

@@ -1,0 +1,333 @@
+"""Dataset relay, the running part: peer servers and the scheduler of the copy tree.
+
+    report = distribute(src, dest, hosts, options, relay="auto", peers=[...])
+
+``distribute`` is what ``dataset-sync`` calls: it decides (``relay.choose_relay``) between the
+plain parallel sync (``service.sync_dataset``) and the relay, and returns the same
+``SyncReport``, whose ``source`` per host says who served its copy.
+
+The relay (see ``elastic.sync.relay`` for the channel and its threat model):
+
+1. ``peers`` (hosts outside this run that may hold the dataset, e.g. the job's current hosts
+   when one late joiner is prepared) are probed over SSH, at most 8 at once (a peer that is
+   gone costs one connect timeout); each whose current version has this manifest and passes
+   the quick check becomes a sender;
+2. the launcher is a sender too. A free sender is paired with a pending host
+   (``relay.assign``: peers first); each host runs the ordinary per-host pipeline (lock, probe,
+   copy, verify against the manifest, atomic publish), pulling from its peer when the sender is
+   one. A host that committed becomes a sender for the rest of the run;
+3. a peer is served by a ``PeerServer``: the read-only rsync daemon started over the
+   launcher's SSH session on first use and stopped at the end of the run;
+4. a failed attempt is retried at once from another sender (the one that failed is not asked
+   again for that host); a peer whose server died, or whose copy failed verification at a
+   child, serves no one else. A host fails after ``options.retry.attempts`` attempts, or at once
+   for a failure that cannot heal (host key, DEST refused, lock timeout).
+
+Blocks until every host is done; failures of single hosts are in the report, never raised.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import random
+import secrets
+import subprocess
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from elastic.common.hostlist import Host
+from elastic.common.table import human_bytes
+from elastic.errors import ConfigError, SSHError, SyncError
+from elastic.ssh.exec import SSHClient, ssh_failure
+from elastic.sync.cancel import CancelToken
+from elastic.sync.progress import ProgressBoard
+from elastic.sync.relay import LAUNCHER, PeerSource, assign, choose_relay, parse_serve, serve_script
+from elastic.sync.remote import Layout, parse_probe, probe_script
+from elastic.sync.service import (HostOutcome, SyncOptions, SyncReport, VerifyFailed, _Expected, _HostSync,
+                                  _retryable, prepare, sync_dataset)
+
+log = logging.getLogger("dataset-sync")
+PORT_RANGE = (20000, 60000)
+
+
+class PeerServer:
+    """The read-only rsync daemon on one peer, alive as long as our SSH session to it.
+
+    ``start`` blocks until the daemon answers (or raises ``SyncError``/``SSHError``); ``stop``
+    closes the session's stdin (the script on the peer then kills the daemon and removes its
+    files) and waits for ssh to end; ``alive`` is False once the session ended."""
+
+    def __init__(self, host: str, layout: Layout, digest: str, allow: Sequence[str], client: SSHClient,
+                 bwlimit_kbps: int | None, remote_rsync: str = "rsync", rng: random.Random | None = None) -> None:
+        self.host, self.layout, self.digest, self.allow = host, layout, digest, list(allow)
+        self.client, self.bwlimit_kbps, self.remote_rsync = client, bwlimit_kbps, remote_rsync
+        self._rng = rng or random.SystemRandom()
+        self._proc: subprocess.Popen | None = None
+        self.source: PeerSource | None = None
+        self.failed = False  # start raised: this peer cannot serve
+
+    def start(self, timeout: float = 60.0) -> PeerSource:
+        try:
+            return self._start(timeout)
+        except BaseException:
+            self.failed = True
+            raise
+
+    def _start(self, timeout: float) -> PeerSource:
+        for _ in range(5):
+            port = self._rng.randrange(*PORT_RANGE)
+            secret = secrets.token_urlsafe(24)
+            script = serve_script(self.layout, self.digest, self.host, port, self.allow, self.bwlimit_kbps,
+                                  self.remote_rsync)
+            proc = subprocess.Popen(self.client.argv(self.host, script), stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+            assert proc.stdin is not None and proc.stdout is not None
+            try:
+                proc.stdin.write(secret.encode() + b"\n")
+                proc.stdin.flush()
+            except BrokenPipeError:
+                pass
+            line = _readline(proc, timeout)
+            if not line:
+                if proc.poll() is None:
+                    proc.kill()
+                code = proc.wait()
+                err = proc.stderr.read() if proc.stderr is not None else b""
+                _end(proc)
+                if code == 255:
+                    raise ssh_failure(self.host, err)
+                raise SyncError(f"{self.host}: relay server did not start: "
+                                f"{(err.decode('utf-8', 'replace').strip().splitlines() or ['no answer'])[-1]}")
+            try:
+                state = parse_serve(line.decode("utf-8", "replace"))
+            except SyncError as exc:
+                _end(proc)
+                raise SyncError(f"{self.host}: cannot serve the dataset: {exc}") from exc
+            if state == "busy":
+                _end(proc)
+                continue
+            self._proc = proc
+            self.source = PeerSource(self.host, port, secret)
+            return self.source
+        raise SyncError(f"{self.host}: no free port for the relay server")
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def gone(self) -> bool:
+        """It failed to start, or its session ended (the peer died, or was deleted)."""
+        return self.failed or (self._proc is not None and self._proc.poll() is not None)
+
+    def stop(self) -> None:
+        if self._proc is not None:
+            _end(self._proc)
+            self._proc = None
+
+
+def _readline(proc: subprocess.Popen, timeout: float) -> bytes:
+    """One line of ``proc``'s stdout within ``timeout`` (b"" on end of output or timeout)."""
+    out: list[bytes] = []
+    reader = threading.Thread(target=lambda: out.append(proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    reader.join(timeout)
+    return out[0] if out else b""
+
+
+def _end(proc: subprocess.Popen) -> None:
+    try:
+        if proc.stdin is not None:
+            proc.stdin.close()
+    except OSError:
+        pass
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
+
+
+@dataclass
+class _Done:
+    host: str
+    sender: str
+    result: object = None
+    error: BaseException | None = None
+
+
+def distribute(src: str, dest: str, hosts: list[Host], options: SyncOptions | None = None, *,
+               relay: str = "auto", peers: Sequence[str] = (), cancel: CancelToken | None = None,
+               board_hook=None, on_assign: Callable[[str, str], None] | None = None) -> SyncReport:
+    """Sync ``src`` to ``dest`` on ``hosts``, by relay or not (``relay``: auto|on|off); see the
+    module docstring. ``on_assign(sender, host)`` is told of each copy started (for tests).
+    Raises ``ConfigError`` for bad input, like ``sync_dataset``."""
+    options = options or SyncOptions()
+    names = [h.name for h in hosts]
+    peer_names = [p for p in dict.fromkeys(peers) if p not in names]
+    if options.transport == "sftp" and relay == "on":
+        raise ConfigError("--relay on needs rsync on the hosts; not with --transport sftp")
+    if options.transport == "sftp" or not choose_relay(relay, len(names), len(peer_names)):
+        return sync_dataset(src, dest, hosts, options, cancel=cancel, board_hook=board_hook)
+    cancel = cancel or CancelToken()
+    if not names:
+        raise ConfigError("no hosts to sync to")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"a host is listed twice: {', '.join(sorted({n for n in names if names.count(n) > 1}))}")
+    started = time.monotonic()
+    src_real, layout, manifest = prepare(src, dest, options)
+    log.info("manifest: %d files, %s, digest %s; relay over %d hosts (+%d peers)", len(manifest.files),
+             human_bytes(manifest.total_bytes), manifest.digest[:12], len(names), len(peer_names))
+    expected = _Expected(manifest)
+    board = ProgressBoard(names, len(manifest.files), manifest.total_bytes)
+    if board_hook is not None:
+        board_hook(board)
+    with tempfile.TemporaryDirectory(prefix="ds-", dir="/tmp") as control_dir:
+        run = _RelayRun(names, peer_names, src_real, layout, expected, options, board, cancel, control_dir, on_assign)
+        try:
+            outcomes = run.run()
+        finally:
+            run.stop_servers()
+    return SyncReport(src_real, layout.dest, manifest.digest, len(manifest.files), manifest.total_bytes,
+                      round(time.monotonic() - started, 3), outcomes)
+
+
+class _RelayRun:
+    """One relay run's state; ``run`` is the scheduler loop (the calling thread), copies run on
+    worker threads and report back on a queue."""
+
+    def __init__(self, names, peers, src, layout, expected, options, board, cancel, control_dir, on_assign) -> None:
+        self.names, self.peers, self.src, self.layout = names, peers, src, layout
+        self.expected, self.options, self.board, self.cancel = expected, options, board, cancel
+        self.control_dir, self.on_assign = control_dir, on_assign
+        self.client = SSHClient(config=options.ssh_config, connect_timeout=options.connect_timeout,
+                                control_dir=control_dir)
+        self.servers: dict[str, PeerServer] = {}
+        self.allow = names + peers
+        self._starter = ThreadPoolExecutor(max_workers=8, thread_name_prefix="relay-serve")
+
+    def _server(self, peer: str) -> PeerSource:
+        server = self.servers.get(peer)
+        if server is None or not server.alive:
+            server = PeerServer(peer, self.layout, self.expected.manifest.digest, self.allow,
+                                SSHClient(config=self.options.ssh_config, connect_timeout=self.options.connect_timeout),
+                                self.options.bwlimit_kbps, self.options.remote_rsync)
+            self.servers[peer] = server
+            server.start()
+        assert server.source is not None
+        return server.source
+
+    def stop_servers(self) -> None:
+        self._starter.shutdown(wait=True)
+        for server in self.servers.values():
+            server.stop()
+
+    def _peer_has_copy(self, peer: str) -> bool:
+        """Probe ``peer`` (quick check of its current version against the manifest)."""
+        try:
+            proc = self.client.run(peer, probe_script(self.layout, self.options.remote_rsync,
+                                                      self.expected.manifest.digest, "quick", self.expected.quick),
+                                   timeout=self.options.command_timeout)
+            ok = proc.returncode == 0 and parse_probe(proc.stdout.decode()).unchanged
+        except (SSHError, SyncError) as exc:
+            log.warning("peer %s cannot serve: %s", peer, exc)
+            return False
+        finally:
+            self.client.close_master(peer)
+        return ok
+
+    def run(self) -> tuple[HostOutcome, ...]:
+        with ThreadPoolExecutor(max_workers=8, thread_name_prefix="relay-probe") as pool:
+            holders = list(pool.map(self._peer_has_copy, self.peers))
+        senders = [LAUNCHER] + [p for p, ok in zip(self.peers, holders) if ok]
+        free = list(senders)
+        dead: set[str] = set()
+        pending = list(self.names)
+        refused: dict[str, set[str]] = {}
+        attempts = {n: 0 for n in self.names}
+        outcomes: dict[str, HostOutcome] = {}
+        workers = {n: _HostSync(n, self.src, self.layout, self.expected, self.options,
+                                SSHClient(config=self.options.ssh_config, connect_timeout=self.options.connect_timeout,
+                                          control_dir=self.control_dir), self.board, self.cancel)
+                   for n in self.names}
+        first_start: dict[str, float] = {}
+        done: queue.Queue[_Done] = queue.Queue()
+        running = 0
+        while pending or running:
+            if self.cancel.cancelled:
+                for n in pending:
+                    outcomes[n] = HostOutcome(n, False, attempts=attempts[n], error=f"{n}: interrupted", source="-")
+                pending = []
+            for sender, host in assign(free, pending, refused):
+                free.remove(sender)
+                pending.remove(host)
+                attempts[host] += 1
+                first_start.setdefault(host, time.monotonic())
+                running += 1
+                if self.on_assign is not None:
+                    self.on_assign(sender, host)
+                threading.Thread(target=self._copy, args=(workers[host], sender, attempts[host], done),
+                                 name=f"relay {sender}->{host}", daemon=True).start()
+            if not running:
+                # pending hosts that every live sender has failed: give them the launcher again
+                for host in pending:
+                    refused[host] = set()
+                if pending and LAUNCHER not in free:
+                    raise AssertionError("relay scheduler: nothing running and no free launcher")
+                continue
+            d = done.get()
+            running -= 1
+            host, sender = d.host, d.sender
+            seconds = round(time.monotonic() - first_start[host], 3)
+            if d.error is None:
+                r = d.result
+                outcomes[host] = HostOutcome(host, True, r.method, r.files, r.bytes, seconds, attempts[host],
+                                             r.version, unchanged=r.unchanged,
+                                             source="-" if r.unchanged else r.source)
+                self.board.update(host, phase="done")
+                free.append(host)
+                if sender not in dead:
+                    free.append(sender)
+                continue
+            exc = d.error
+            if not isinstance(exc, (SSHError, SyncError)):
+                log.debug("%s: unexpected error", host, exc_info=exc)
+                exc = SyncError(f"{host}: unexpected error: {exc!r}")
+            if sender != LAUNCHER:
+                server = self.servers.get(sender)
+                if isinstance(exc, VerifyFailed) or (server is not None and server.gone):
+                    dead.add(sender)  # its copy is bad, or its server is gone: it serves no one else
+                    log.warning("peer %s no longer serves (%s)", sender, exc)
+                refused.setdefault(host, set()).add(sender)
+            if sender not in dead:
+                free.append(sender)
+            if attempts[host] >= self.options.retry.attempts or not _retryable(exc) or self.cancel.cancelled:
+                last = workers[host].last
+                outcomes[host] = HostOutcome(host, False, last.method, last.files, last.bytes, seconds,
+                                             attempts[host], error=str(exc), source="-")
+                self.board.update(host, phase="failed")
+            else:
+                log.warning("%s (attempt %d, from %s); retrying from another source", exc, attempts[host], sender)
+                self.board.update(host, phase="retrying")
+                pending.append(host)
+        return tuple(outcomes[n] for n in self.names)
+
+    def _copy(self, worker: _HostSync, sender: str, number: int, done: "queue.Queue[_Done]") -> None:
+        """One attempt of ``worker``'s host from ``sender``. The peer's server starts while the
+        host takes its lock and is probed; the copy waits for it."""
+        try:
+            if sender == LAUNCHER:
+                worker.peer = None
+            else:
+                starting = self._starter.submit(self._server, sender)
+                worker.peer = starting.result
+            done.put(_Done(worker.host, sender, worker.attempt(number)))
+        except BaseException as exc:  # noqa: BLE001 - reported to the scheduler, which decides
+            done.put(_Done(worker.host, sender, error=exc))

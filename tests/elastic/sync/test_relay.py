@@ -1,0 +1,153 @@
+"""Dataset relay: the pure plan, and relay runs against the local cluster's pods (real sshd,
+real rsync daemons on the pods' addresses, each pod its own /data)."""
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from elastic.common.hostlist import Host
+from elastic.errors import ConfigError
+from elastic.sync.relay import LAUNCHER, assign, choose_relay, plan_rounds, serve_script
+from elastic.sync.remote import Layout
+from elastic.sync.retry import RetryPolicy
+from elastic.sync.service import SyncOptions
+from tests.elastic.conftest import assert_host_has, cli, make_dataset, wait_for
+from tests.elastic.sync.test_dataset_sync import hosts_by_name, sync
+
+
+# -- pure --------------------------------------------------------------------------------------
+
+def test_auto_relays_above_a_few_hosts_or_with_peers() -> None:
+    assert not choose_relay("auto", 4) and choose_relay("auto", 5)
+    assert choose_relay("auto", 1, peers=2)
+    assert choose_relay("on", 1) and not choose_relay("off", 16, peers=3)
+    with pytest.raises(ConfigError, match="--relay must be one of auto, on, off, got 'maybe'"):
+        choose_relay("maybe", 3)
+
+
+def test_plan_doubles_the_holders_each_round() -> None:
+    hosts = [f"h{i}" for i in range(16)]
+    rounds = plan_rounds(hosts)
+    assert [len(r) for r in rounds] == [1, 2, 4, 8, 1]  # 16 hosts in 5 copy times
+    assert rounds[0] == [(LAUNCHER, "h0")] and rounds[1] == [(LAUNCHER, "h1"), ("h0", "h2")]
+    assert sorted(h for r in rounds for _, h in r) == sorted(hosts)
+    assert len(plan_rounds(hosts, [LAUNCHER, "p1", "p2", "p3"])) == 3  # peers that hold it already
+
+
+def test_assign_prefers_peers_and_skips_refused_senders() -> None:
+    assert assign([LAUNCHER, "a"], ["x", "y", "z"], {}) == [("a", "x"), (LAUNCHER, "y")]
+    assert assign([LAUNCHER, "a"], ["x", "y"], {"x": {"a"}}) == [(LAUNCHER, "x"), ("a", "y")]
+    assert assign(["a"], ["x"], {"x": {"a"}}) == []
+
+
+def test_serve_script_is_read_only_and_keeps_the_secret_off_the_command_line() -> None:
+    script = serve_script(Layout("/data/ds"), "ab" * 32, "127.0.0.5", 23456, ["127.0.0.6", "dns.name"], 512)
+    assert "read only = yes" in script and "hosts allow = 127.0.0.6\n" in script
+    assert "--address=127.0.0.5 --port=23456 --bwlimit=512" in script
+    assert "read -r secret" in script and "refuse options = copy-links" in script
+
+
+# -- against pods ------------------------------------------------------------------------------
+
+def test_relay_serves_hosts_from_peers_and_every_copy_is_verified(sync_cluster, pod_ips, ssh_dir, tmp_path):
+    src = make_dataset(tmp_path / "ds", small=40, big_mib=2)
+    ips = list(pod_ips.values())
+    proc, report = sync(ssh_dir, src, "/data/relay", "--hosts", ",".join(ips), "--relay", "on")
+    assert proc.returncode == 0, proc.stderr
+    sources = {h["host"]: h["source"] for h in report["hosts"]}
+    assert list(sources.values()).count(LAUNCHER) < len(ips), proc.stderr + proc.stdout  # some host was served by a peer
+    assert all(s in (LAUNCHER, *ips) and s != h for h, s in sources.items())
+    assert "SOURCE" in proc.stdout
+    for pod in pod_ips:
+        assert_host_has(sync_cluster, pod, "/data/relay", src)
+
+
+def test_late_joiner_is_served_by_a_peer_not_the_launcher(sync_cluster, pod_ips, ssh_dir, tmp_path):
+    src = make_dataset(tmp_path / "ds", small=30, big_mib=1)
+    first = [pod_ips["worker-0"], pod_ips["worker-1"]]
+    proc, _ = sync(ssh_dir, src, "/data/late", "--hosts", ",".join(first), "--relay", "off")
+    assert proc.returncode == 0, proc.stderr
+    # what the daemon's prepare hook runs for a new host: the job's pinned hosts are the peers
+    proc, report = sync(ssh_dir, src, "/data/late", "--host", pod_ips["worker-2"],
+                        "--peers-file", str(ssh_dir / "hostfile"))
+    assert proc.returncode == 0, proc.stderr
+    joined = hosts_by_name(report)[pod_ips["worker-2"]]
+    assert joined["source"] in first and joined["attempts"] == 1
+    assert_host_has(sync_cluster, "worker-2", "/data/late", src)
+
+
+def test_prepare_hook_passes_the_pinned_hosts_as_peers() -> None:
+    from elastic.launch import prepare
+
+    seen = []
+    original = prepare._run
+    prepare._run = lambda argv, what, error: seen.append(argv)
+    try:
+        prepare.prepare("127.0.0.9", "/id", "/ssh", 2222, "/src:/data/x")
+    finally:
+        prepare._run = original
+    assert seen[-1][-2:] == ["--peers-file", "/ssh/hostfile"]
+
+
+def test_corrupted_peer_copy_is_refused_and_retried_from_another_source(sync_cluster, pod_ips, ssh_dir, tmp_path):
+    src = make_dataset(tmp_path / "ds", small=30, big_mib=1)
+    peer, child = pod_ips["worker-0"], pod_ips["worker-1"]
+    proc, _ = sync(ssh_dir, src, "/data/corrupt", "--host", peer)
+    assert proc.returncode == 0, proc.stderr
+    # damage the peer's copy without changing size or mtime: its quick check still passes
+    version = sync_cluster.ssh("worker-0", "readlink /data/corrupt").stdout.strip()
+    bad = sync_cluster.pod_data_dir("worker-0") / version / "class03" / "img0003.bin"
+    st = bad.stat()
+    bad.write_bytes(bytes(b ^ 0xFF for b in bad.read_bytes()))
+    os.utime(bad, ns=(st.st_atime_ns, st.st_mtime_ns))
+    proc, report = sync(ssh_dir, src, "/data/corrupt", "--host", child, "--peers", peer)
+    assert proc.returncode == 0, proc.stderr
+    h = hosts_by_name(report)[child]
+    assert (h["source"], h["attempts"]) == (LAUNCHER, 2)
+    assert "does not match the manifest" in proc.stderr and f"from {peer}" in proc.stderr
+    assert_host_has(sync_cluster, "worker-1", "/data/corrupt", src)
+
+
+def test_relay_host_deleted_mid_copy_costs_its_child_a_retry(sync_cluster, tmp_path):
+    from elastic.sync.relay_run import distribute
+
+    names = ["relay-a", "relay-b", "relay-c"]
+    for n in names:
+        sync_cluster.create_pod(n)
+    ips = {n: sync_cluster.wait_ready(n, timeout=60) for n in names}
+    ssh = tmp_path / "ssh"
+    proc = cli("ssh-bootstrap", "hosts", "--identity", str(sync_cluster.identity), "--out", str(ssh),
+               "--port", str(sync_cluster.ssh_port), "--hosts", ",".join(ips.values()))
+    assert proc.returncode == 0, proc.stderr
+    src = make_dataset(tmp_path / "ds", small=10, big_mib=6)
+    os.environ.setdefault("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    a, b, c = (ips[n] for n in names)
+    started: list[tuple[str, str]] = []
+    boards = []
+    result = {}
+    options = SyncOptions(ssh_config=str(ssh / "ssh_config"), bwlimit_kbps=1024,
+                          retry=RetryPolicy(attempts=3, base=0.2))
+
+    def run() -> None:
+        result["report"] = distribute(str(src), "/data/relaykill", [Host(a), Host(b), Host(c)], options,
+                                      relay="on", on_assign=lambda s, h: started.append((s, h)),
+                                      board_hook=boards.append)
+
+    t = threading.Thread(target=run)
+    t.start()
+    # a's copy from the launcher, then b pulls from a: delete a once b has bytes from it
+    wait_for(lambda: (a, b) in started, 180, "b to start pulling from a")
+    wait_for(lambda: boards[0].snapshot()[b].bytes_sent > 0, 120, "b to receive bytes from a")
+    sync_cluster.delete_pod("relay-a", grace_seconds=0)
+    t.join(300)
+    assert not t.is_alive()
+    report = result["report"]
+    out = {h.host: h for h in report.hosts}
+    assert out[a].ok and out[a].source == LAUNCHER
+    assert out[b].ok and out[b].source in (LAUNCHER, c) and out[b].attempts == 2
+    assert out[c].ok
+    for n in ("relay-b", "relay-c"):
+        assert_host_has(sync_cluster, n, "/data/relaykill", src)
