@@ -89,7 +89,10 @@ def test_prepare_hook_passes_the_pinned_hosts_as_peers() -> None:
         prepare.prepare("127.0.0.9", "/id", "/ssh", 2222, "/src:/data/x")
     finally:
         prepare._run = original
-    assert seen[-1][-2:] == ["--peers-file", "/ssh/hostfile"]
+    argv = seen[-1]
+    flag = argv.index("--peers-file")
+    assert argv[flag + 1] == "/ssh/hostfile"
+    assert argv[-3:] == ["--", "/src", "/data/x"]  # the pod-controlled host never after the "--"
 
 
 def test_corrupted_peer_copy_is_refused_and_retried_from_another_source(sync_cluster, pod_ips, ssh_dir, tmp_path):
