@@ -38,7 +38,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-
 STEPS = ("add", "delete", "kill")
 
 
@@ -135,7 +134,7 @@ def _act(step: str, state_dir: str, delete_pod: str) -> str:
         argv = local_cluster_argv("delete-pod", delete_pod, "--state-dir", state_dir)
     proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
     if proc.returncode != 0:
-        lines = [l for l in proc.stderr.splitlines() if l.strip()]
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
         raise RuntimeError(f"local-cluster {argv[3]} failed: {lines[-1] if lines else proc.returncode}")
     return (proc.stdout.strip().splitlines() or [""])[-1]
 

@@ -16,11 +16,12 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, NoReturn, overload
+from typing import NoReturn, overload
 
-from elastic.errors import ConfigError, ElasticError, Interrupted
 from elastic.common.hostlist import Host, parse_entry, parse_host_list, parse_hosts_file
+from elastic.errors import ConfigError, ElasticError, Interrupted
 
 
 class OneLineParser(argparse.ArgumentParser):

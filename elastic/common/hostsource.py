@@ -10,8 +10,8 @@ from __future__ import annotations
 import shlex
 import subprocess
 
-from elastic.errors import ConfigError
 from elastic.common.hostlist import Host, parse_hosts_file
+from elastic.errors import ConfigError
 
 
 def discover_hosts(command: str = "discover-hosts", timeout: float = 30) -> list[Host]:

@@ -6,7 +6,7 @@ columns left-aligned and separated by two spaces, and no trailing spaces.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 
 def render_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:

@@ -18,15 +18,15 @@ import os
 import sys
 import tempfile
 import uuid
-from typing import Sequence
+from collections.abc import Sequence
 
+from elastic.common.cli import OneLineParser, env_int, run_main
 from elastic.errors import ConfigError
-from elastic.launch.plan import LaunchConfig, make_plan, plan_as_dict
-from elastic.launch.runner import run
 from elastic.launch.command import HorovodrunOptions
+from elastic.launch.plan import LaunchConfig, make_plan, plan_as_dict
 from elastic.launch.plot import check_plot_path
 from elastic.launch.prepare import parse_dataset
-from elastic.common.cli import OneLineParser, env_int, run_main
+from elastic.launch.runner import run
 from elastic.launch.tools import tool
 
 DEFAULT_PORT = 8642

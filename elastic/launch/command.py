@@ -11,8 +11,8 @@ exports the whole environment it runs in to every worker, so the launcher passes
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 from elastic.errors import ConfigError
 

@@ -19,9 +19,9 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from elastic.errors import DaemonStartError, DaemonUnavailable
 
@@ -139,7 +139,7 @@ class ManagedDaemon:
 
     def _last_log_line(self) -> str:
         try:
-            lines = [l for l in self._log_path.read_text(errors="replace").splitlines() if l.strip()]
+            lines = [line for line in self._log_path.read_text(errors="replace").splitlines() if line.strip()]
         except OSError:
             return "(no log)"
         return lines[-1].strip() if lines else "(no output)"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from elastic.launch.push import DaemonDiscovery
 

@@ -3,7 +3,7 @@ the existence checks)."""
 from __future__ import annotations
 
 import os
-from typing import Mapping
+from collections.abc import Mapping
 
 
 def outputs_line(paths: Mapping[str, str | None]) -> str:

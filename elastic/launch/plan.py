@@ -25,9 +25,9 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
 
 from elastic.launch.command import HorovodrunOptions, build_horovodrun_command
 from elastic.launch.daemon import DaemonSpec

@@ -41,9 +41,10 @@ import re
 import struct
 import xml.etree.ElementTree as ET
 import zlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from elastic.errors import ConfigError, PlotError
 
@@ -346,4 +347,4 @@ def svg_ids(path: str | os.PathLike) -> set[str]:
         root = ET.parse(path).getroot()
     except (OSError, ET.ParseError) as exc:
         raise PlotError(f"{path}: cannot read the SVG: {exc}") from exc
-    return {el.get("id") for el in root.iter() if el.get("id")}
+    return {gid for el in root.iter() if (gid := el.get("id"))}

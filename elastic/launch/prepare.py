@@ -30,9 +30,9 @@ import os
 import subprocess
 import sys
 
-from elastic.errors import ConfigError, ElasticError, SSHError, SyncError
 from elastic.common.cli import OneLineParser, run_main
 from elastic.common.hostlist import validate_host_name
+from elastic.errors import ConfigError, ElasticError, SSHError, SyncError
 from elastic.launch.tools import tool
 
 
@@ -57,17 +57,16 @@ def prepare_argv(identity: str, ssh_dir: str, ssh_port: int | None, dataset: str
 def failure_line(stderr: str, stdout: str) -> str:
     """The line that names why a step failed: its first ``error:`` line on stderr (the cause,
     before any summary), else the last stderr line, else the last stdout line."""
-    err = [l.strip() for l in stderr.splitlines() if l.strip()]
-    causes = [l[len("error:"):].strip() for l in err if l.startswith("error:")]
+    err = [line.strip() for line in stderr.splitlines() if line.strip()]
+    causes = [line[len("error:"):].strip() for line in err if line.startswith("error:")]
     if causes:
         return causes[0]
-    out = [l.strip() for l in stdout.splitlines() if l.strip()]
+    out = [line.strip() for line in stdout.splitlines() if line.strip()]
     return (err or out or ["no output"])[-1]
 
 
 def _run(argv: list[str], what: str, error: type[ElasticError]) -> None:
-    proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True)
     if proc.returncode != 0:
         raise error(f"{what} failed ({proc.returncode}): {failure_line(proc.stderr, proc.stdout)}")
 

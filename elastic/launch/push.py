@@ -19,7 +19,7 @@ import http.client
 import logging
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from elastic.common.hostlist import MAX_SLOTS, split_host_slots, validate_host_name

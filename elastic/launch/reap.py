@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Sequence
 
 RUN_ID_ENV = "ELASTIC_RUN_ID"
 _ID = re.compile(r"^[A-Za-z0-9-]+$")

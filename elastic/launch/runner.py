@@ -21,9 +21,10 @@ side effects) and ``execute(plan)`` carries it out, in these steps (blocks until
    it prints what each was last seen doing and stops horovodrun's whole session (exit 1);
 4. at the end (always): the host recorder is stopped; the job's processes left on the hosts
    it saw are stopped (``elastic.launch.reap``: workers carry ``ELASTIC_RUN_ID``; horovodrun
-   stopped by a signal leaves them running otherwise; hosts still served are checked); a daemon we started is stopped; the
-   timeline is printed to stderr (and written as JSON to ``config.timeline_file`` if given),
-   the plot drawn (``plan.plot_file``), and one ``outputs:`` line names the files written.
+   stopped by a signal leaves them running otherwise; hosts still served are checked); a
+   daemon we started is stopped; the timeline is printed to stderr (and written as JSON to
+   ``config.timeline_file`` if given), the plot drawn (``plan.plot_file``), and one
+   ``outputs:`` line names the files written.
 
 The exit code is horovodrun's (128+N when it died of signal N), or 128+N when the launcher
 itself was ended by signal N (forwarded to horovodrun, which then exits as it likes; the
@@ -42,13 +43,13 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Sequence
 
 from elastic.common.hostlist import split_host_slots
-from elastic.launch import events, plot, timeline
 from elastic.errors import ElasticError, Interrupted, LaunchError, SSHError, SyncError
+from elastic.launch import events, plot, timeline
 from elastic.launch.daemon import ManagedDaemon, fetch_hosts, probe
 from elastic.launch.outputs import outputs_line
 from elastic.launch.plan import LaunchConfig, LaunchPlan, horovodrun_env, make_plan
@@ -82,7 +83,7 @@ class _SignalForwarder:
         self._previous: dict = {}
         self.received: list[int] = []
 
-    def __enter__(self) -> "_SignalForwarder":
+    def __enter__(self) -> _SignalForwarder:
         for sig in self.SIGNALS:
             self._previous[sig] = signal.signal(sig, self._forward)
         return self

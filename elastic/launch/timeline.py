@@ -34,13 +34,12 @@ from the training's metrics records (older runs, tests).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
-
-from elastic.launch import events  # noqa: F401  (the driver's Record, for readers of this module)
 
 from elastic.common.hostlist import split_host_slots
+from elastic.launch.events import Record
 
 
 @dataclass(frozen=True)
@@ -120,7 +119,7 @@ def training_events(start: float, records: Sequence[dict]) -> list[Event]:
     return events
 
 
-def driver_events(start: float, driver: Sequence[Any]) -> list[Event]:
+def driver_events(start: float, driver: Sequence[Record]) -> list[Event]:
     """The driver's resets (``world``) and lost workers (``abort``) as timeline events."""
     events, resets = [], 0
     for rec in driver:
@@ -137,7 +136,7 @@ def driver_events(start: float, driver: Sequence[Any]) -> list[Event]:
     return events
 
 
-def _driver_world(driver: Sequence[Any]) -> tuple[list[int], int]:
+def _driver_world(driver: Sequence[Record]) -> tuple[list[int], int]:
     """World sizes (repeats collapsed) and resets from the driver's reset events."""
     sizes: list[int] = []
     resets = -1
@@ -151,7 +150,7 @@ def _driver_world(driver: Sequence[Any]) -> tuple[list[int], int]:
 
 
 def build_timeline(start: float, end: float, snapshots: Sequence[tuple[float, Sequence[str]]],
-                   records: Sequence[dict], exit_code: int, driver: Sequence[Any] = ()) -> list[Event]:
+                   records: Sequence[dict], exit_code: int, driver: Sequence[Record] = ()) -> list[Event]:
     """All events, sorted by time (stable: hosts before training at the same instant)."""
     if any(r.kind == "reset" for r in driver):
         training = [e for e in training_events(start, records) if e.kind == "epoch"]
@@ -163,7 +162,7 @@ def build_timeline(start: float, end: float, snapshots: Sequence[tuple[float, Se
 
 
 def summarize(start: float, end: float, snapshots: Sequence[tuple[float, Sequence[str]]],
-              records: Sequence[dict], exit_code: int, driver: Sequence[Any] = ()) -> Summary:
+              records: Sequence[dict], exit_code: int, driver: Sequence[Record] = ()) -> Summary:
     """Counts over the timeline's inputs."""
     sizes: list[int] = []
     resets, epochs, final = 0, 0, None

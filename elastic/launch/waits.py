@@ -20,7 +20,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from typing import Callable
+from collections.abc import Callable
 
 log = logging.getLogger("elastic.run")
 
@@ -41,14 +41,15 @@ def _text(value: object, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def explain(doc: dict, min_slots: int) -> list[str] | None:
+def explain(doc: object, min_slots: int) -> list[str] | None:
     """Why fewer than ``min_slots`` slots are served (see the module docstring); None when
     enough are."""
     if not isinstance(doc, dict):
         return [f"waiting for hosts: the discovery daemon answered {_text(doc, 80)!r}"]
     if not doc.get("synced", True):
         return ["waiting for hosts: the discovery daemon has not listed the pods yet"]
-    hosts = doc.get("hosts") if isinstance(doc.get("hosts"), list) else []
+    listed_hosts = doc.get("hosts")
+    hosts = listed_hosts if isinstance(listed_hosts, list) else []
     served = _slots(hosts)
     if served >= min_slots:
         return None
@@ -67,7 +68,8 @@ def explain(doc: dict, min_slots: int) -> list[str] | None:
     for pod, why in sorted(pods):
         lines.append(f"  {pod}: {why}")
     listed = len(doc.get("waiting_pods") or [])
-    counted = doc.get("waiting") if isinstance(doc.get("waiting"), dict) else {}
+    waiting = doc.get("waiting")
+    counted = waiting if isinstance(waiting, dict) else {}
     unnamed = sum(n for n in counted.values() if isinstance(n, int)) - listed
     if unnamed > 0:
         by_reason = ", ".join(f"{n} {_text(r, 60)}" for r, n in sorted(counted.items()) if isinstance(n, int))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from elastic.errors import DaemonUnavailable
 from elastic.launch.daemon import fetch_hosts

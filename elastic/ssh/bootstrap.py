@@ -33,20 +33,20 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterator
 
 from elastic.common.atomicfile import write_atomic
+from elastic.common.hostlist import Host, merge_hostfile, parse_hosts_file, render_hostfile, validate_host_name
+from elastic.common.table import render_table
 from elastic.errors import ConfigError, SSHError
-from elastic.common.hostlist import Host, validate_host_name, merge_hostfile, parse_hosts_file, render_hostfile
-from elastic.ssh.known_hosts import KnownHosts, PinResult, host_key_name, mismatch_error, pin, repin
-from elastic.ssh.pin_owners import is_new_incarnation, parse_pin_owners, render_pin_owners
 from elastic.ssh.config import BootstrapDir, render_settings, render_ssh_config, render_ssh_wrapper
 from elastic.ssh.exec import SSHClient
+from elastic.ssh.known_hosts import KnownHosts, PinResult, host_key_name, mismatch_error, pin, repin
+from elastic.ssh.pin_owners import is_new_incarnation, parse_pin_owners, render_pin_owners
 from elastic.ssh.probe import fetch_host_key
-from elastic.common.table import render_table
 
 _write_lock = threading.Lock()
 LOCK_NAME = ".lock"
@@ -136,7 +136,8 @@ def write_ssh_files(d: BootstrapDir, identity: str, port: int, user: str, connec
     try:
         d.bin_dir.mkdir(parents=True, exist_ok=True)
         write_atomic(d.ssh_config, render_ssh_config(identity, str(d.known_hosts), port, user, connect_timeout))
-        write_atomic(d.ssh_wrapper, render_ssh_wrapper(_real_ssh(d.bin_dir), str(d.ssh_config), str(d.known_hosts)), 0o755)
+        wrapper = render_ssh_wrapper(_real_ssh(d.bin_dir), str(d.ssh_config), str(d.known_hosts))
+        write_atomic(d.ssh_wrapper, wrapper, 0o755)
         write_atomic(d.settings, render_settings(identity, port, user))
         if not d.known_hosts.exists():
             write_atomic(d.known_hosts, "", 0o644)

@@ -30,8 +30,8 @@ import sys
 
 from elastic.common.cli import OneLineParser, env_default, env_int, hosts_from_args, run_main, setup_logging
 from elastic.errors import ConfigError
-from elastic.ssh.keys import DEFAULT_SECRET_NAME, apply_secret, generate_keypair, public_fingerprint, write_keys
 from elastic.ssh.config import BootstrapDir, horovodrun_args, horovodrun_env_delta
+from elastic.ssh.keys import DEFAULT_SECRET_NAME, apply_secret, generate_keypair, public_fingerprint, write_keys
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -42,19 +42,23 @@ def _parser() -> argparse.ArgumentParser:
     keys = sub.add_parser("keys", help="generate the job's ed25519 key pair and Secret manifest")
     keys.add_argument("--out", default=env_default("ELASTIC_SSH_DIR"), help="output directory [ELASTIC_SSH_DIR]")
     keys.add_argument("--secret-name", default=DEFAULT_SECRET_NAME, help="Secret name (default %(default)s)")
-    keys.add_argument("--namespace", default=env_default("ELASTIC_NAMESPACE"), help="Secret namespace [ELASTIC_NAMESPACE]")
+    keys.add_argument("--namespace", default=env_default("ELASTIC_NAMESPACE"),
+                      help="Secret namespace [ELASTIC_NAMESPACE]")
     keys.add_argument("--comment", default="elastic-horovod", help="public key comment")
     keys.add_argument("--apply", action="store_true", help="also create the Secret through the Kubernetes API")
     keys.add_argument("--kubeconfig", default=env_default("KUBECONFIG"), help="kubeconfig for --apply [KUBECONFIG]")
     keys.add_argument("--force", action="store_true", help="replace an existing key / Secret")
 
     hosts = sub.add_parser("hosts", help="pin host keys, write ssh_config and hostfile, check every host")
-    hosts.add_argument("--identity", default=env_default("ELASTIC_SSH_IDENTITY"), help="private key [ELASTIC_SSH_IDENTITY]")
+    hosts.add_argument("--identity", default=env_default("ELASTIC_SSH_IDENTITY"),
+                       help="private key [ELASTIC_SSH_IDENTITY]")
     hosts.add_argument("--out", default=env_default("ELASTIC_SSH_DIR"), help="output directory [ELASTIC_SSH_DIR]")
-    hosts.add_argument("--port", type=int, default=None, help="SSH port of every host (default 2222) [ELASTIC_SSH_PORT]")
+    hosts.add_argument("--port", type=int, default=None,
+                       help="SSH port of every host (default 2222) [ELASTIC_SSH_PORT]")
     hosts.add_argument("--user", default=env_default("ELASTIC_SSH_USER", "root"), help="login user [ELASTIC_SSH_USER]")
     hosts.add_argument("--hosts", default=env_default("ELASTIC_HOSTS"), help="h1,h2:slots,... [ELASTIC_HOSTS]")
-    hosts.add_argument("--hosts-file", default=env_default("ELASTIC_HOSTS_FILE"), help="file of host[:slots] lines [ELASTIC_HOSTS_FILE]")
+    hosts.add_argument("--hosts-file", default=env_default("ELASTIC_HOSTS_FILE"),
+                       help="file of host[:slots] lines [ELASTIC_HOSTS_FILE]")
     hosts.add_argument("--discover-cmd", default=env_default("DISCOVER_HOSTS_CMD", "discover-hosts"),
                        help="command printing host:slots lines, used when no hosts are given (default %(default)s)")
     hosts.add_argument("--slots", type=int, default=1, help="slots for hosts given without them (default 1)")
@@ -63,10 +67,12 @@ def _parser() -> argparse.ArgumentParser:
                        help="the single host is pod UID: replace its pin if it was pinned for another uid")
     hosts.add_argument("--replace-hostfile", action="store_true",
                        help="write DIR/hostfile with only this call's good hosts (default: merge)")
-    hosts.add_argument("--timeout", type=float, default=None, help="seconds per connection (default 10) [ELASTIC_SSH_TIMEOUT]")
+    hosts.add_argument("--timeout", type=float, default=None,
+                       help="seconds per connection (default 10) [ELASTIC_SSH_TIMEOUT]")
 
     args = sub.add_parser("horovodrun-args", help="print the horovodrun flags and environment for DIR")
-    args.add_argument("--out", default=env_default("ELASTIC_SSH_DIR"), help="the hosts --out directory [ELASTIC_SSH_DIR]")
+    args.add_argument("--out", default=env_default("ELASTIC_SSH_DIR"),
+                      help="the hosts --out directory [ELASTIC_SSH_DIR]")
     args.add_argument("--hostfile", action="store_true", help="include --hostfile DIR/hostfile")
     args.add_argument("--json", action="store_true", help='print {"args": [...], "env": {...}}')
     return parser

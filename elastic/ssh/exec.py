@@ -66,7 +66,8 @@ class SSHClient:
         """The ``rsync -e`` value (rsync splits it on spaces and honours quotes)."""
         return " ".join(shlex.quote(a) for a in self.base())
 
-    def run(self, host: str, script: str, *, stdin: bytes | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    def run(self, host: str, script: str, *, stdin: bytes | None = None,
+            timeout: float = 120) -> subprocess.CompletedProcess:
         """Run ``script`` on ``host``; raise ``SSHError`` when ssh fails (not when the script does)."""
         try:
             proc = subprocess.run(self.argv(host, script), input=stdin if stdin is not None else b"",

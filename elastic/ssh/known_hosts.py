@@ -11,9 +11,9 @@ API server): every pin for the name is replaced by the presented key (``repinned
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 import base64
 import hashlib
+from dataclasses import dataclass, field
 
 from elastic.errors import HostKeyMismatch
 
@@ -49,7 +49,7 @@ class KnownHosts:
     other_lines: tuple[str, ...] = field(default=())
 
     @classmethod
-    def parse(cls, text: str) -> "KnownHosts":
+    def parse(cls, text: str) -> KnownHosts:
         entries, other = [], []
         for line in text.splitlines():
             parts = line.split()
@@ -64,7 +64,7 @@ class KnownHosts:
         lines = list(self.other_lines) + [e.render() for e in self.entries]
         return "".join(line + "\n" for line in lines)
 
-    def without(self, name: str) -> "KnownHosts":
+    def without(self, name: str) -> KnownHosts:
         """This file with ``name`` dropped from every managed entry (entries left nameless go)."""
         entries = []
         for e in self.entries:

@@ -12,7 +12,7 @@ written by the caller atomically under ``DIR/.lock``.
 from __future__ import annotations
 
 import json
-from typing import Mapping
+from collections.abc import Mapping
 
 from elastic.errors import ConfigError
 

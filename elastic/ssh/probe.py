@@ -24,7 +24,7 @@ def fetch_host_key(host: str, port: int, timeout: float = 10.0,
     where = f"{host}:{port}"
     try:
         sock = socket.create_connection((host, port), timeout=timeout)
-    except socket.timeout as exc:
+    except TimeoutError as exc:
         raise SSHError(f"{where}: connection timed out after {timeout:g}s") from exc
     except OSError as exc:
         raise SSHError(f"{where}: {exc.strerror or exc}") from exc

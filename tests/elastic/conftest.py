@@ -22,9 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.waiting import wait_for  # noqa: F401 (the shared helper, imported from here by the tests)
-
 from elastic.sync.manifest import MANIFEST_NAME, Manifest, build_manifest
+from tests.waiting import wait_for  # noqa: F401 (the shared helper, imported from here by the tests)
 
 BIN = Path(sys.executable).parent
 WORKERS = ("worker-0", "worker-1", "worker-2")
@@ -151,7 +150,7 @@ def sshd_factory(tmp_path):
 def make_dataset(root: Path, small: int = 120, big_mib: int = 3) -> Path:
     """Nested small files, one bigger file, an empty directory and an internal symlink."""
     for i in range(small):
-        d = root / "class{:02d}".format(i % 6)
+        d = root / f"class{i % 6:02d}"
         d.mkdir(parents=True, exist_ok=True)
         (d / f"img{i:04d}.bin").write_bytes(hashlib.sha256(str(i).encode()).digest() * (1 + i % 40))
     (root / "big.bin").write_bytes(os.urandom(big_mib * 2**20))

@@ -104,8 +104,10 @@ def test_sigterm_is_forwarded_and_the_job_stops(two_pods, tmp_path):
 
 @pytest.mark.parametrize("args, message, code", [
     ([], "no training command given: elastic-run [options] -- COMMAND ...", 2),
-    (["--dataset", "/nonexistent/mnist:/data/mnist", "--", "true"], "--dataset source /nonexistent/mnist: no such directory", 2),
-    (["--ssh-identity-file", "/nonexistent/key", "--", "true"], "--ssh-identity-file /nonexistent/key: no such file", 2),
+    (["--dataset", "/nonexistent/mnist:/data/mnist", "--", "true"],
+     "--dataset source /nonexistent/mnist: no such directory", 2),
+    (["--ssh-identity-file", "/nonexistent/key", "--", "true"],
+     "--ssh-identity-file /nonexistent/key: no such file", 2),
     (["--min-np", "4", "--max-np", "2", "--", "true"], "--max-np 2 is below --min-np 4", 2),
     (["--min-np", "many", "--", "true"], "argument --min-np: invalid int value: 'many' (see elastic-run --help)", 2),
     (["--dataset", "nocolon", "--", "true"], "--dataset wants SRC:DEST, got 'nocolon'", 2),

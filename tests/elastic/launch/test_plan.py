@@ -8,8 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from elastic.launch.command import HorovodrunOptions
 from elastic.launch.events import EVENTS_ENV
 from elastic.launch.plan import LaunchConfig, horovodrun_env, make_plan, plan_as_dict

@@ -33,8 +33,9 @@ def test_a_pod_that_joins_later_is_served_only_once_its_data_is_there(cluster, t
     cluster.create_pod("worker-0")
     first = cluster.wait_ready("worker-0")
     daemon = subprocess.Popen(
-        [tool("discovery-daemon"), "--kubeconfig", str(cluster.kubeconfig), "--selector", "app=elastic-horovod,role=worker",
-         "--socket", str(sock), "--prepare-cmd", f"sh -c {shlex.quote(hook)}"],
+        [tool("discovery-daemon"), "--kubeconfig", str(cluster.kubeconfig),
+         "--selector", "app=elastic-horovod,role=worker", "--socket", str(sock),
+         "--prepare-cmd", f"sh -c {shlex.quote(hook)}"],
         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         wait_for(lambda: served(sock) == [first], timeout=120, what="worker-0 prepared and served")

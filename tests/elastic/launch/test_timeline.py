@@ -2,6 +2,7 @@
 epochs from rank 0's metrics, the wall time and the exit code."""
 import json
 
+from elastic.launch import events as driver_events
 from elastic.launch.runner import timeline
 
 START = 1000.0
@@ -109,12 +110,12 @@ def test_a_daemon_answering_503_is_not_recorded():
 # what the patched Horovod driver wrote for a script that writes no metrics (Horovod's own
 # examples): start at 2, a pod joins (3), a worker is killed (2)
 DRIVER = [
-    timeline.events.Record(1001.0, "worker_start", {"host": "127.0.1.1", "slot": 0, "rank": 0}),
-    timeline.events.Record(1001.0, "reset", {"world_size": 2, "rendezvous": 1, "new_workers": 2}),
-    timeline.events.Record(1011.0, "reset", {"world_size": 3, "rendezvous": 2, "new_workers": 1}),
-    timeline.events.Record(1019.5, "abort", {"reason": "127.0.1.2[0] exited with 137", "workers": 2}),
-    timeline.events.Record(1021.0, "reset", {"world_size": 2, "rendezvous": 3, "new_workers": 0}),
-    timeline.events.Record(1025.0, "reset", {"world_size": 2, "rendezvous": 4, "new_workers": 0}),
+    driver_events.Record(1001.0, "worker_start", {"host": "127.0.1.1", "slot": 0, "rank": 0}),
+    driver_events.Record(1001.0, "reset", {"world_size": 2, "rendezvous": 1, "new_workers": 2}),
+    driver_events.Record(1011.0, "reset", {"world_size": 3, "rendezvous": 2, "new_workers": 1}),
+    driver_events.Record(1019.5, "abort", {"reason": "127.0.1.2[0] exited with 137", "workers": 2}),
+    driver_events.Record(1021.0, "reset", {"world_size": 2, "rendezvous": 3, "new_workers": 0}),
+    driver_events.Record(1025.0, "reset", {"world_size": 2, "rendezvous": 4, "new_workers": 0}),
 ]
 
 
@@ -139,11 +140,11 @@ def test_driver_events_win_over_the_metrics_and_epochs_stay():
 
 def test_driver_records_parse_and_follow_a_growing_file(tmp_path):
     path = tmp_path / "events.jsonl"
-    follower = timeline.events.Follower(path)
+    follower = driver_events.Follower(path)
     assert follower.poll() == []  # no file yet
     path.write_text('{"time": 1.5, "kind": "reset", "detail": {"world_size": 2}}\n{"time": 2, "ki')
-    assert follower.poll() == [timeline.events.Record(1.5, "reset", {"world_size": 2})]
+    assert follower.poll() == [driver_events.Record(1.5, "reset", {"world_size": 2})]
     with open(path, "a") as f:
         f.write('nd": "progress", "detail": {"commits": 3}}\nnot json\n[1, 2]\n{"kind": "x"}\n')
-    assert follower.poll() == [timeline.events.Record(2.0, "progress", {"commits": 3})]
-    assert len(timeline.events.read_records(path)) == 2
+    assert follower.poll() == [driver_events.Record(2.0, "progress", {"commits": 3})]
+    assert len(driver_events.read_records(path)) == 2

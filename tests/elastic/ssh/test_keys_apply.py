@@ -98,7 +98,8 @@ def test_apply_creates_the_secret_and_refuses_to_replace_it_without_force(api, t
     assert proc.stdout.splitlines()[-1] == "Secret job/elastic-horovod-ssh created"
     stored = api.secrets[("job", "elastic-horovod-ssh")]
     assert stored["kind"] == "Secret" and stored["type"] == "Opaque"
-    assert base64.b64decode(stored["data"]["id_ed25519.pub"]).decode() == (tmp_path / "k" / "id_ed25519.pub").read_text()
+    public = (tmp_path / "k" / "id_ed25519.pub").read_text()
+    assert base64.b64decode(stored["data"]["id_ed25519.pub"]).decode() == public
 
     again = cli("ssh-bootstrap", "keys", "--out", str(tmp_path / "k2"), "--namespace", "job", "--apply",
                 "--kubeconfig", config)
@@ -125,5 +126,6 @@ def test_apply_reports_a_bad_token_and_an_unreachable_api_in_one_line(api, tmp_p
     proc = cli("ssh-bootstrap", "keys", "--out", str(tmp_path / "k2"), "--apply",
                "--kubeconfig", kubeconfig(tmp_path / "down", api.port))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
-    assert proc.stderr.startswith(f"error: cannot reach the Kubernetes API at http://127.0.0.1:{api.port}: "), proc.stderr
+    cause = f"error: cannot reach the Kubernetes API at http://127.0.0.1:{api.port}: "
+    assert proc.stderr.startswith(cause), proc.stderr
     assert "Connection refused" in proc.stderr

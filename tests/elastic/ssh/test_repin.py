@@ -16,13 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from elastic.errors import ConfigError
 from elastic.common.hostlist import Host, merge_hostfile
-from elastic.ssh.known_hosts import KnownHosts, fingerprint, repin
-from elastic.ssh.pin_owners import is_new_incarnation, parse_pin_owners, render_pin_owners
+from elastic.errors import ConfigError
 from elastic.ssh.config import BootstrapDir
 from elastic.ssh.exec import HostKeyUnverified, SSHClient
-
+from elastic.ssh.known_hosts import KnownHosts, fingerprint, repin
+from elastic.ssh.pin_owners import is_new_incarnation, parse_pin_owners, render_pin_owners
 from tests.elastic.conftest import BIN, Sshd, cli, keygen
 
 REPO = Path(__file__).resolve().parents[3]  # the repository (tests/elastic/ssh/ is three down)
@@ -124,7 +123,7 @@ def _same_port(server: Sshd, port: int, index: int) -> None:
                 sock.bind((address, port))
             except OSError:
                 continue
-        lines = [l for l in server.config.read_text().splitlines() if not l.startswith("ListenAddress ")]
+        lines = [line for line in server.config.read_text().splitlines() if not line.startswith("ListenAddress ")]
         server.config.write_text("\n".join([f"ListenAddress {address}:{port}", *lines]) + "\n")
         server.address, server.port = address, port
         return

@@ -10,12 +10,12 @@ import paramiko
 import pytest
 import yaml
 
-from elastic.errors import ConfigError
 from elastic.common.hostlist import Host, parse_entry, parse_host_list, parse_hosts_file, render_hostfile
+from elastic.common.table import human_bytes, render_table
+from elastic.errors import ConfigError
+from elastic.ssh.config import BootstrapDir, horovodrun_args, horovodrun_env, render_ssh_config
 from elastic.ssh.keys import generate_keypair, public_fingerprint, secret_manifest, write_keys
 from elastic.ssh.known_hosts import KnownHosts, fingerprint, host_key_name, pin
-from elastic.ssh.config import BootstrapDir, horovodrun_args, horovodrun_env, render_ssh_config
-from elastic.common.table import human_bytes, render_table
 
 GOOD_ENTRIES = [
     ("worker-0", Host("worker-0", 1)),
@@ -81,7 +81,8 @@ def test_pin_decisions_new_same_changed():
 
 
 def test_known_hosts_round_trip_keeps_foreign_lines():
-    text = "# comment\n|1|hashed|entry ssh-ed25519 AAAA\n@cert-authority * ssh-ed25519 AAAA\nh1,h2 ssh-ed25519 " + _key(3) + "\n"
+    text = ("# comment\n|1|hashed|entry ssh-ed25519 AAAA\n@cert-authority * ssh-ed25519 AAAA\n"
+            "h1,h2 ssh-ed25519 " + _key(3) + "\n")
     known = KnownHosts.parse(text)
     assert known.keys_for("h2") == {"ssh-ed25519": _key(3)}
     assert KnownHosts.parse(known.render()) == known
