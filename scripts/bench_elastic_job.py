@@ -5,6 +5,8 @@ $BENCH_LOG at the moments a join or a leave is made of (unix time "t", "ev", "ho
   start     the script runs (the interpreter is up; before any import)
   imported  torch and horovod.torch are imported
   init      hvd.init() returned (rendezvous done; a joiner's first world)
+  built     the model, optimizer and state are built: hvd.elastic.run is entered next (it
+            registers the worker's notification service with the driver, then syncs the state)
   synced    the state is synced: the train function was (re-)entered after a reset
   step      the first step at a world size this process had not stepped at before
 
@@ -57,5 +59,5 @@ def train(state):
         state.commit()
         time.sleep(delay)
 
-
+emit("built")
 train(state)

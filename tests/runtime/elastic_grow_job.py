@@ -11,7 +11,12 @@ Knobs for the tests of the Horovod patches (all optional):
   initialized, then waits for the file GROW_GATE before it enters ``hvd.elastic.run`` (where
   it registers its notification service): the workers are "still starting" until then;
 - $GROW_DIE_HOST / $GROW_DIE_AT_STEP: the first worker on that host kills itself with
-  SIGKILL at that step (a hard crash; a marker file next to $GROW_LOG keeps it to once).
+  SIGKILL at that step (a hard crash; a marker file next to $GROW_LOG keeps it to once and
+  holds the worker's pid); with $GROW_DIE_SIGNAL=STOP it stops itself instead (SIGSTOP: a
+  host that vanished without closing its connections, as after a power loss or a partition).
+
+When a rank leaves a collective with HorovodInternalError (a peer is gone), it appends
+{"host", "rank", "time", "error"} to $GROW_LOG.left before Horovod resets it.
 """
 
 import json
@@ -22,6 +27,7 @@ import time
 
 import horovod.torch as hvd
 import torch
+from horovod.common.exceptions import HorovodInternalError
 
 target_size = int(os.environ.get("GROW_TARGET_SIZE", "2"))
 steps_after = int(os.environ.get("GROW_STEPS_AFTER", "5"))
@@ -37,6 +43,7 @@ state = hvd.elastic.TorchState(model=model, optimizer=optimizer, step=0, grown_a
 log = open(os.environ["GROW_LOG"], "a", buffering=1)
 host = os.environ.get("HOROVOD_HOSTNAME", socket.gethostname())
 die_host, die_at = os.environ.get("GROW_DIE_HOST"), int(os.environ.get("GROW_DIE_AT_STEP", "0"))
+die_signal = signal.SIGSTOP if os.environ.get("GROW_DIE_SIGNAL") == "STOP" else signal.SIGKILL
 died_marker = os.environ["GROW_LOG"] + ".died"
 
 if os.environ.get("GROW_STARTED"):
@@ -47,6 +54,16 @@ if os.environ.get("GROW_STARTED"):
 
 @hvd.elastic.run
 def train(state):
+    try:
+        steps(state)
+    except HorovodInternalError as error:
+        with open(os.environ["GROW_LOG"] + ".left", "a") as left:
+            left.write(json.dumps({"host": host, "rank": hvd.rank(), "time": time.time(),
+                                   "error": str(error)[:200]}) + "\n")
+        raise
+
+
+def steps(state):
     while state.step < max_steps:
         if hvd.size() >= target_size and state.grown_at < 0:
             state.grown_at = state.step
@@ -59,8 +76,10 @@ def train(state):
         optimizer.step()
         state.step += 1
         if host == die_host and state.step == die_at and not os.path.exists(died_marker):
-            open(died_marker, "w").close()
-            os.kill(os.getpid(), signal.SIGKILL)
+            with open(died_marker + ".tmp", "w") as marker:
+                marker.write(str(os.getpid()))
+            os.rename(died_marker + ".tmp", died_marker)
+            os.kill(os.getpid(), die_signal)
         log.write(json.dumps({
             "time": time.time(),
             "host": host,

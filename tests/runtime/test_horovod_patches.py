@@ -117,9 +117,13 @@ def test_a_killed_worker_does_not_stall_its_peers_until_the_gloo_timeout(tmp_pat
     at 300 s, the survivors must be training again at world size 2 long before it: the
     driver tells them the worker is gone and they leave their collectives at once.
 
-    Known gap: in this topology (three processes on one machine) stock 0.28.1 also recovers
-    (the closed connections propagate from rank to rank), so this test does not fail without
-    patch 0003; it guards the recovery, not the fix."""
+    This test does not fail on stock 0.28.1, and no topology was found where it would: a
+    killed process closes all its connections (Gloo connects every rank to every other), and
+    each background cycle of Horovod coordinates through an allreduce ring over all ranks
+    (the response cache's bit vector), so the dead rank's ring neighbours fail at once, their
+    background loops end and close their connections, and the failure runs round the ring
+    in milliseconds. It guards the recovery; the test below (a host that vanishes without
+    closing its connections) is the one that fails without patch 0003."""
     me = socket.gethostname()
     script, _, _ = discovery_script(tmp_path, f"localhost:1\n127.0.0.1:1\n{me}:1\n")
     log = tmp_path / "grow.jsonl"
@@ -138,6 +142,53 @@ def test_a_killed_worker_does_not_stall_its_peers_until_the_gloo_timeout(tmp_pat
         job.proc.wait(timeout=240)
         assert job.proc.returncode == 0, job.output()
     finally:
+        job.close()
+    after = [r for r in read_log(log) if r["size"] == 2]
+    assert {r["host"] for r in after} == {"localhost", me}
+
+
+@pytest.mark.timeout(400)
+def test_a_vanished_host_does_not_stall_its_peers_until_the_gloo_timeout(tmp_path):
+    """0003: a worker's host vanishes without closing its connections (its process is stopped
+    with SIGSTOP mid-training, as after a power loss or a network partition: no FIN, no RST)
+    and the host leaves discovery. The survivors sit in the step's allreduce waiting for it.
+    With the Gloo timeout at 120 s they must leave that collective well before it: the
+    patched driver tells them the host is gone and they abort at once. Stock 0.28.1 only
+    notes the host change, which the workers check after the collective: they wait the full
+    120 s. (The new world then still needs the vanished worker's exit: Horovod's driver waits
+    for every worker of the old world to report; the test ends the stopped process itself.)"""
+    me = socket.gethostname()
+    script, hosts, _ = discovery_script(tmp_path, f"localhost:1\n127.0.0.1:1\n{me}:1\n")
+    log = tmp_path / "grow.jsonl"
+    left = Path(str(log) + ".left")
+    env = run_env(GROW_LOG=str(log), GROW_TARGET_SIZE="3", GROW_STEPS_AFTER="60", GROW_MAX_STEPS="400",
+                  GROW_DIE_HOST="127.0.0.1", GROW_DIE_AT_STEP="10", GROW_DIE_SIGNAL="STOP",
+                  HOROVOD_GLOO_TIMEOUT_SECONDS="120")
+    job = Job(tmp_path, [HOROVODRUN, "-np", "3", "--min-np", "2", "--max-np", "3",
+                         "--host-discovery-script", str(script), "--network-interface", "lo",
+                         "--elastic-timeout", "120", sys.executable, str(HERE / "elastic_grow_job.py")], env)
+    stopped = None
+    try:
+        died = Path(str(log) + ".died")
+        wait_for(died.exists, 240, "the worker on 127.0.0.1 to stop itself", job.proc)
+        stopped = int(died.read_text())
+        hosts.write_text(f"localhost:1\n{me}:1\n")
+        # well under the 120 s Gloo timeout, with room for a slow machine
+        wait_for(lambda: {r["host"] for r in read_log(left)} == {"localhost", me}, 60,
+                 "both survivors to leave their allreduce (stock Horovod waits for the 120 s Gloo timeout)",
+                 job.proc)
+        os.kill(stopped, signal.SIGKILL)
+        stopped = None
+        wait_for(lambda: any(r["size"] == 2 for r in read_log(log)), 120,
+                 "the survivors to train at world size 2", job.proc)
+        job.proc.wait(timeout=240)
+        assert job.proc.returncode == 0, job.output()
+    finally:
+        if stopped is not None:
+            try:
+                os.kill(stopped, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         job.close()
     after = [r for r in read_log(log) if r["size"] == 2]
     assert {r["host"] for r in after} == {"localhost", me}
