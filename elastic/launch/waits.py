@@ -128,12 +128,14 @@ class WaitExplainer:
 
     def _run(self) -> None:
         last, said_at = None, 0.0
-        while not self._stop.is_set():
+        while True:  # after ``stop()``, one last look: a short job may end before the next poll
             lines = self.check_once()
             if lines is None:
                 if last is not None:
                     self._emit("enough hosts are served; horovodrun starts the workers")
                 self.satisfied.set()
+                return
+            if self._stop.is_set():
                 return
             now = self._clock()
             if lines != last or now - said_at >= self._repeat:

@@ -80,6 +80,18 @@ def test_the_explainer_says_a_state_once_and_stops_when_enough_hosts_are_served(
     assert said[-1] == "enough hosts are served; horovodrun starts the workers"
 
 
+def test_a_job_that_ends_before_the_next_poll_still_hears_that_enough_hosts_came():
+    """stop() takes one last look: the hosts came, the job ran and ended between two polls."""
+    current = {"doc": DOC}
+    said: list[str] = []
+    explainer = WaitExplainer("http://daemon", 3, interval=3600, fetch=lambda url: current["doc"], emit=said.append)
+    explainer.start()
+    wait_for(lambda: "  worker-1: not ready" in said, 30, "the first explanation")
+    current["doc"] = {**DOC, "hosts": DOC["hosts"] * 3}
+    explainer.stop()  # long before the next poll
+    assert said[-1] == "enough hosts are served; horovodrun starts the workers"
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     with running_cluster(tmp_path_factory.mktemp("waits") / "cluster", workers=2) as c:
