@@ -12,10 +12,11 @@ whole file; ``Follower(path).poll()`` returns the records appended since the las
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from elastic.common.jsonlines import parse_json_object, read_json_lines
 
 EVENTS_ENV = "HOROVOD_ELASTIC_EVENTS_FILE"
 
@@ -31,12 +32,12 @@ class Record:
 
 def parse_line(text: str) -> Record | None:
     """A record from one JSON line, or None when the line is not one."""
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(doc, dict):
-        return None
+    doc = parse_json_object(text)
+    return None if doc is None else _record(doc)
+
+
+def _record(doc: dict) -> Record | None:
+    """A record from a JSON object, or None when it does not have a record's fields."""
     when, kind, detail = doc.get("time"), doc.get("kind"), doc.get("detail", {})
     if not isinstance(when, (int, float)) or isinstance(when, bool) or not isinstance(kind, str):
         return None
@@ -45,13 +46,7 @@ def parse_line(text: str) -> Record | None:
 
 def read_records(path: str | Path | None) -> list[Record]:
     """Every record in the file (none when it is missing); bad lines are skipped."""
-    if not path:
-        return []
-    try:
-        text = Path(path).read_text(errors="replace")
-    except OSError:
-        return []
-    return [r for r in (parse_line(line) for line in text.splitlines()) if r is not None]
+    return [r for r in map(_record, read_json_lines(path)) if r is not None]
 
 
 class Follower:

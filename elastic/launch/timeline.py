@@ -33,12 +33,12 @@ from the training's metrics records (older runs, tests).
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from elastic.common.hostlist import split_host_slots
+from elastic.common.jsonlines import read_json_lines
 from elastic.launch.events import Record
 
 
@@ -203,21 +203,4 @@ def render(events: Sequence[Event], summary: Summary) -> str:
 
 def read_metrics(path: str | Path | None) -> list[dict]:
     """The JSON records of a metrics file; missing file or unreadable lines are skipped."""
-    if not path:
-        return []
-    try:
-        text = Path(path).read_text(errors="replace")
-    except OSError:
-        return []
-    out = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(rec, dict):
-            out.append(rec)
-    return out
+    return read_json_lines(path)
