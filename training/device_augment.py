@@ -185,7 +185,7 @@ class DeviceAugment:
             except RuntimeError:
                 self._find_bad_jpeg(data, [paths[i] for i in jpeg] if paths else None)
                 raise
-            for i, t in zip(jpeg, decoded):
+            for i, t in zip(jpeg, decoded, strict=True):
                 out[i] = t
         for i, t in enumerate(images):
             if t.ndim != 1:
