@@ -5,7 +5,8 @@ image in the loading processes) delivers a few hundred images/s per core while o
 trains ResNet-50 on tens of thousands (``scripts/bench-input-pipeline``). On this path the
 loading processes only read each file's bytes (``JpegBytesDataset``: no decode, so a core
 reads thousands of files/s); the training process decodes a whole batch at once
-(``torchvision.io.decode_jpeg`` on a list, with ``device=`` on CUDA: nvJPEG) and crops,
+(``torchcodec.decoders.decode_jpeg`` on a list, with ``device=`` on CUDA: one nvJPEG call;
+TorchCodec supersedes ``torchvision.io``'s decoders, deprecated in torchvision 0.29) and crops,
 resizes, flips and normalises it as a few batched tensor operations on the device
 (``DeviceAugment``). On the CPU (``--debug-gpu-path`` or no GPU) the same calls run on the
 CPU: only the device differs.
@@ -174,14 +175,14 @@ class DeviceAugment:
                ) -> list[torch.Tensor]:
         """(3, H, W) uint8 images on the device: JPEG bytes decoded in one batched call
         (on CUDA by nvJPEG), already decoded images moved there."""
-        from torchvision.io import ImageReadMode, decode_jpeg
+        from torchcodec.decoders import decode_jpeg
 
         jpeg = [i for i, t in enumerate(images) if t.ndim == 1]
         out: list[torch.Tensor | None] = [None] * len(images)
         if jpeg:
             data = [images[i] for i in jpeg]
             try:
-                decoded = decode_jpeg(data, mode=ImageReadMode.RGB, device=self.device)
+                decoded = decode_jpeg(data, mode="RGB", device=self.device)
             except RuntimeError:
                 self._find_bad_jpeg(data, [paths[i] for i in jpeg] if paths else None)
                 raise
@@ -194,11 +195,11 @@ class DeviceAugment:
 
     def _find_bad_jpeg(self, data: list[torch.Tensor], paths: list[str] | None) -> None:
         """Raise ``DatasetError`` for the first of ``data`` that does not decode."""
-        from torchvision.io import ImageReadMode, decode_jpeg
+        from torchcodec.decoders import decode_jpeg
 
         for k, t in enumerate(data):
             try:
-                decode_jpeg(t, mode=ImageReadMode.RGB, device=self.device)
+                decode_jpeg(t, mode="RGB", device=self.device)
             except RuntimeError as exc:
                 name = paths[k] if paths else f"image {k} of the batch"
                 raise DatasetError(f"{name}: cannot decode image: {exc}".splitlines()[0]) from exc
