@@ -12,7 +12,7 @@ data is loaded in the training process.
 from __future__ import annotations
 
 import multiprocessing
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from torch.utils.data import DataLoader, Dataset
 
@@ -48,10 +48,12 @@ class ShardBatches:
 
 
 def make_loader(dataset: Dataset, batch_sampler: Iterable[list[int]], workers: int,
-                pin_memory: bool) -> DataLoader:
+                pin_memory: bool, collate_fn: Callable | None = None) -> DataLoader:
     """A DataLoader over ``batch_sampler`` (an iterable of index lists, re-read at every
-    ``iter``); with ``workers`` > 0 its processes are started by forkserver and persist."""
+    ``iter``); with ``workers`` > 0 its processes are started by forkserver and persist.
+    ``collate_fn`` (a module-level function: forkserver pickles it) replaces stacking."""
     processes = workers > 0
     return DataLoader(dataset, batch_sampler=batch_sampler, num_workers=workers, pin_memory=pin_memory,
+                      collate_fn=collate_fn,
                       persistent_workers=processes, prefetch_factor=4 if processes else None,
                       multiprocessing_context=multiprocessing.get_context("forkserver") if processes else None)

@@ -32,6 +32,9 @@ precision of ``--amp-dtype`` (fp16 with a gradient scaler whose state is part of
 state from the start, bf16 without), channels_last for models that want it (made safe for
 Horovod by ``training.layout``), ``cudnn.benchmark``, persistent loading processes started by
 forkserver (``training.loaders``). The elastic state is a ``training.state.TrainingState``.
+With ``--augment-on-device`` (a ``Task`` with ``augment_size``) the loading processes only
+read the encoded images and ``training.device_augment`` decodes and augments each batch on
+the training device, from a random stream seeded per rank like the rest.
 """
 
 from __future__ import annotations
@@ -64,6 +67,9 @@ class Task:
     val_set: Dataset | None
     build_model: Callable[[], torch.nn.Module]
     channels_last: bool = False
+    # decode and augment on the device (``training.device_augment``) at this image size: the
+    # datasets are then ``JpegBytesDataset``s
+    augment_size: int | None = None
 
 
 def dataset_size(dataset: Dataset) -> int:
@@ -118,6 +124,13 @@ class Trainer:
         # started at first use, then kept
         self._train_loader: DataLoader | None = None
         self._val: tuple[loaders.ShardBatches, DataLoader] | None = None  # validation plan, loader
+        self.augment = None
+        self.collate = None
+        if task.augment_size is not None:
+            from training.device_augment import DeviceAugment, collate_bytes
+
+            self.augment = DeviceAugment(task.augment_size, self.device)
+            self.collate = collate_bytes
         self._tick: float | None = None  # start of the training time not yet committed
         self.writer = metrics.MetricsWriter(args.metrics_file)
         self.tracer = Tracer(args.trace_dir)
@@ -216,7 +229,10 @@ class Trainer:
         self._tick = None
         if self.scaler is not None and state.scaler_state is not None:
             self.scaler.load_state_dict(state.scaler_state)
-        torch.manual_seed(stream_seed(self.args.seed, hvd.rank(), state.epoch, state.resets))
+        seed = stream_seed(self.args.seed, hvd.rank(), state.epoch, state.resets)
+        torch.manual_seed(seed)
+        if self.augment is not None:
+            self.augment.reseed(seed)
         self.check_signals(state)
         self.tracer.worker(rank=hvd.rank(), size=hvd.size(), epoch=state.epoch,
                            resets=state.resets,
@@ -229,7 +245,8 @@ class Trainer:
         """The training loader (persistent processes on the GPU path), planned by the sampler."""
         if self._train_loader is None:
             self._train_loader = loaders.make_loader(self.task.train_set, self.sampler,
-                                                     self.workers, pin_memory=self.cuda)
+                                                     self.workers, pin_memory=self.cuda,
+                                                     collate_fn=self.collate)
         return self._train_loader
 
     def train_epoch(self, state) -> None:
@@ -238,7 +255,7 @@ class Trainer:
         self._tick = time.monotonic()
         first = True
         for step in steps:
-            batch = next(batches) if step.indices else None
+            batch = self.to_device(next(batches), train=True) if step.indices else None
             if first and batch is not None:
                 self.tracer.inputs(epoch=state.epoch, rank=self.hvd.rank(), indices=step.indices,
                                    batch=batch[0])
@@ -284,14 +301,15 @@ class Trainer:
             time.sleep(a.debug_step_delay)
 
     def train_step(self, batch, total: int) -> None:
-        """One optimizer step; ``total`` is the step's sample count over all ranks."""
+        """One optimizer step on ``batch``, ``(x, y)`` on the device (``to_device``) or None
+        for no sample; ``total`` is the step's sample count over all ranks."""
         model, opt = self.model, self.opt
         model.train()
         opt.zero_grad()
         if batch is None:  # this rank has no sample in a short last step: zero gradients
             loss = sum(p.sum() for p in model.parameters()) * 0.0
         else:
-            x, y = self.to_device(batch)
+            x, y = batch
             with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp):
                 out = model(x)
             summed = F.cross_entropy(out.float(), y, reduction="sum",
@@ -310,10 +328,16 @@ class Trainer:
             loss.backward()
             opt.step()
 
-    def to_device(self, batch):
-        """A loader batch ``(x, y)`` on the training device (x channels-last when wanted)."""
-        x, y = batch
-        x = x.to(self.device, non_blocking=True)
+    def to_device(self, batch, train: bool):
+        """A loader batch as ``(x, y)`` on the training device (x channels-last when wanted).
+        With ``--augment-on-device`` the batch holds encoded images: they are decoded and
+        augmented (``train``) or resized and cropped (validation) there."""
+        if self.augment is not None:
+            images, y, paths = batch
+            x = self.augment.train(images, paths) if train else self.augment.val(images, paths)
+        else:
+            x, y = batch
+            x = x.to(self.device, non_blocking=True)
         if self.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
         return x, y.to(self.device, non_blocking=True)
@@ -426,7 +450,8 @@ class Trainer:
             hvd = self.hvd
             shards = loaders.ShardBatches(dataset_size(val_set), self.args.val_batch_size,
                                           lambda: (hvd.rank(), hvd.size()))
-            self._val = shards, loaders.make_loader(val_set, shards, self.workers, pin_memory=self.cuda)
+            self._val = shards, loaders.make_loader(val_set, shards, self.workers, pin_memory=self.cuda,
+                                                    collate_fn=self.collate)
         return self._val
 
     def validate(self) -> float | None:
@@ -441,7 +466,7 @@ class Trainer:
         batches: Iterable = loader if len(shards) else ()
         with torch.no_grad():
             for batch in batches:
-                x, y = self.to_device(batch)
+                x, y = self.to_device(batch, train=False)
                 with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp):
                     out = self.model(x)
                 correct += (out.argmax(1) == y).sum()

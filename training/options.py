@@ -208,6 +208,10 @@ _IMAGE_FLAGS = (  # the image models' flags (``Defaults.image_size`` set)
          "classes with --synthetic (default %(default)s); else the dataset's", _positive),
     Flag("--zero-init-residual", bool, False,
          "start each residual block's last BatchNorm at zero (Goyal et al.)"),
+    Flag("--augment-on-device", bool, False,
+         "the loading processes only read the JPEG files; the training process decodes them "
+         "(nvJPEG on CUDA) and crops, flips and normalises each batch on its device: for when "
+         "the CPUs cannot keep the GPU fed (needs --data-dir)"),
 )
 
 
@@ -230,6 +234,9 @@ def parse(argv: list[str] | None, d: Defaults) -> argparse.Namespace:
         args.norm_weight_decay = args.weight_decay
     if not args.debug_gpu_path:
         args.debug_gpu_path = _env_flag("TRAINING_DEBUG_GPU_PATH")
+    if getattr(args, "augment_on_device", False) and not args.data_dir:
+        raise ConfigError("--augment-on-device decodes image files: it needs --data-dir, "
+                          "not --synthetic")
     if d.image_size is not None and args.image_size < 64:
         raise ConfigError(f"--image-size {args.image_size} is below the minimum of 64")
     return args

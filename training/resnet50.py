@@ -3,7 +3,8 @@
 Reads the tiny-imagenet layout as downloaded (``train/<wnid>/images/*.JPEG``,
 ``val/images`` + ``val/val_annotations.txt``) or any ImageFolder (``train/<class>/``
 and optional ``val/<class>/``, or ``<class>/`` directly) from ``--data-dir``, or trains on
-``--synthetic`` images. The model is torchvision's ResNet-50 with random initial weights
+``--synthetic`` images; ``--augment-on-device`` decodes and augments on the training device
+(``training.device_augment``). The model is torchvision's ResNet-50 with random initial weights
 (nothing is downloaded) and as many outputs as the dataset has classes. The dataset is
 scanned before Horovod starts: a missing or malformed one is one line on stderr, exit 2.
 """
@@ -37,7 +38,15 @@ def make_task(args):
     from training.models import resnet50
 
     shape = (3, args.image_size, args.image_size)
-    if found is not None:
+    augment_size = None
+    if found is not None and args.augment_on_device:
+        from training.device_augment import JpegBytesDataset
+
+        train = JpegBytesDataset(found.train)
+        val = JpegBytesDataset(found.val) if found.val else None
+        classes = len(found.classes)
+        augment_size = args.image_size
+    elif found is not None:
         train_tf, val_tf = image_transforms(args.image_size)
         train = ImageListDataset(found.train, train_tf)
         val = ImageListDataset(found.val, val_tf) if found.val else None
@@ -47,7 +56,8 @@ def make_task(args):
         train = SyntheticDataset(args.synthetic_size, shape, classes, seed=args.seed)
         val = SyntheticDataset(max(1, args.synthetic_size // 10), shape, classes, seed=args.seed + 1)
     return Task(name="resnet50", train_set=train, val_set=val,
-                build_model=partial(resnet50, classes, args.zero_init_residual), channels_last=True)
+                build_model=partial(resnet50, classes, args.zero_init_residual), channels_last=True,
+                augment_size=augment_size)
 
 
 def main(argv: list[str] | None = None) -> int:

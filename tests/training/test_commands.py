@@ -20,7 +20,7 @@ from tests.training.trainhelp import (
     write_mnist,
     write_tiny_imagenet,
 )
-from training import checkpoint
+from training import checkpoint, mnist, options, resnet50
 
 pytestmark = pytest.mark.timeout(400)
 ROOT = str(Path(__file__).parents[2])
@@ -141,3 +141,12 @@ def test_runtime_failure_exits_1_with_one_line(tmp_path):
     assert r.returncode == 1, r.stderr
     assert r.stderr.splitlines()[-1] == f"error: checkpoint directory {not_a_dir}: Not a directory"
     assert "Traceback" not in r.stderr
+
+
+def test_augment_on_device_needs_image_files(tmp_path):
+    r = command("resnet50", "--synthetic", "--augment-on-device", "--image-size", "64")
+    assert_one_line_error(r, "--augment-on-device", "--data-dir")
+    root = write_tiny_imagenet(tmp_path / "tiny", classes=2, per_class=1, val_per_class=1)
+    assert "--augment-on-device" in command("resnet50", "--help").stdout
+    assert "augment_on_device" not in vars(options.parse(["--synthetic"], mnist.DEFAULTS))
+    assert options.parse(["--data-dir", str(root), "--augment-on-device"], resnet50.DEFAULTS).augment_on_device

@@ -105,6 +105,17 @@ class ElasticRun:
         return self.job.finish()
 
 
+def commit_sizes(trace: Path, epoch: int) -> set[int]:
+    """The world sizes of the commits traced in ``epoch`` (0-based)."""
+    sizes = set()
+    for path in sorted(trace.glob("*.samples")):
+        for line in path.read_text().splitlines():
+            rec = json.loads(line)
+            if rec["epoch"] == epoch:
+                sizes.add(rec["size"])
+    return sizes
+
+
 def test_scale_up_2_to_3_then_down_to_2(tmp_path, pods, mnist):
     handle, ips = pods
     run = ElasticRun(tmp_path, handle, ips, mnist, ["worker-0", "worker-1"])
@@ -113,15 +124,16 @@ def test_scale_up_2_to_3_then_down_to_2(tmp_path, pods, mnist):
         run.wait_committed(0, 64)
         run.set_hosts(["worker-0", "worker-1", "worker-2"])
         run.wait_world(3, min_resets=1)
+        # removing a host kills its worker: wait until the world of 3 has committed a step,
+        # or the scale-down can roll it back before it trained anything
+        run.job.wait_for(lambda: 3 in commit_sizes(run.trace, 0), "a commit at world size 3")
         run.set_hosts(["worker-0", "worker-1"])
         run.wait_world(2, min_resets=2)
         assert run.release() == 0, run.job.output()[-4000:]
     finally:
         run.job.stop()
     records = check_finished_run(tmp_path, TRAIN, EPOCHS, final_world=2)
-    epoch1 = [json.loads(line) for f in sorted((tmp_path / "trace").glob("*.samples"))
-              for line in f.read_text().splitlines()]
-    sizes = {r["size"] for r in epoch1 if r["epoch"] == 0}
+    sizes = commit_sizes(tmp_path / "trace", 0)
     assert sizes == {2, 3}, "the first epoch trained at world sizes 2 and 3"
     assert records[-1]["world_size"] == 2 and records[-1]["resets"] == 2
     lrs = {r["world_size"]: r["lr"] for r in records}

@@ -4,7 +4,8 @@ gradient scaler, forkserver loaders; only the device differs), under real horovo
 - a channels_last ResNet-50 in bf16 through an elastic 2 -> 3 scale-up: the state sync and
   the gradient allreduce accept its tensors, and every rank ends with the same parameters;
 - a 2 -> 3 scale-up with weight decay: the joiner does not drift from the others;
-- different augmentation streams on each rank.
+- different augmentation streams on each rank, ``--augment-on-device`` included;
+- ``--augment-on-device`` through an elastic 2 -> 3 scale-up on a tiny-imagenet tree.
 """
 
 from __future__ import annotations
@@ -82,6 +83,25 @@ def test_resnet50_channels_last_bf16_elastic_scale_up(tmp_path):
     check_finished_run(tmp_path, n, 2, final_world=3)
 
 
+def test_augment_on_device_elastic_scale_up_on_tiny_imagenet(tmp_path):
+    """--augment-on-device: the loading processes read JPEG bytes, the training process
+    decodes and augments them (here on the CPU); the elastic contract holds unchanged."""
+    root = write_tiny_imagenet(tmp_path / "tiny", classes=3, per_class=8, val_per_class=2)
+    n = 24
+    argv = [*train_args("resnet50", root, tmp_path, 2), "--image-size", "64",
+            "--augment-on-device", "--batch-size", "2", "--val-batch-size", "4",
+            "--commit-every", "2", "--host-check-every", "1", "--log-every", "0",
+            "--weight-decay", "0.01", "--debug-gpu-path", "--amp-dtype", "bf16", "--workers", "1",
+            "--debug-step-delay", "0.2"]
+    run = LocalScaleUp(tmp_path, argv)
+    try:
+        assert run.scale_up_after(8) == 0, run.job.output()[-4000:]
+    finally:
+        run.job.stop()
+    records = check_finished_run(tmp_path, n, 2, final_world=3)
+    assert all(r["val_accuracy"] is not None for r in records if r["event"] == "epoch")
+
+
 @pytest.mark.parametrize("gpu_path", [False, True], ids=["cpu-path", "gpu-path-fp16"])
 def test_joiner_with_weight_decay_ends_with_the_same_parameters(tmp_path, gpu_path):
     """Horovod's broadcast_optimizer_state steps a joiner's fresh optimizer with zero
@@ -116,13 +136,14 @@ def write_identical_images(root: Path) -> Path:
     return root
 
 
-@pytest.mark.parametrize("workers", [0, 1])
-def test_each_rank_draws_its_own_augmentation(tmp_path, workers):
+@pytest.mark.parametrize("workers,extra", [(0, ()), (1, ()), (1, ("--augment-on-device",))],
+                         ids=["workers0", "workers1", "augment-on-device"])
+def test_each_rank_draws_its_own_augmentation(tmp_path, workers, extra):
     root = write_identical_images(tmp_path / "tiny")
     argv = [HOROVODRUN, "-np", "2", "-H", "localhost:2", "--network-interface", "lo",
             *train_args("resnet50", root, tmp_path, 1, "--image-size", "64", "--batch-size", "2",
                         "--val-batch-size", "2", "--commit-every", "8", "--log-every", "0",
-                        "--workers", str(workers), "--num-classes", "2")]
+                        "--workers", str(workers), "--num-classes", "2", *extra)]
     job = Job(argv, tmp_path / "horovodrun.log", cwd=ROOT)
     try:
         assert job.finish(600) == 0, job.output()[-4000:]
