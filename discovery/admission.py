@@ -24,9 +24,9 @@ import logging
 import os
 import shlex
 import signal
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Callable, Iterable, Mapping
 
 from discovery.errors import ConfigError
 from discovery.hosts import Host, escape, servable
@@ -44,7 +44,7 @@ class PrepareSettings:
     timeout: float = 600.0
 
     @classmethod
-    def parse(cls, command: str, **kw: float) -> "PrepareSettings":
+    def parse(cls, command: str, **kw: float) -> PrepareSettings:
         """Split ``command``; ``ConfigError`` naming the bad value if it is empty or unbalanced."""
         try:
             argv = tuple(shlex.split(command))
@@ -147,8 +147,8 @@ class Admission:
         argv = [*self.settings.command, "--", host.host]
         try:
             proc = await asyncio.create_subprocess_exec(
-                *argv, env=prepare_env(host, os.environ), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-                stderr=asyncio.subprocess.PIPE, start_new_session=True)
+                *argv, env=prepare_env(host, os.environ), stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, start_new_session=True)
         except OSError as e:
             self.failures += 1
             return False, f"cannot run {argv[0]!r}: {e.strerror or e}"

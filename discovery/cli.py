@@ -14,7 +14,7 @@ import logging
 import os
 import signal
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from discovery.cli_runner import run_main
 from discovery.errors import ConfigError, DiscoveryError

@@ -28,7 +28,7 @@ class _GuardedProtocol(asyncio.Protocol):
     """Forwards everything to aiohttp's ``RequestHandler``; closes the transport when the
     handler has been waiting for a request for longer than the guard allows."""
 
-    def __init__(self, inner: Any, guard: "GuardedServer") -> None:
+    def __init__(self, inner: Any, guard: GuardedServer) -> None:
         self._inner = inner
         self._guard = guard
         self._transport: asyncio.Transport | None = None

@@ -26,10 +26,9 @@ Never a partial list: output is validated first and written with one call.
 """
 from __future__ import annotations
 
+import _socket  # the C module: ``socket`` would pull in ``enum`` and more (startup time)
 import os
 import sys
-
-import _socket  # the C module: ``socket`` would pull in ``enum`` and more (startup time)
 
 from discovery.atomicfile import write_atomic
 from discovery.cli_runner import run_main
@@ -151,7 +150,7 @@ def split_url(url: str) -> tuple[str, object, str]:
     return "tcp", (host, port_n), prefix
 
 
-def _connect(address: tuple[str, int], timeout: float) -> "_socket.socket":
+def _connect(address: tuple[str, int], timeout: float) -> _socket.socket:
     """``socket.create_connection`` without importing ``socket``: try each address in turn."""
     host, port = address
     for family in (_socket.AF_INET, _socket.AF_INET6):

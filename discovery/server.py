@@ -26,7 +26,8 @@ import asyncio
 import hmac
 import json
 import time
-from typing import Any, Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Histogram

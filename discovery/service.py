@@ -22,7 +22,7 @@ import asyncio
 import logging
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from discovery.admission import Admission, PrepareSettings
 from discovery.cache import PodCache
@@ -67,7 +67,7 @@ class DiscoveryService:
         self.failed: asyncio.Event | None = None  # set once the watch has given up for good
 
     # -- lifecycle -----------------------------------------------------------------------
-    async def __aenter__(self) -> "DiscoveryService":
+    async def __aenter__(self) -> DiscoveryService:
         # The watch thread parses events while the loop answers readers; a shorter GIL switch
         # interval (default 5 ms) lets a request in sooner. Restored on exit.
         self._switch_interval = sys.getswitchinterval()

@@ -30,7 +30,7 @@ import shlex
 import subprocess
 import time
 
-from elastic.errors import DestRefused, Interrupted, LockTimeout, LockUnavailable, SSHError, SyncError
+from elastic.errors import Interrupted, LockTimeout, LockUnavailable, SSHError, SyncError
 from elastic.ssh.exec import SSHClient, ssh_failure
 from elastic.sync.cancel import CancelToken
 from elastic.sync.remote import Layout
@@ -48,7 +48,9 @@ def lock_script(layout: Layout, wait_seconds: float) -> str:
     q = shlex.quote
     return f"""
 state={q(layout.state)}
-if [ -L "$state" ] || {{ [ -e "$state" ] && [ ! -d "$state" ]; }}; then echo "error=$state is not a directory"; exit 0; fi
+if [ -L "$state" ] || {{ [ -e "$state" ] && [ ! -d "$state" ]; }}; then
+  echo "error=$state is not a directory"; exit 0
+fi
 command -v flock >/dev/null 2>&1 || {{ echo "error=the host has no flock (util-linux)"; exit 0; }}
 mkdir -p -- "$state" || {{ echo "error=cannot create $state"; exit 0; }}
 exec 9>>"$state/{LOCK_NAME}" || {{ echo "error=cannot open $state/{LOCK_NAME}"; exit 0; }}
@@ -142,7 +144,7 @@ class HostLock:
             if stream:
                 stream.close()
 
-    def __enter__(self) -> "HostLock":
+    def __enter__(self) -> HostLock:
         self.acquire()
         return self
 

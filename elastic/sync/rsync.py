@@ -15,13 +15,13 @@ from __future__ import annotations
 import re
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from elastic.errors import Interrupted, RsyncFailed, SyncError
-from elastic.sync.manifest import MANIFEST_NAME
 from elastic.ssh.exec import HOST_KEY_FAILURE, ssh_failure
 from elastic.sync.cancel import CancelToken
+from elastic.sync.manifest import MANIFEST_NAME
 from elastic.sync.procs import tied_popen
 from elastic.sync.remote import Layout, writer_rsync_path
 

@@ -15,14 +15,14 @@ from __future__ import annotations
 import getpass
 import os
 import posixpath
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import paramiko
 
 from elastic.errors import HostKeyUnverified, Interrupted, SSHError, SyncError
-from elastic.sync.manifest import Listing, Manifest
 from elastic.sync.cancel import CancelToken
+from elastic.sync.manifest import Listing, Manifest
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ def sftp_copy(host: str, ssh_config: str | None, src: str, staging: str, manifes
             tmp = posixpath.join(posixpath.dirname(final), f".{posixpath.basename(final)}.dataset-sync-tmp")
             base = bytes_done
 
-            def chunk(sent: int, _total: int, base: int = base) -> None:
+            def chunk(sent: int, _total: int, base: int = base, files_done: int = files_done) -> None:
                 on_progress(files_done, base + sent)
 
             with open(os.path.join(src, rel), "rb") as handle:
