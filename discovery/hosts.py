@@ -313,6 +313,7 @@ def classify(pod: Mapping[str, Any], rules: Rules) -> Verdict:
             return Skipped(namespace, name, uid,
                            f"bad {GPU_RESOURCE} limit: {slots} slots, more than {MAX_SLOTS}", group)
 
+    host: str | None
     if rules.address == "name":
         host, where = name, "metadata.name"
     elif rules.address == "dns" or ":" in ip:

@@ -107,7 +107,7 @@ async def wait_for_generation(svc: DiscoveryService, query: Any) -> None:
 def make_app(svc: DiscoveryService, token: str | None = None) -> web.Application:
     """The aiohttp application. ``token``: required bearer token (None: none required)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ServiceCollector(svc))  # type: ignore[arg-type]
+    registry.register(ServiceCollector(svc))
     latency = Histogram("discovery_request_seconds", "HTTP request latency", ["path"],
                         registry=registry,
                         buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0))

@@ -109,11 +109,12 @@ class DiscoveryService:
 
     async def wait_for(self, predicate: Callable[[HostTable], bool], timeout: float) -> HostTable:
         """Block until a published table satisfies ``predicate``; ``asyncio.TimeoutError``."""
-        assert self._published is not None
+        published = self._published
+        assert published is not None
 
         async def _wait() -> HostTable:
-            async with self._published:
-                await self._published.wait_for(lambda: predicate(self.table))
+            async with published:
+                await published.wait_for(lambda: predicate(self.table))
                 return self.table
         return await asyncio.wait_for(_wait(), timeout)
 

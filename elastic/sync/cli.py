@@ -99,10 +99,11 @@ def _parser() -> argparse.ArgumentParser:
 def _options(ns: argparse.Namespace):
     from elastic.sync.service import SyncOptions
 
+    env_roots = env_default("ELASTIC_SYNC_ALLOWED_ROOTS")
     if ns.allowed_root:
         roots = tuple(normalize_root(r) for r in ns.allowed_root)
-    elif env_default("ELASTIC_SYNC_ALLOWED_ROOTS"):
-        roots = parse_allowed_roots(env_default("ELASTIC_SYNC_ALLOWED_ROOTS"))
+    elif env_roots:
+        roots = parse_allowed_roots(env_roots)
     else:
         roots = DEFAULT_ALLOWED_ROOTS
     retries = ns.retries if ns.retries is not None else env_int("ELASTIC_SYNC_RETRIES", 3)

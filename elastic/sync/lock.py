@@ -79,11 +79,13 @@ class HostLock:
                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         except OSError as exc:
             raise SSHError(f"cannot run {self.client.ssh}: {exc.strerror}") from exc
+        stdout = self._proc.stdout
+        assert stdout is not None  # stdout=PIPE
         deadline = time.monotonic() + self.wait_seconds + self.connect_timeout + 30
         buffer = b""
         try:
             with selectors.DefaultSelector() as sel:
-                sel.register(self._proc.stdout, selectors.EVENT_READ)
+                sel.register(stdout, selectors.EVENT_READ)
                 while True:
                     if self.cancel.cancelled:
                         raise Interrupted(f"{self.host}: interrupted while waiting for the lock")
@@ -91,7 +93,7 @@ class HostLock:
                         raise LockTimeout(f"{self.host}: no answer while waiting for the lock on {self.layout.dest}")
                     if not sel.select(timeout=0.2):
                         continue
-                    chunk = os.read(self._proc.stdout.fileno(), 4096)
+                    chunk = os.read(stdout.fileno(), 4096)
                     if not chunk:
                         self._fail_closed(buffer)
                     buffer += chunk

@@ -255,7 +255,7 @@ def load_cache(path: str, src_real: str) -> HashCache:
             doc = json.load(handle)
         if doc.get("src") != src_real:
             return {}
-        return {str(k): tuple(v) for k, v in doc["files"].items()}  # type: ignore[misc]
+        return {str(k): tuple(v) for k, v in doc["files"].items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return {}
 

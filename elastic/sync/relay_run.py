@@ -52,6 +52,7 @@ from elastic.sync.service import (
     SyncOptions,
     SyncReport,
     VerifyFailed,
+    _Attempt,
     _Expected,
     _HostSync,
     _retryable,
@@ -168,7 +169,7 @@ def _end(proc: subprocess.Popen) -> None:
 class _Done:
     host: str
     sender: str
-    result: object = None
+    result: _Attempt | None = None
     error: BaseException | None = None
 
 
@@ -295,8 +296,8 @@ class _RelayRun:
             running -= 1
             host, sender = d.host, d.sender
             seconds = round(time.monotonic() - first_start[host], 3)
-            if d.error is None:
-                r = d.result
+            r = d.result
+            if r is not None:  # the attempt returned (d.error is None)
                 outcomes[host] = HostOutcome(host, True, r.method, r.files, r.bytes, seconds, attempts[host],
                                              r.version, unchanged=r.unchanged,
                                              source="-" if r.unchanged else r.source)

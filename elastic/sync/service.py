@@ -318,10 +318,11 @@ class _HostSync:
                               checksum=self.checksum, symlinks=self.options.symlinks)
 
         def progress(p: RsyncProgress) -> None:
-            changes = {"bytes_sent": p.bytes}
-            if p.files_sent is not None:
-                changes.update(files_sent=p.files_sent, checked=p.checked, total=p.total)
-            self.board.update(self.host, **changes)
+            if p.files_sent is None or p.checked is None or p.total is None:  # bytes only
+                self.board.update(self.host, bytes_sent=p.bytes)
+            else:
+                self.board.update(self.host, bytes_sent=p.bytes, files_sent=p.files_sent, checked=p.checked,
+                                  total=p.total)
 
         t0 = time.monotonic()
         stats = run_rsync(argv, self.host, progress, self.cancel, stdin)
