@@ -24,9 +24,9 @@ import logging
 import os
 import shlex
 import signal
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Callable, Iterable, Mapping
 
 from discovery.errors import ConfigError
 from discovery.hosts import Host, escape, servable
@@ -44,7 +44,8 @@ class PrepareSettings:
     timeout: float = 600.0
 
     @classmethod
-    def parse(cls, command: str, **kw: float) -> "PrepareSettings":
+    def parse(cls, command: str, *, concurrency: int = 4, retries: int = 2, retry_delay: float = 1.0,
+              timeout: float = 600.0) -> PrepareSettings:
         """Split ``command``; ``ConfigError`` naming the bad value if it is empty or unbalanced."""
         try:
             argv = tuple(shlex.split(command))
@@ -52,7 +53,7 @@ class PrepareSettings:
             raise ConfigError(f"bad --prepare-cmd {command!r}: {e}") from e
         if not argv:
             raise ConfigError("--prepare-cmd is empty")
-        s = cls(argv, **kw)  # type: ignore[arg-type]
+        s = cls(argv, concurrency=concurrency, retries=retries, retry_delay=retry_delay, timeout=timeout)
         if s.concurrency < 1:
             raise ConfigError(f"--prepare-concurrency must be >= 1, got {s.concurrency}")
         if s.retries < 0:
@@ -147,8 +148,8 @@ class Admission:
         argv = [*self.settings.command, "--", host.host]
         try:
             proc = await asyncio.create_subprocess_exec(
-                *argv, env=prepare_env(host, os.environ), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-                stderr=asyncio.subprocess.PIPE, start_new_session=True)
+                *argv, env=prepare_env(host, os.environ), stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, start_new_session=True)
         except OSError as e:
             self.failures += 1
             return False, f"cannot run {argv[0]!r}: {e.strerror or e}"

@@ -11,8 +11,9 @@ every pod as an immutable view (a tuple) and the change counter, for whole-list 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from discovery.hosts import GPU_RESOURCE, SLOTS_ANNOTATION
 

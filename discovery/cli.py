@@ -14,7 +14,8 @@ import logging
 import os
 import signal
 import sys
-from typing import Sequence
+from collections.abc import Sequence
+from typing import NoReturn
 
 from discovery.cli_runner import run_main
 from discovery.errors import ConfigError, DiscoveryError
@@ -131,11 +132,11 @@ async def _serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
                           "(or DISCOVERY_TOKEN)")
     prepare = None
     if args.prepare_cmd:
-        prepare = PrepareSettings.parse(
-            args.prepare_cmd,
-            concurrency=_int("--prepare-concurrency", args.prepare_concurrency),
-            retries=_int("--prepare-retries", args.prepare_retries),
-            timeout=_float("--prepare-timeout", args.prepare_timeout))
+        concurrency = _int("--prepare-concurrency", args.prepare_concurrency)
+        retries = _int("--prepare-retries", args.prepare_retries)
+        assert concurrency is not None and retries is not None  # both options have a default
+        prepare = PrepareSettings.parse(args.prepare_cmd, concurrency=concurrency, retries=retries,
+                                        timeout=_float("--prepare-timeout", args.prepare_timeout))
     stale_after = _float("--stale-after", args.stale_after)
     watch_timeout = _int("--watch-timeout", args.watch_timeout) or 0
     if watch_timeout < 1:
@@ -197,7 +198,7 @@ async def _serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
 class _Parser(argparse.ArgumentParser):
     """argparse with one line (``error: ...``, exit 2) instead of usage + message."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         print(f"error: {message} (see {self.prog} --help)", file=sys.stderr)
         raise SystemExit(2)
 

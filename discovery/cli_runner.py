@@ -16,7 +16,7 @@ from discovery.errors import ConfigError, DiscoveryError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # for the annotations only; never imported at run time
-    from typing import Callable
+    from collections.abc import Callable
 
 
 def run_main(prog: str, body: Callable[[], int]) -> int:

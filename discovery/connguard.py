@@ -28,7 +28,7 @@ class _GuardedProtocol(asyncio.Protocol):
     """Forwards everything to aiohttp's ``RequestHandler``; closes the transport when the
     handler has been waiting for a request for longer than the guard allows."""
 
-    def __init__(self, inner: Any, guard: "GuardedServer") -> None:
+    def __init__(self, inner: Any, guard: GuardedServer) -> None:
         self._inner = inner
         self._guard = guard
         self._transport: asyncio.Transport | None = None
@@ -123,7 +123,7 @@ class _GuardedRunner(web.AppRunner):
         self._limits = (max_connections, idle_timeout)
         self.guard: GuardedServer | None = None
 
-    async def _make_server(self) -> web.Server:  # type: ignore[override]
+    async def _make_server(self) -> web.Server:
         server = await super()._make_server()
         self.guard = GuardedServer(server, max_connections=self._limits[0], idle_timeout=self._limits[1])
         return self.guard  # type: ignore[return-value]

@@ -26,10 +26,9 @@ Never a partial list: output is validated first and written with one call.
 """
 from __future__ import annotations
 
+import _socket  # the C module: ``socket`` would pull in ``enum`` and more (startup time)
 import os
 import sys
-
-import _socket  # the C module: ``socket`` would pull in ``enum`` and more (startup time)
 
 from discovery.atomicfile import write_atomic
 from discovery.cli_runner import run_main
@@ -100,7 +99,7 @@ def parse_args(argv: list[str]) -> dict:
             value = argv[i]
         opts[flag] = value
         i += 1
-    s = {}
+    s: dict = {}
     for flag, (env, default) in OPTIONS.items():
         v = opts.get(flag)
         if v is None:
@@ -123,7 +122,7 @@ def parse_args(argv: list[str]) -> dict:
 
 
 # -- the daemon ------------------------------------------------------------------------------
-def split_url(url: str) -> tuple[str, object, str]:
+def split_url(url: str) -> tuple[str, str | tuple[str, int], str]:
     """``URL`` -> ``(family, address, path prefix)``; ``UsageError`` if it is not one we speak."""
     if url.startswith("unix:"):
         path = url[5:]
@@ -151,7 +150,7 @@ def split_url(url: str) -> tuple[str, object, str]:
     return "tcp", (host, port_n), prefix
 
 
-def _connect(address: tuple[str, int], timeout: float) -> "_socket.socket":
+def _connect(address: tuple[str, int], timeout: float) -> _socket.socket:
     """``socket.create_connection`` without importing ``socket``: try each address in turn."""
     host, port = address
     for family in (_socket.AF_INET, _socket.AF_INET6):
@@ -194,14 +193,14 @@ def http_get(url: str, path: str, token: str | None, timeout: float) -> tuple[in
     answers one byte a second is cut off when it runs out, not reset by each byte."""
     import time
     deadline = time.monotonic() + timeout
-    family, address, prefix = split_url(url)
+    _, address, prefix = split_url(url)
     try:
-        if family == "unix":
+        if isinstance(address, str):  # unix:/path
             sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
             sock.settimeout(timeout)
             sock.connect(address)
         else:
-            sock = _connect(address, timeout)  # type: ignore[arg-type]
+            sock = _connect(address, timeout)
     except OSError as e:
         raise Failure(f"daemon at {url} unreachable ({e.strerror or e})") from None
     try:

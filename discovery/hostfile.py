@@ -5,7 +5,7 @@ sees the old file or the new one, never a partial one.
 """
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from discovery.atomicfile import write_atomic
 from discovery.hosts import MAX_SLOTS, Host, servable

@@ -32,9 +32,12 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from discovery.errors import BadHost
+
+if TYPE_CHECKING:  # annotations only
+    from collections.abc import Iterable, Mapping
 
 SLOTS_ANNOTATION = "elastic-horovod/slots"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -307,8 +310,10 @@ def classify(pod: Mapping[str, Any], rules: Rules) -> Verdict:
                 return Skipped(namespace, name, uid, f"bad {GPU_RESOURCE} limit: {e}", group)
         slots = gpus if gpus > 0 else rules.default_slots
         if slots > MAX_SLOTS:
-            return Skipped(namespace, name, uid, f"bad {GPU_RESOURCE} limit: {slots} slots, more than {MAX_SLOTS}", group)
+            return Skipped(namespace, name, uid,
+                           f"bad {GPU_RESOURCE} limit: {slots} slots, more than {MAX_SLOTS}", group)
 
+    host: str | None
     if rules.address == "name":
         host, where = name, "metadata.name"
     elif rules.address == "dns" or ":" in ip:

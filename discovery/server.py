@@ -26,7 +26,8 @@ import asyncio
 import hmac
 import json
 import time
-from typing import Any, Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Histogram
@@ -106,7 +107,7 @@ async def wait_for_generation(svc: DiscoveryService, query: Any) -> None:
 def make_app(svc: DiscoveryService, token: str | None = None) -> web.Application:
     """The aiohttp application. ``token``: required bearer token (None: none required)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ServiceCollector(svc))  # type: ignore[arg-type]
+    registry.register(ServiceCollector(svc))
     latency = Histogram("discovery_request_seconds", "HTTP request latency", ["path"],
                         registry=registry,
                         buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0))

@@ -22,7 +22,7 @@ import asyncio
 import logging
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from discovery.admission import Admission, PrepareSettings
 from discovery.cache import PodCache
@@ -67,7 +67,7 @@ class DiscoveryService:
         self.failed: asyncio.Event | None = None  # set once the watch has given up for good
 
     # -- lifecycle -----------------------------------------------------------------------
-    async def __aenter__(self) -> "DiscoveryService":
+    async def __aenter__(self) -> DiscoveryService:
         # The watch thread parses events while the loop answers readers; a shorter GIL switch
         # interval (default 5 ms) lets a request in sooner. Restored on exit.
         self._switch_interval = sys.getswitchinterval()
@@ -109,11 +109,12 @@ class DiscoveryService:
 
     async def wait_for(self, predicate: Callable[[HostTable], bool], timeout: float) -> HostTable:
         """Block until a published table satisfies ``predicate``; ``asyncio.TimeoutError``."""
-        assert self._published is not None
+        published = self._published
+        assert published is not None
 
         async def _wait() -> HostTable:
-            async with self._published:
-                await self._published.wait_for(lambda: predicate(self.table))
+            async with published:
+                await published.wait_for(lambda: predicate(self.table))
                 return self.table
         return await asyncio.wait_for(_wait(), timeout)
 

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, insort
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from discovery.hosts import Host, Rules, Skipped, Verdict, Waiting, classify, collect
 

@@ -33,8 +33,9 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from discovery.cache import PodCache
 from discovery.errors import APIBadRequestError, APIError, APIGoneError, WatchError

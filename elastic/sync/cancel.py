@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import subprocess
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from elastic.sync.procs import kill_group
 

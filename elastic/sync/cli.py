@@ -9,8 +9,8 @@ Without a host flag the hosts are those ``discover-hosts`` prints.  Progress goe
 (one refreshing line on a terminal, plain lines otherwise), the per-host table to stdout;
 ``--report FILE`` also writes the result as JSON.  Exit codes: 0 every host has the dataset,
 1 some host failed (the table says which), 2 bad input or a refusal (DEST ``/`` or outside the
-allowed roots, shell syntax in a name, a symlink leaving SRC without --symlinks), 128+N interrupted by signal N (SIGINT 130, SIGTERM 143;
-DEST keeps its previous copy everywhere).
+allowed roots, shell syntax in a name, a symlink leaving SRC without --symlinks), 128+N
+interrupted by signal N (SIGINT 130, SIGTERM 143; DEST keeps its previous copy everywhere).
 
 Relay (``elastic.sync.relay``): hosts that hold a verified copy serve it to the next ones over a
 read-only, per-run rsync daemon the launcher starts on them over SSH, so N hosts take about
@@ -20,7 +20,8 @@ other hosts when a late joiner is prepared). The table's SOURCE column says who 
 
 Environment: ELASTIC_SSH_CONFIG (--ssh-config), ELASTIC_SYNC_JOBS, ELASTIC_SYNC_ALLOWED_ROOTS
 (colon-separated), ELASTIC_SYNC_TRANSPORT, ELASTIC_REMOTE_RSYNC, ELASTIC_SYNC_RETRIES,
-ELASTIC_SYNC_VERIFY, ELASTIC_SYNC_SYMLINKS, ELASTIC_SYNC_RELAY, ELASTIC_HOSTS, ELASTIC_HOSTS_FILE, DISCOVER_HOSTS_CMD.  Python API: ``elastic.sync.service``.
+ELASTIC_SYNC_VERIFY, ELASTIC_SYNC_SYMLINKS, ELASTIC_SYNC_RELAY, ELASTIC_HOSTS, ELASTIC_HOSTS_FILE,
+DISCOVER_HOSTS_CMD.  Python API: ``elastic.sync.service``.
 """
 
 from __future__ import annotations
@@ -54,10 +55,12 @@ def _parser() -> argparse.ArgumentParser:
                         help=f"ssh_config from ssh-bootstrap hosts [{SSH_CONFIG_ENV}]")
     parser.add_argument("--jobs", type=int, default=None, help="hosts copied at once (default 8) [ELASTIC_SYNC_JOBS]")
     parser.add_argument("--allowed-root", action="append", default=None,
-                        help="DEST must be inside this directory; repeatable (default /data) [ELASTIC_SYNC_ALLOWED_ROOTS]")
+                        help="DEST must be inside this directory; repeatable (default /data) "
+                             "[ELASTIC_SYNC_ALLOWED_ROOTS]")
     parser.add_argument("--transport", default=env_default("ELASTIC_SYNC_TRANSPORT", "auto"),
                         choices=("auto", "rsync", "sftp"),
-                        help="auto: rsync where the host has it, else SFTP (default %(default)s) [ELASTIC_SYNC_TRANSPORT]")
+                        help="auto: rsync where the host has it, else SFTP (default %(default)s) "
+                             "[ELASTIC_SYNC_TRANSPORT]")
     parser.add_argument("--remote-rsync", default=env_default("ELASTIC_REMOTE_RSYNC", "rsync"),
                         help="rsync command on the hosts (default %(default)s) [ELASTIC_REMOTE_RSYNC]")
     parser.add_argument("--retries", type=int, default=None,
@@ -96,10 +99,11 @@ def _parser() -> argparse.ArgumentParser:
 def _options(ns: argparse.Namespace):
     from elastic.sync.service import SyncOptions
 
+    env_roots = env_default("ELASTIC_SYNC_ALLOWED_ROOTS")
     if ns.allowed_root:
         roots = tuple(normalize_root(r) for r in ns.allowed_root)
-    elif env_default("ELASTIC_SYNC_ALLOWED_ROOTS"):
-        roots = parse_allowed_roots(env_default("ELASTIC_SYNC_ALLOWED_ROOTS"))
+    elif env_roots:
+        roots = parse_allowed_roots(env_roots)
     else:
         roots = DEFAULT_ALLOWED_ROOTS
     retries = ns.retries if ns.retries is not None else env_int("ELASTIC_SYNC_RETRIES", 3)
@@ -130,10 +134,10 @@ def _options(ns: argparse.Namespace):
 
 def _run(ns: argparse.Namespace) -> int:
     from elastic.common.hostlist import parse_host_list, parse_hosts_file
-    from elastic.sync.relay_run import distribute
-    from elastic.sync.service import render_report
     from elastic.common.hostsource import discover_hosts
     from elastic.sync.progress import ProgressReporter
+    from elastic.sync.relay_run import distribute
+    from elastic.sync.service import render_report
 
     options = _options(ns)
     # Refusals of DEST/SRC come before host discovery, so a bad call fails fast and alone.

@@ -30,7 +30,7 @@ import shlex
 import subprocess
 import time
 
-from elastic.errors import DestRefused, Interrupted, LockTimeout, LockUnavailable, SSHError, SyncError
+from elastic.errors import Interrupted, LockTimeout, LockUnavailable, SSHError, SyncError
 from elastic.ssh.exec import SSHClient, ssh_failure
 from elastic.sync.cancel import CancelToken
 from elastic.sync.remote import Layout
@@ -48,7 +48,9 @@ def lock_script(layout: Layout, wait_seconds: float) -> str:
     q = shlex.quote
     return f"""
 state={q(layout.state)}
-if [ -L "$state" ] || {{ [ -e "$state" ] && [ ! -d "$state" ]; }}; then echo "error=$state is not a directory"; exit 0; fi
+if [ -L "$state" ] || {{ [ -e "$state" ] && [ ! -d "$state" ]; }}; then
+  echo "error=$state is not a directory"; exit 0
+fi
 command -v flock >/dev/null 2>&1 || {{ echo "error=the host has no flock (util-linux)"; exit 0; }}
 mkdir -p -- "$state" || {{ echo "error=cannot create $state"; exit 0; }}
 exec 9>>"$state/{LOCK_NAME}" || {{ echo "error=cannot open $state/{LOCK_NAME}"; exit 0; }}
@@ -77,11 +79,13 @@ class HostLock:
                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         except OSError as exc:
             raise SSHError(f"cannot run {self.client.ssh}: {exc.strerror}") from exc
+        stdout = self._proc.stdout
+        assert stdout is not None  # stdout=PIPE
         deadline = time.monotonic() + self.wait_seconds + self.connect_timeout + 30
         buffer = b""
         try:
             with selectors.DefaultSelector() as sel:
-                sel.register(self._proc.stdout, selectors.EVENT_READ)
+                sel.register(stdout, selectors.EVENT_READ)
                 while True:
                     if self.cancel.cancelled:
                         raise Interrupted(f"{self.host}: interrupted while waiting for the lock")
@@ -89,7 +93,7 @@ class HostLock:
                         raise LockTimeout(f"{self.host}: no answer while waiting for the lock on {self.layout.dest}")
                     if not sel.select(timeout=0.2):
                         continue
-                    chunk = os.read(self._proc.stdout.fileno(), 4096)
+                    chunk = os.read(stdout.fileno(), 4096)
                     if not chunk:
                         self._fail_closed(buffer)
                     buffer += chunk
@@ -142,7 +146,7 @@ class HostLock:
             if stream:
                 stream.close()
 
-    def __enter__(self) -> "HostLock":
+    def __enter__(self) -> HostLock:
         self.acquire()
         return self
 

@@ -100,7 +100,7 @@ class Manifest:
         return json.dumps(doc, indent=1) + "\n"
 
     @classmethod
-    def from_json(cls, text: str) -> "Manifest":
+    def from_json(cls, text: str) -> Manifest:
         """Parse a manifest document; raise ``BadManifest`` if it is not one."""
         try:
             doc = json.loads(text)
@@ -147,7 +147,8 @@ def _check_name(rel: str) -> None:
     try:
         rel.encode("utf-8")
     except UnicodeEncodeError:
-        raise ConfigError(f"SRC contains a name that is not UTF-8: {rel.encode('utf-8', 'surrogateescape')!r}") from None
+        raw = rel.encode("utf-8", "surrogateescape")
+        raise ConfigError(f"SRC contains a name that is not UTF-8: {raw!r}") from None
     if "\x01" in rel or "\0" in rel:
         raise ConfigError(f"SRC contains a name with a control character: {rel!r}")
 
@@ -254,7 +255,7 @@ def load_cache(path: str, src_real: str) -> HashCache:
             doc = json.load(handle)
         if doc.get("src") != src_real:
             return {}
-        return {str(k): tuple(v) for k, v in doc["files"].items()}  # type: ignore[misc]
+        return {str(k): tuple(v) for k, v in doc["files"].items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return {}
 

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, replace
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from elastic.common.table import human_bytes
+
+if TYPE_CHECKING:  # rich is imported only when bars are drawn
+    from rich.progress import TaskID
 
 ACTIVE = ("waiting for lock", "connecting", "copying", "verifying", "committing", "retrying")
 
@@ -40,10 +43,18 @@ class ProgressBoard:
         self.total_files = total_files
         self.total_bytes = total_bytes
 
-    def update(self, host: str, **changes: object) -> None:
-        """Replace some fields of ``host``'s progress."""
+    def update(self, host: str, *, phase: str | None = None, bytes_sent: int | None = None,
+               files_sent: int | None = None, checked: int | None = None, total: int | None = None) -> None:
+        """Replace the given fields of ``host``'s progress; a field left None keeps its value."""
         with self._lock:
-            self._hosts[host] = replace(self._hosts[host], **changes)
+            old = self._hosts[host]
+            self._hosts[host] = replace(
+                old,
+                phase=old.phase if phase is None else phase,
+                bytes_sent=old.bytes_sent if bytes_sent is None else bytes_sent,
+                files_sent=old.files_sent if files_sent is None else files_sent,
+                checked=old.checked if checked is None else checked,
+                total=old.total if total is None else total)
 
     def snapshot(self) -> dict[str, HostProgress]:
         with self._lock:
@@ -120,7 +131,7 @@ class _Bars:
                                   TextColumn("{task.fields[detail]}"), TimeElapsedColumn(),
                                   console=console, auto_refresh=False, redirect_stdout=False,
                                   redirect_stderr=False)
-        self._tasks: dict[str, int] = {}
+        self._tasks: dict[str, TaskID] = {}
         self._progress.start()
 
     def update(self, rows: list[BarRow]) -> None:

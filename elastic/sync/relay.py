@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import ipaddress
 import shlex
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from elastic.errors import ConfigError, SyncError
 from elastic.sync.manifest import MANIFEST_NAME
@@ -62,7 +62,7 @@ def plan_rounds(hosts: Sequence[str], holders: Sequence[str] = (LAUNCHER,)) -> l
     todo = list(hosts)
     rounds = []
     while todo:
-        pairs = list(zip(have, todo))
+        pairs = list(zip(have, todo, strict=False))  # as many pairs as the shorter list
         todo = todo[len(pairs):]
         have += [h for _, h in pairs]
         rounds.append(pairs)
@@ -120,7 +120,10 @@ def serve_script(layout: Layout, digest: str, address: str, port: int, allow: It
     return f"""
 state={q(layout.state)}; dest={q(layout.dest)}
 target=$(readlink -- "$dest" 2>/dev/null) || {{ echo "error=no dataset at $dest"; exit 0; }}
-case "$target" in {q(prefix)}v-*) ver=${{target#{q(prefix)}}} ;; *) echo "error=$dest is not managed by dataset-sync"; exit 0 ;; esac
+case "$target" in
+  {q(prefix)}v-*) ver=${{target#{q(prefix)}}} ;;
+  *) echo "error=$dest is not managed by dataset-sync"; exit 0 ;;
+esac
 got=$(sed -n 's/^ *"digest": *"\\([0-9a-f]*\\)",*$/\\1/p' "$state/$ver/{MANIFEST_NAME}" 2>/dev/null | head -n 1)
 [ "$got" = {q(digest)} ] || {{ echo "error=the copy at $dest is another dataset version"; exit 0; }}
 command -v {q(remote_rsync)} >/dev/null 2>&1 || {{ echo "error=no {remote_rsync} on the peer"; exit 0; }}
@@ -154,7 +157,11 @@ pid=$!
 i=0
 while :; do
   if ! kill -0 "$pid" 2>/dev/null; then
-    if grep -q "in use" "$dir/log" 2>/dev/null; then echo relay=busy; else echo "error=rsync daemon did not start: $(tail -n 1 "$dir/log" 2>/dev/null)"; fi
+    if grep -q "in use" "$dir/log" 2>/dev/null; then
+      echo relay=busy
+    else
+      echo "error=rsync daemon did not start: $(tail -n 1 "$dir/log" 2>/dev/null)"
+    fi
     pid=; exit 0
   fi
   if {q(remote_rsync)} --contimeout=5 "rsync://{address}:{int(port)}/" >/dev/null 2>&1; then break; fi

@@ -35,9 +35,9 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from elastic.common.hostlist import Host
 from elastic.common.table import human_bytes
@@ -47,8 +47,18 @@ from elastic.sync.cancel import CancelToken
 from elastic.sync.progress import ProgressBoard
 from elastic.sync.relay import LAUNCHER, PeerSource, assign, choose_relay, parse_serve, serve_script
 from elastic.sync.remote import Layout, parse_probe, probe_script
-from elastic.sync.service import (HostOutcome, SyncOptions, SyncReport, VerifyFailed, _Expected, _HostSync,
-                                  _retryable, prepare, sync_dataset)
+from elastic.sync.service import (
+    HostOutcome,
+    SyncOptions,
+    SyncReport,
+    VerifyFailed,
+    _Attempt,
+    _Expected,
+    _HostSync,
+    _retryable,
+    prepare,
+    sync_dataset,
+)
 
 log = logging.getLogger("dataset-sync")
 PORT_RANGE = (20000, 60000)
@@ -159,7 +169,7 @@ def _end(proc: subprocess.Popen) -> None:
 class _Done:
     host: str
     sender: str
-    result: object = None
+    result: _Attempt | None = None
     error: BaseException | None = None
 
 
@@ -246,7 +256,7 @@ class _RelayRun:
     def run(self) -> tuple[HostOutcome, ...]:
         with ThreadPoolExecutor(max_workers=8, thread_name_prefix="relay-probe") as pool:
             holders = list(pool.map(self._peer_has_copy, self.peers))
-        senders = [LAUNCHER] + [p for p, ok in zip(self.peers, holders) if ok]
+        senders = [LAUNCHER] + [p for p, ok in zip(self.peers, holders, strict=True) if ok]
         free = list(senders)
         dead: set[str] = set()
         pending = list(self.names)
@@ -286,8 +296,8 @@ class _RelayRun:
             running -= 1
             host, sender = d.host, d.sender
             seconds = round(time.monotonic() - first_start[host], 3)
-            if d.error is None:
-                r = d.result
+            r = d.result
+            if r is not None:  # the attempt returned (d.error is None)
                 outcomes[host] = HostOutcome(host, True, r.method, r.files, r.bytes, seconds, attempts[host],
                                              r.version, unchanged=r.unchanged,
                                              source="-" if r.unchanged else r.source)
@@ -319,7 +329,7 @@ class _RelayRun:
                 pending.append(host)
         return tuple(outcomes[n] for n in self.names)
 
-    def _copy(self, worker: _HostSync, sender: str, number: int, done: "queue.Queue[_Done]") -> None:
+    def _copy(self, worker: _HostSync, sender: str, number: int, done: queue.Queue[_Done]) -> None:
         """One attempt of ``worker``'s host from ``sender``. The peer's server starts while the
         host takes its lock and is probed; the copy waits for it."""
         try:

@@ -124,14 +124,17 @@ def probe_script(layout: Layout, remote_rsync: str, manifest_digest: str = "", c
     pipeline = _quick_pipeline() if check == "quick" else _listing_pipeline()
     return f"""
 dest={q(layout.dest)}; state={q(layout.state)}
-if [ -L "$state" ] || {{ [ -e "$state" ] && [ ! -d "$state" ]; }}; then echo "error=$state is not a directory"; exit 0; fi
+if [ -L "$state" ] || {{ [ -e "$state" ] && [ ! -d "$state" ]; }}; then
+  echo "error=$state is not a directory"; exit 0
+fi
 if [ -L "$dest" ]; then
   target=$(readlink -- "$dest")
   case "$target" in
     {q(prefix)}v-*) cur=${{target#{q(prefix)}}}
       if [ -d "$state/$cur" ]; then
         echo "current=$cur"
-        digest=$(sed -n 's/^ *"digest": *"\\([0-9a-f]*\\)",*$/\\1/p' "$state/$cur/{MANIFEST_NAME}" 2>/dev/null | head -n 1)
+        digest=$(sed -n 's/^ *"digest": *"\\([0-9a-f]*\\)",*$/\\1/p' "$state/$cur/{MANIFEST_NAME}" 2>/dev/null |
+          head -n 1)
         echo "current_digest=$digest"
         if [ -n {q(manifest_digest)} ] && [ "$digest" = {q(manifest_digest)} ]; then
           got=$(cd -- "$state/$cur" && {pipeline} | sha256sum | cut -c1-64)
@@ -188,7 +191,8 @@ def _listing_pipeline() -> str:
     return (
         "{ find . -mindepth 1 -type d -printf 'D %P\\0';"
         " find . -type l -printf 'L %P\\001%l\\0';"
-        f" find . -type f ! -path ./{MANIFEST_NAME} -printf '%P\\0' | LC_ALL=C xargs -0r sha256sum -z -- | sed -z 's/^/F /';"
+        f" find . -type f ! -path ./{MANIFEST_NAME} -printf '%P\\0'"
+        " | LC_ALL=C xargs -0r sha256sum -z -- | sed -z 's/^/F /';"
         " } | LC_ALL=C sort -z"
     )
 

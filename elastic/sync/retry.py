@@ -8,8 +8,9 @@ which returns True to abandon the retries early, so a stopped command does not s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 T = TypeVar("T")
 

@@ -12,16 +12,17 @@ the host key).
 
 from __future__ import annotations
 
+import io
 import re
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from elastic.errors import Interrupted, RsyncFailed, SyncError
-from elastic.sync.manifest import MANIFEST_NAME
 from elastic.ssh.exec import HOST_KEY_FAILURE, ssh_failure
 from elastic.sync.cancel import CancelToken
+from elastic.sync.manifest import MANIFEST_NAME
 from elastic.sync.procs import tied_popen
 from elastic.sync.remote import Layout, writer_rsync_path
 
@@ -126,10 +127,11 @@ def run_rsync(argv: list[str], host: str, on_progress: Callable[[RsyncProgress],
                 pass
         output = []
         pending = b""
-        assert proc.stdout is not None
-        with cancel.track(proc), proc.stdout:
+        stdout = proc.stdout
+        assert isinstance(stdout, io.BufferedReader)  # stdout=PIPE, binary, buffered
+        with cancel.track(proc), stdout:
             while True:
-                chunk = proc.stdout.read1(65536)
+                chunk = stdout.read1(65536)
                 if not chunk:
                     break
                 pending += chunk
@@ -149,7 +151,7 @@ def run_rsync(argv: list[str], host: str, on_progress: Callable[[RsyncProgress],
     if code != 0:
         if code == 255 or HOST_KEY_FAILURE in stderr or "ssh: connect to host" in stderr:
             raise ssh_failure(host, stderr)
-        lines = [line for line in stderr.splitlines() if line.strip()]
-        detail = lines[0] if lines else "no message"
+        messages = [line for line in stderr.splitlines() if line.strip()]
+        detail = messages[0] if messages else "no message"
         raise RsyncFailed(f"{host}: rsync failed (exit {code}): {detail}")
     return parse_stats("\n".join(output))

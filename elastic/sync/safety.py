@@ -60,11 +60,13 @@ def check_dest(dest: str, allowed_roots: tuple[str, ...] | list[str] = DEFAULT_A
         raise UnsafePath("no allowed root is configured")
     for root in roots:
         if norm == root:
-            raise UnsafePath(f"refusing DEST {norm!r}: it is an allowed root itself; use a directory inside it, e.g. {root}/mydataset")
+            raise UnsafePath(f"refusing DEST {norm!r}: it is an allowed root itself; "
+                             f"use a directory inside it, e.g. {root}/mydataset")
         prefix = root if root.endswith("/") else root + "/"
         if norm.startswith(prefix):
             return norm
-    raise UnsafePath(f"refusing DEST {norm!r}: it is outside the allowed roots ({', '.join(roots)}); see --allowed-root")
+    raise UnsafePath(f"refusing DEST {norm!r}: it is outside the allowed roots ({', '.join(roots)}); "
+                     "see --allowed-root")
 
 
 def parse_allowed_roots(text: str) -> tuple[str, ...]:

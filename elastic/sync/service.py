@@ -39,26 +39,51 @@ import logging
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Callable
 
-from elastic.errors import (ConfigError, DestRefused, HostKeyUnverified, Interrupted, LockTimeout, SSHError, SyncError,
-                            VerifyFailed)
 from elastic.common.hostlist import Host, validate_host_name
-from elastic.sync.manifest import (SYMLINK_MODES, Manifest, build_manifest, cache_path, compare, listing_digest, load_cache, parse_listing,
-                              quick_digest, save_cache)
+from elastic.common.table import human_bytes, render_table
+from elastic.errors import (
+    ConfigError,
+    DestRefused,
+    HostKeyUnverified,
+    Interrupted,
+    LockTimeout,
+    SSHError,
+    SyncError,
+    VerifyFailed,
+)
 from elastic.ssh.exec import SSHClient
 from elastic.sync.cancel import CancelToken
 from elastic.sync.lock import HostLock
+from elastic.sync.manifest import (
+    SYMLINK_MODES,
+    Manifest,
+    build_manifest,
+    cache_path,
+    compare,
+    listing_digest,
+    load_cache,
+    parse_listing,
+    quick_digest,
+    save_cache,
+)
 from elastic.sync.progress import ProgressBoard
 from elastic.sync.relay import LAUNCHER, PeerSource, pull_script
-from elastic.sync.remote import (Layout, listing_script, new_version_name, parse_probe,
-                                 probe_script, seed_staging_script, verify_commit_script)
+from elastic.sync.remote import (
+    Layout,
+    listing_script,
+    new_version_name,
+    parse_probe,
+    probe_script,
+    seed_staging_script,
+    verify_commit_script,
+)
 from elastic.sync.retry import RetryPolicy, retry_call
 from elastic.sync.rsync import RsyncProgress, rsync_argv, run_rsync
 from elastic.sync.safety import DEFAULT_ALLOWED_ROOTS, check_dest, check_source
-from elastic.common.table import human_bytes, render_table
 
 log = logging.getLogger("dataset-sync")
 TRANSPORTS = ("auto", "rsync", "sftp")
@@ -293,10 +318,11 @@ class _HostSync:
                               checksum=self.checksum, symlinks=self.options.symlinks)
 
         def progress(p: RsyncProgress) -> None:
-            changes = {"bytes_sent": p.bytes}
-            if p.files_sent is not None:
-                changes.update(files_sent=p.files_sent, checked=p.checked, total=p.total)
-            self.board.update(self.host, **changes)
+            if p.files_sent is None or p.checked is None or p.total is None:  # bytes only
+                self.board.update(self.host, bytes_sent=p.bytes)
+            else:
+                self.board.update(self.host, bytes_sent=p.bytes, files_sent=p.files_sent, checked=p.checked,
+                                  total=p.total)
 
         t0 = time.monotonic()
         stats = run_rsync(argv, self.host, progress, self.cancel, stdin)

@@ -15,14 +15,14 @@ from __future__ import annotations
 import getpass
 import os
 import posixpath
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import paramiko
 
 from elastic.errors import HostKeyUnverified, Interrupted, SSHError, SyncError
-from elastic.sync.manifest import Listing, Manifest
 from elastic.sync.cancel import CancelToken
+from elastic.sync.manifest import Listing, Manifest
 
 
 @dataclass(frozen=True)
@@ -70,11 +70,13 @@ def connect(host: str, ssh_config: str | None, timeout: float = 10.0) -> paramik
         if os.path.exists(name):
             client.load_host_keys(name)
     client.set_missing_host_key_policy(paramiko.RejectPolicy())
+    key_files = [os.path.expanduser(k) for k in options.get("identityfile", [])] or None
     try:
         client.connect(
             options.get("hostname", host), port=int(options.get("port", 22)),
             username=options.get("user", getpass.getuser()),
-            key_filename=[os.path.expanduser(k) for k in options.get("identityfile", [])] or None,
+            # paramiko documents "the filename, or list of filenames"; types-paramiko has str only
+            key_filename=key_files,  # type: ignore[arg-type]
             look_for_keys="identityfile" not in options, allow_agent=False, timeout=timeout,
             banner_timeout=timeout, auth_timeout=timeout)
     except paramiko.BadHostKeyException as exc:
@@ -101,7 +103,9 @@ def sftp_copy(host: str, ssh_config: str | None, src: str, staging: str, manifes
     files_done = bytes_done = 0
     try:
         sftp = client.open_sftp()
-        sftp.get_channel().settimeout(max(60.0, timeout))
+        channel = sftp.get_channel()
+        assert channel is not None  # open_sftp() builds the client on a channel
+        channel.settimeout(max(60.0, timeout))
         remote = lambda rel: posixpath.join(staging, rel)  # noqa: E731
         for rel in plan.remove_files:
             sftp.remove(remote(rel))
@@ -119,7 +123,7 @@ def sftp_copy(host: str, ssh_config: str | None, src: str, staging: str, manifes
             tmp = posixpath.join(posixpath.dirname(final), f".{posixpath.basename(final)}.dataset-sync-tmp")
             base = bytes_done
 
-            def chunk(sent: int, _total: int, base: int = base) -> None:
+            def chunk(sent: int, _total: int, base: int = base, files_done: int = files_done) -> None:
                 on_progress(files_done, base + sent)
 
             with open(os.path.join(src, rel), "rb") as handle:

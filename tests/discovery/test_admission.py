@@ -70,11 +70,11 @@ def test_once_per_uid_bounded_and_retried(tmp_path: Path, monkeypatch: pytest.Mo
     assert states["10.0.0.0"] == ADMITTED and states["10.0.0.1"] == ADMITTED
     assert states["10.0.0.2"].startswith("prepare failed after 3 attempts: exit 3: not yet (3)")
     lines = log.read_text().splitlines()
-    starts = [l.split()[1] for l in lines if l.startswith("start")]
+    starts = [line.split()[1] for line in lines if line.startswith("start")]
     assert starts.count("10.0.0.0") == 1 and starts.count("10.0.0.1") == 2 and starts.count("10.0.0.2") == 3
     running = peak = 0
-    for l in lines:  # never more than `concurrency` at once (how many overlapped is up to timing)
-        running += 1 if l.startswith("start") else -1
+    for line in lines:  # never more than `concurrency` at once (how many overlapped is up to timing)
+        running += 1 if line.startswith("start") else -1
         peak = max(peak, running)
     assert 1 <= peak <= 2
 

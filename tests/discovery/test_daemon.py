@@ -23,7 +23,7 @@ def test_real_pods_served_once_ready_and_withdrawn_on_not_ready_and_deletion(clu
     cluster.create_pod("worker-1", annotations={SLOTS: "2"})
     cluster.create_pod("worker-2")
     ip1, ip2 = cluster.wait_ready("worker-1"), cluster.wait_ready("worker-2")
-    d.wait_hosts(sorted([f"{ip1}:2", f"{ip2}:1"], key=lambda l: l != f"{ip1}:2"))
+    d.wait_hosts(sorted([f"{ip1}:2", f"{ip2}:1"], key=lambda entry: entry != f"{ip1}:2"))
     cluster.set_ready("worker-1", False)
     d.wait_hosts([f"{ip2}:1"])
     cluster.set_ready("worker-1", True)
@@ -73,7 +73,7 @@ def test_bad_annotation_is_skipped_reported_and_recoverable(cluster, daemon) -> 
     skipped = d.json()["skipped"]
     assert [(s["pod"], "bad annotation elastic-horovod/slots" in s["reason"]) for s in skipped] == [("bad", True)]
     assert d.metric("discovery_pods_skipped") == 1
-    assert any("pod skipped" in l and "lots" in l for l in d.lines)
+    assert any("pod skipped" in line and "lots" in line for line in d.lines)
     cluster.client.patch_pod("bad", {"metadata": {"annotations": {SLOTS: "2"}}}, "default", None,
                              "application/merge-patch+json")
     d.wait_host_set(["10.9.0.1:1", "10.9.0.2:2"])
@@ -154,7 +154,7 @@ def test_hostfile_follows_changes_and_is_never_partial(cluster, daemon, tmp_path
         while not done.is_set():
             text = hostfile.read_text()
             reads += 1
-            if text and (not text.endswith("\n") or not all(line.fullmatch(l) for l in text.splitlines())):
+            if text and (not text.endswith("\n") or not all(line.fullmatch(entry) for entry in text.splitlines())):
                 bad.append(text)
 
     t = threading.Thread(target=reader)
@@ -212,8 +212,8 @@ def test_sigterm_stops_gracefully(cluster, daemon) -> None:
     d.wait_hosts([])
     assert d.get("/healthz")[0] == 200
     assert d.stop() == 0
-    assert any('"msg": "stopping"' in l for l in d.lines)
-    assert not [l for l in d.lines if "Traceback" in l]
+    assert any('"msg": "stopping"' in line for line in d.lines)
+    assert not [line for line in d.lines if "Traceback" in line]
 
 
 def test_metrics_echo_what_is_served_and_nothing_a_client_sent(cluster, daemon) -> None:

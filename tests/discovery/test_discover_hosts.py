@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from discovery.discover_api import parse_yaml
-from discovery.errors import Failure, UsageError
 from discovery.discover_hosts import parse_args, split_url, validate
+from discovery.errors import Failure, UsageError
 from tests.discovery.conftest import ROOT, SELECTOR, daemon_env, fake_pod
 
 
@@ -100,7 +100,8 @@ def test_kubeconfig_yaml_subset_matches_pyyaml(tmp_path: Path) -> None:
 
 
 # -- the command -----------------------------------------------------------------------------
-@pytest.mark.parametrize("args, msg", [(["--bogus"], "unknown argument '--bogus'"), (["--timeout", "soon"], "--timeout"),
+@pytest.mark.parametrize("args, msg", [(["--bogus"], "unknown argument '--bogus'"),
+                                       (["--timeout", "soon"], "--timeout"),
                                        (["--fallback", "maybe"], "--fallback must be one of"),
                                        (["--url", "https://x"], "bad DISCOVERY_URL")])
 def test_usage_errors_exit_2_with_one_line(args: list[str], msg: str) -> None:
@@ -368,7 +369,7 @@ def test_daemon_closes_idle_and_half_sent_connections_and_caps_them(cluster, dae
             s.settimeout(0.01)
             try:
                 return s.recv(1) == b""
-            except socket.timeout:
+            except TimeoutError:
                 return False
             except OSError:
                 return True

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from discovery.hosts import (Host, Rules, Skipped, Waiting, classify, parse_slots, pods_to_hosts,
-                             render_lines)
+from discovery.hosts import Host, Rules, Skipped, Waiting, classify, parse_slots, pods_to_hosts, render_lines
 from tests.discovery.podspec import pod
 
 SLOTS = "elastic-horovod/slots"

@@ -82,7 +82,7 @@ def test_prepare_command_is_told_the_pod_incarnation(cluster, daemon, tmp_path: 
     out = tmp_path / "env.jsonl"
 
     def runs() -> list[dict]:
-        return [json.loads(l) for l in out.read_text().splitlines()] if out.exists() else []
+        return [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
 
     d = daemon(cluster, "--prepare-cmd", f"{sys.executable} {script} {out}")
     d.wait_hosts([])

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -155,7 +155,8 @@ def test_sftp_fallback_when_a_host_has_no_rsync(sync_cluster, pod_ips, ssh_dir, 
     (src / "empty").rmdir()
     proc, report = sync(ssh_dir, src, "/data/sftp", "--host", host, "--transport", "sftp")
     assert proc.returncode == 0, proc.stderr
-    assert (report["hosts"][0]["method"], report["hosts"][0]["files_sent"], report["hosts"][0]["bytes_sent"]) == ("sftp", 1, 2)
+    row = report["hosts"][0]
+    assert (row["method"], row["files_sent"], row["bytes_sent"]) == ("sftp", 1, 2)
     assert_host_has(sync_cluster, "worker-2", "/data/sftp", src)
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -16,7 +15,6 @@ from elastic.sync.retry import RetryPolicy
 from elastic.sync.service import SyncOptions
 from tests.elastic.conftest import assert_host_has, cli, make_dataset, wait_for
 from tests.elastic.sync.test_dataset_sync import hosts_by_name, sync
-
 
 # -- pure --------------------------------------------------------------------------------------
 
@@ -58,7 +56,8 @@ def test_relay_serves_hosts_from_peers_and_every_copy_is_verified(sync_cluster, 
     proc, report = sync(ssh_dir, src, "/data/relay", "--hosts", ",".join(ips), "--relay", "on")
     assert proc.returncode == 0, proc.stderr
     sources = {h["host"]: h["source"] for h in report["hosts"]}
-    assert list(sources.values()).count(LAUNCHER) < len(ips), proc.stderr + proc.stdout  # some host was served by a peer
+    # some host was served by a peer
+    assert list(sources.values()).count(LAUNCHER) < len(ips), proc.stderr + proc.stdout
     assert all(s in (LAUNCHER, *ips) and s != h for h, s in sources.items())
     assert "SOURCE" in proc.stdout
     for pod in pod_ips:

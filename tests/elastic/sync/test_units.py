@@ -2,15 +2,23 @@
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from elastic.errors import ConfigError, SyncError
-from elastic.sync.manifest import (MANIFEST_NAME, BadManifest, Manifest, UnsafeSymlink, build_manifest, compare,
-                              listing_digest, parse_listing)
+from elastic.sync.manifest import (
+    MANIFEST_NAME,
+    BadManifest,
+    Manifest,
+    UnsafeSymlink,
+    build_manifest,
+    compare,
+    listing_digest,
+    parse_listing,
+)
 from elastic.sync.progress import HostProgress, render_plain_lines, render_status_line
 from elastic.sync.remote import DestRefused, Layout, listing_script, parse_probe
 from elastic.sync.retry import RetryPolicy, retry_call
@@ -119,7 +127,8 @@ def test_listing_script_output_matches_the_manifest(tmp_path):
     (src / "extra").write_bytes(b"")
     (src / "a" / "b" / "two").unlink()
     out = subprocess.run(["sh", "-c", listing_script(str(src))], capture_output=True, check=True).stdout
-    assert compare(m, parse_listing(out)) == ["checksum mismatch a/one", "missing file a/b/two", "unexpected file extra"]
+    assert compare(m, parse_listing(out)) == ["checksum mismatch a/one", "missing file a/b/two",
+                                              "unexpected file extra"]
     assert hashlib.sha256(out).hexdigest() != listing_digest(m)
     with pytest.raises(BadManifest, match="unexpected record in host listing: 'X what'"):
         parse_listing(b"X what\0")
@@ -153,7 +162,8 @@ def test_rsync_progress_and_stats_parsing():
     assert parse_progress("sending incremental file list") is None
     stats = parse_stats("Number of files: 53\nNumber of regular files transferred: 3\n"
                         "Total transferred file size: 1,234 bytes\nLiteral data: 1000 bytes\nTotal bytes sent: 2000\n")
-    assert (stats.files_transferred, stats.bytes_transferred, stats.literal_bytes, stats.bytes_sent) == (3, 1234, 1000, 2000)
+    assert (stats.files_transferred, stats.bytes_transferred, stats.literal_bytes,
+            stats.bytes_sent) == (3, 1234, 1000, 2000)
     with pytest.raises(SyncError, match=r"rsync printed no statistics \(files missing\)"):
         parse_stats("nothing")
 
