@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.waiting import wait_for
+
 ROOT = Path(__file__).resolve().parents[2]
 TAG = "test"
 WORKER = f"localhost/elastic-horovod:{TAG}"
@@ -24,16 +26,6 @@ DAEMON = f"localhost/elastic-horovod-daemon:{TAG}"
 CAPABILITIES = ("SETUID", "SETGID", "SYS_CHROOT")
 
 
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.1):
-    """Call ``predicate`` until it returns a true value (returned) or ``timeout`` s pass (fail)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
 
 
 def containers_unavailable() -> str | None:
@@ -127,7 +119,7 @@ class Worker:
             return False
 
     def wait_ready(self, timeout: float = 120) -> Worker:
-        wait_for(self.ready, timeout, f"sshd of {self.name} on {self.ip}:{self.port}", 0.2)
+        wait_for(self.ready, timeout, f"sshd of {self.name} on {self.ip}:{self.port}", interval=0.2)
         return self
 
     def ssh_argv(self, *extra: str) -> list[str]:

@@ -5,6 +5,7 @@ serve ssh-bootstrap, dataset-sync, an elastic MNIST job (with a pod joining and 
 gracefully) and the daemon image's discovery-daemon, all unchanged against the cluster."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -17,8 +18,7 @@ from pathlib import Path
 import pytest
 
 from localcluster.testing import running_cluster
-
-from .conftest import wait_for
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(3600)
 BIN = Path(sys.executable).parent
@@ -80,9 +80,9 @@ def test_a_container_pod_is_pinned_by_ssh_bootstrap_and_filled_by_dataset_sync(i
                               timeout=300, env=dict(env(), XDG_CACHE_HOME=str(tmp_path / "xdg")))
         assert sync.returncode == 0, sync.stderr
         check = c.ssh("worker-0", "cd /data/ds/a && sha256sum f*.bin | sort")
-        want = subprocess.run("cd a && sha256sum f*.bin | sort", shell=True, cwd=src, capture_output=True,
-                              text=True, timeout=60)
-        assert check.stdout == want.stdout and check.stdout.count("\n") == 20
+        want = "".join(sorted(f"{hashlib.sha256(f.read_bytes()).hexdigest()}  {f.name}\n"
+                              for f in (src / "a").glob("f*.bin")))
+        assert check.stdout == want and check.stdout.count("\n") == 20
 
         # graceful delete stops the container; the pod and its container are gone
         assert len(containers_of(c)) == 1
@@ -182,7 +182,7 @@ def test_the_daemon_image_serves_the_cluster_pods_to_discover_hosts(images, tmp_
                                      capture_output=True, text=True, timeout=60, env=env())
                 return run.stdout if run.returncode == 0 and run.stdout.count("\n") == 2 else None
 
-            out = wait_for(hosts, 180, "discover-hosts to list both pods from the daemon image", 0.5)
+            out = wait_for(hosts, 180, "discover-hosts to list both pods from the daemon image", interval=0.5)
             assert sorted(line.split(":")[0] for line in out.splitlines()) == ips
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=30) as resp:
                 assert resp.status == 200

@@ -9,7 +9,7 @@ import subprocess
 import paramiko
 import pytest
 
-from .conftest import wait_for
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(3600)
 

@@ -4,23 +4,13 @@ local cluster's API: changes arrive without polling, and the daemon's fallbacks 
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
 from elastic.errors import BadAnswer
 from elastic.launch.push import DaemonDiscovery, parse_hosts
 from tests.discovery.conftest import daemon, fake_pod  # noqa: F401  (fixture)
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+from tests.waiting import wait_for
 
 
 @pytest.mark.parametrize("text,hosts", [

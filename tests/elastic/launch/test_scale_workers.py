@@ -11,27 +11,18 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from elastic.launch.scale_workers import Decision, start_replicas, stop_decision
+from tests.waiting import wait_for
 
 NS = "jobs"
 STS = "elastic-horovod-worker"
 POD = "elastic-horovod-launcher-abcde"
 
 
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
 
 
 def pod_json(*, launcher_state: dict | None = None, deleting: bool = False) -> dict:
