@@ -106,11 +106,12 @@ def test_the_bases_are_build_arguments_and_nothing_else_differs():
     assert re.search(r"^ARG RUNTIME_BASE=nvidia/cuda:\$\{CUDA_VERSION\}-base-ubuntu24\.04$", text, re.M)
     daemon = [rest for word, rest in instructions(IMAGES / "Dockerfile.daemon") if word == "FROM"]
     assert daemon == ["${DAEMON_BASE}"]
-    # scripts/build-images passes only bases, pip settings and the GPU operations
+    # scripts/build-images passes only bases, pip settings, the GPU operations and the key of
+    # the set-up's Horovod wheel (scripts/horovod-wheel-key), which a CUDA build never has
     script = (ROOT / "scripts" / "build-images").read_text()
     passed = set(re.findall(r'--build-arg "([A-Z_]+)=', script))
     assert passed == {"BUILD_BASE", "RUNTIME_BASE", "DAEMON_BASE", "HOROVOD_GPU_OPERATIONS", "PIP_EXTRA_INDEX_URL",
-                      "PIP_FIND_LINKS", "PIP_TRUSTED_HOST"}
+                      "PIP_FIND_LINKS", "PIP_TRUSTED_HOST", "HOROVOD_WHEEL_KEY"}
 
 
 def test_the_image_installs_the_project_and_runs_sshd_with_per_container_host_keys():

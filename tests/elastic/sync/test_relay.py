@@ -113,7 +113,7 @@ def test_corrupted_peer_copy_is_refused_and_retried_from_another_source(sync_clu
     assert_host_has(sync_cluster, "worker-1", "/data/corrupt", src)
 
 
-def test_relay_host_deleted_mid_copy_costs_its_child_a_retry(sync_cluster, tmp_path):
+def test_relay_host_deleted_mid_copy_costs_its_child_a_retry(sync_cluster, tmp_path, monkeypatch):
     from elastic.sync.relay_run import distribute
 
     names = ["relay-a", "relay-b", "relay-c"]
@@ -125,7 +125,7 @@ def test_relay_host_deleted_mid_copy_costs_its_child_a_retry(sync_cluster, tmp_p
                "--port", str(sync_cluster.ssh_port), "--hosts", ",".join(ips.values()))
     assert proc.returncode == 0, proc.stderr
     src = make_dataset(tmp_path / "ds", small=10, big_mib=6)
-    os.environ.setdefault("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # in-process dataset-sync's hash cache
     a, b, c = (ips[n] for n in names)
     started: list[tuple[str, str]] = []
     boards = []
