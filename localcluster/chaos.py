@@ -148,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="the Horovod driver's event log (elastic-run --events-file): the first step "
                         "runs once a worker was started; later steps also see the driver's resets")
     p.add_argument("--start-world", type=int, default=None,
-                   help="the world size the job starts with (default: the first size seen)")
+                   help="the world size the job starts with (default: the first size seen, else the "
+                        "cluster's Ready pods when the schedule starts, one slot each)")
     p.add_argument("--delete-pod", default="worker-1",
                    help="the pod a delete or kill step removes (default %(default)s)")
     p.add_argument("--hold-file", default=None,
@@ -173,8 +174,21 @@ def main(argv: list[str] | None = None) -> int:
                 pass
 
 
+def ready_pods(state_dir: str) -> int:
+    """How many of the cluster's pods are Ready now (``local-cluster status --json``); 0 if unknown."""
+    proc = subprocess.run(local_cluster_argv("status", "--json", "--state-dir", state_dir),
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    try:
+        pods = json.loads(proc.stdout).get("pods", []) if proc.returncode == 0 else []
+    except (ValueError, AttributeError):
+        return 0
+    return sum(1 for pod in pods if isinstance(pod, dict) and pod.get("ready") is True)
+
+
 def _run(args: argparse.Namespace, steps: tuple[str, ...]) -> int:
     progress, deadline = Progress(), time.monotonic() + args.timeout
+    # a first step that comes before any world size is seen counts from the pods there are
+    start_world = args.start_world if args.start_world is not None else ready_pods(args.state_dir)
     while progress.done < len(steps):
         if time.monotonic() > deadline:
             print(f"error: chaos: step {progress.done + 1} ({steps[progress.done]}) not due after "
@@ -192,7 +206,7 @@ def _run(args: argparse.Namespace, steps: tuple[str, ...]) -> int:
         except (RuntimeError, subprocess.TimeoutExpired) as exc:
             print(f"error: chaos: {exc}", file=sys.stderr)
             return 1
-        progress = after_step(step, progress, records, now, events, args.start_world)
+        progress = after_step(step, progress, records, now, events, start_world)
         what = {"delete": f"deleted {args.delete_pod}", "kill": f"killed {args.delete_pod} (grace 0)",
                 "add": f"added a pod {out}".rstrip()}[step]
         print(f"chaos: step {progress.done}/{len(steps)}: {what}; expecting world size "

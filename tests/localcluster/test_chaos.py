@@ -68,3 +68,16 @@ def test_bad_steps_are_refused(text):
 def test_steps_parse():
     assert parse_steps("add, delete,add") == STEPS
     assert parse_steps("add,kill") == ("add", "kill")
+
+
+def test_a_first_step_before_any_world_size_counts_from_the_ready_pods(cluster):
+    """A pod added while the job starts (no metrics, no driver events yet) must expect one
+    more than the pods there are, not a world of 1."""
+    from localcluster.chaos import ready_pods
+
+    for name in ("worker-0", "worker-1"):
+        cluster.create_pod(name)
+        cluster.wait_ready(name)
+    start = ready_pods(str(cluster.state_dir))
+    assert start == 2
+    assert after_step("add", Progress(), [], 0.0, [], start).expected_world == 3
