@@ -168,7 +168,7 @@ def test_a_prefixed_job_scales_only_its_own_workers(two_jobs):
         # the checkpoints of two jobs go to different directories of the shared claim
         launcher = container(pod_spec(job), "launcher")
         ckpt = flag([expand(x, launcher, pod_labels(job)) for x in launcher["args"]], "--checkpoint-dir")
-        assert ckpt == "/checkpoints/" + pod_labels(job)[JOB_LABEL]
+        assert ckpt.startswith("/checkpoints/" + pod_labels(job)[JOB_LABEL] + "/")
 
 
 def test_the_example_overlay_sets_the_image_and_the_job_name(two_jobs):
