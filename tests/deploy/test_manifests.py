@@ -267,7 +267,8 @@ def test_the_training_command_is_valid_for_the_training_parser(objects):
     defaults = next(v for v in vars(mnist).values() if isinstance(v, Defaults))
     args = parse(command[3:], defaults)
     labels = pod_labels(job)
-    assert args.checkpoint_dir == f"/checkpoints/{labels['elastic-horovod/job']}/{labels['batch.kubernetes.io/controller-uid']}"
+    job_uid = labels["batch.kubernetes.io/controller-uid"]
+    assert args.checkpoint_dir == f"/checkpoints/{labels['elastic-horovod/job']}/{job_uid}"
     worker = container(pod_spec(one(objects, "StatefulSet")), "worker")
     assert any(m["mountPath"] == "/checkpoints" for m in worker["volumeMounts"])
 

@@ -138,7 +138,8 @@ def test_the_example_runs_on_a_gpu_pool_with_its_own_key_and_claims(objects, exa
 
     mine, base = refs(example), refs(objects)
     assert len(mine) == 3 and not mine & base  # own key, own dataset and checkpoint claims
-    claims = {("PersistentVolumeClaim", o["metadata"]["name"]) for o in render(DEPLOY / "overlays" / "example" / "storage")}
+    storage = render(DEPLOY / "overlays" / "example" / "storage")
+    claims = {("PersistentVolumeClaim", o["metadata"]["name"]) for o in storage}
     assert {r for r in mine if r[0] == "PersistentVolumeClaim"} == claims
 
 

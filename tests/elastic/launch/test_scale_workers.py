@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from elastic.errors import LaunchError
-from elastic.launch.scale_workers import Decision, owner_reference, start_replicas, stop_decision
+from elastic.launch.scale_workers import owner_reference, start_replicas, stop_decision
 from tests.waiting import wait_for
 
 NS = "jobs"
