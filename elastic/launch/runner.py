@@ -26,7 +26,8 @@ side effects) and ``execute(plan)`` carries it out, in these steps (blocks until
    ``config.timeline_file`` if given), the plot drawn (``plan.plot_file``), and one
    ``outputs:`` line names the files written.
 
-The exit code is horovodrun's (128+N when it died of signal N), or 128+N when the launcher
+The exit code is horovodrun's (128+N when it died of signal N; 2 when it failed and every
+training process that ended exited 2: ``bad_input_exit``), or 128+N when the launcher
 itself was ended by signal N (forwarded to horovodrun, which then exits as it likes; the
 timeline still shows horovodrun's code). Errors before horovodrun starts raise
 ``ElasticError`` subclasses; the CLI turns them into one line (``Interrupted``: 128+N).
@@ -110,6 +111,18 @@ def exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
+def bad_input_exit(code: int, driver: Sequence[events.Record]) -> int:
+    """The launcher's exit code for horovodrun's ``code``: 2 (bad input) when the job failed
+    (1..127) and every training process that ended (the driver's ``worker_exit`` events) exited
+    2, e.g. a bad training flag on every worker: horovodrun itself turns that into 1, which the
+    launcher Job would retry (deploy/job/launcher.yaml fails the Job at once on 2). Else
+    ``code``. Pure."""
+    if not 0 < code < 128:
+        return code
+    exits = [r.detail.get("exit_code") for r in driver if r.kind == "worker_exit"]
+    return 2 if exits and all(e == 2 for e in exits) else code
+
+
 def run(config: LaunchConfig) -> int:
     """Plan the job (``elastic.launch.plan``) and execute the plan; see the module docstring.
     Blocks; returns horovodrun's exit code."""
@@ -183,7 +196,7 @@ def execute(plan: LaunchPlan) -> int:
             return 128 + forwarder.received[0]
         if watchdog is not None and watchdog.fired:
             returncode = 1
-        return exit_code(returncode)
+        return bad_input_exit(exit_code(returncode), events.read_records(plan.events_file))
     finally:
         signal.signal(signal.SIGTERM, previous_term)
         if watchdog is not None:

@@ -43,8 +43,20 @@ def pod_spec(obj: dict) -> dict:
     return obj["spec"] if obj["kind"] == "Pod" else obj["spec"]["template"]["spec"]
 
 
+# what the Job controller sets on a Job (and adds to its pods' labels) when it is created
+JOB_UID = "5d1b7e0c-3f4a-4b8e-9c2d-1a2b3c4d5e6f"
+
+
 def pod_labels(obj: dict) -> dict:
-    return obj["metadata"]["labels"] if obj["kind"] == "Pod" else obj["spec"]["template"]["metadata"]["labels"]
+    """The labels of the pods ``obj`` makes; a Job's include those its controller adds."""
+    if obj["kind"] == "Pod":
+        return obj["metadata"]["labels"]
+    labels = dict(obj["spec"]["template"]["metadata"]["labels"])
+    if obj["kind"] == "Job":
+        name = obj["metadata"]["name"]
+        labels.update({"batch.kubernetes.io/job-name": name, "job-name": name,
+                       "batch.kubernetes.io/controller-uid": JOB_UID, "controller-uid": JOB_UID})
+    return labels
 
 
 def all_containers(spec: dict) -> list[dict]:

@@ -168,7 +168,7 @@ def test_a_prefixed_job_scales_only_its_own_workers(two_jobs):
         # the checkpoints of two jobs go to different directories of the shared claim
         launcher = container(pod_spec(job), "launcher")
         ckpt = flag([expand(x, launcher, pod_labels(job)) for x in launcher["args"]], "--checkpoint-dir")
-        assert ckpt == "/checkpoints/" + pod_labels(job)[JOB_LABEL]
+        assert ckpt.startswith("/checkpoints/" + pod_labels(job)[JOB_LABEL] + "/")
 
 
 def test_the_example_overlay_sets_the_image_and_the_job_name(two_jobs):
@@ -181,3 +181,16 @@ def test_the_example_overlay_sets_the_image_and_the_job_name(two_jobs):
     images = {c["image"] for o in example if o["kind"] in ("Job", "StatefulSet")
               for c in all_containers(pod_spec(o))}
     assert len(images) == 1 and not images & base_images
+
+
+def test_the_scaler_decides_within_the_launcher_pods_grace(objects):
+    """After SIGTERM the scaler reads the pod and the Job and scales to zero, with retries,
+    within --finish-timeout: shorter than the pod's grace, so the kubelet's SIGKILL never cuts
+    the final scale short."""
+    from elastic.launch.scale_workers import build_parser as scaler_parser
+
+    job = one(objects, "Job")
+    scaler = container(pod_spec(job), "worker-scaler")
+    argv = [expand(a, scaler, pod_labels(job)) for a in scaler["args"]][3:]
+    args = scaler_parser().parse_args([a.replace("$(POD_NAME)", "p") for a in argv])
+    assert args.finish_timeout + 10 <= pod_spec(job)["terminationGracePeriodSeconds"]

@@ -25,7 +25,7 @@ NAMESPACE = "elastic-horovod"
 
 # apiVersion -> the kubernetes client's model prefix
 MODEL_PREFIX = {"v1": "V1", "apps/v1": "V1", "batch/v1": "V1", "policy/v1": "V1",
-                "rbac.authorization.k8s.io/v1": "V1"}
+                "rbac.authorization.k8s.io/v1": "V1", "networking.k8s.io/v1": "V1"}
 
 
 class _Response:
@@ -84,6 +84,8 @@ def test_renders_the_job_and_keeps_storage_apart(objects, storage):
         ("StatefulSet", "elastic-horovod-worker"),
         ("PodDisruptionBudget", "elastic-horovod-worker"),
         ("Job", "elastic-horovod-launcher"),
+        ("NetworkPolicy", "elastic-horovod-job"),
+        ("NetworkPolicy", "elastic-horovod-launcher-api"),
     ])
     assert sorted((o["kind"], o["metadata"]["name"]) for o in storage) == [
         ("PersistentVolumeClaim", "elastic-horovod-checkpoints"),
@@ -110,8 +112,15 @@ def test_rbac_is_least_privilege(objects):
     assert reader["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
     scaler = one(objects, "Role", "elastic-horovod-worker-scaler")
     sts = one(objects, "StatefulSet")
-    assert scaler["rules"] == [{"apiGroups": ["apps"], "resources": ["statefulsets/scale"],
-                                "resourceNames": [sts["metadata"]["name"]], "verbs": ["get", "patch"]}]
+    job = one(objects, "Job")
+    assert scaler["rules"] == [
+        {"apiGroups": ["apps"], "resources": ["statefulsets/scale"], "resourceNames": [sts["metadata"]["name"]],
+         "verbs": ["get", "patch"]},
+        # its ownerReference to the Job; the Job's uid and retries
+        {"apiGroups": ["apps"], "resources": ["statefulsets"], "resourceNames": [sts["metadata"]["name"]],
+         "verbs": ["patch"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": [job["metadata"]["name"]], "verbs": ["get"]},
+    ]
     account = launcher_spec(objects)["serviceAccountName"]
     for binding in by_kind(objects, "RoleBinding"):
         assert binding["roleRef"]["kind"] == "Role"
@@ -215,15 +224,15 @@ def test_workers_ask_for_gpus_serve_ssh_and_have_a_dataset_volume(objects):
 
 
 def test_the_readiness_probe_checks_the_ssh_port_without_connecting(objects):
-    """An exec probe reading /proc/net/tcp for a listening socket on $SSH_PORT: no TCP
-    connection, so sshd logs nothing per probe (a tcpSocket probe logs two lines each)."""
+    """An exec probe (the entrypoint's `ready` mode reads /proc/net/tcp for a listening socket
+    on the container's $SSH_PORT: no port in the manifest to keep in step, no TCP connection,
+    so sshd logs nothing per probe; tests/images runs it)."""
     worker = container(pod_spec(one(objects, "StatefulSet")), "worker")
     probe = worker["readinessProbe"]
     assert "tcpSocket" not in probe
-    argv = probe["exec"]["command"]
-    assert argv[0] == "grep" and "/proc/net/tcp" in argv
-    port_hex = f":{int(env(worker)['SSH_PORT']):04X} "
-    assert port_hex in argv[2] and argv[2].endswith(" 0A ")  # 0A: TCP_LISTEN
+    assert probe["exec"]["command"] == ["/usr/local/bin/worker-entrypoint", "ready"]
+    assert probe["timeoutSeconds"] >= 5
+    assert "SSH_PORT" in env(worker)
 
 
 def test_the_launcher_and_prepare_commands_are_valid_for_our_own_parsers(objects):
@@ -257,7 +266,9 @@ def test_the_training_command_is_valid_for_the_training_parser(objects):
     command = command[command.index("--") + 1:]
     defaults = next(v for v in vars(mnist).values() if isinstance(v, Defaults))
     args = parse(command[3:], defaults)
-    assert args.checkpoint_dir == "/checkpoints/" + pod_labels(job)["elastic-horovod/job"]
+    labels = pod_labels(job)
+    job_uid = labels["batch.kubernetes.io/controller-uid"]
+    assert args.checkpoint_dir == f"/checkpoints/{labels['elastic-horovod/job']}/{job_uid}"
     worker = container(pod_spec(one(objects, "StatefulSet")), "worker")
     assert any(m["mountPath"] == "/checkpoints" for m in worker["volumeMounts"])
 
@@ -271,6 +282,7 @@ def test_the_worker_scaler_command_is_valid_for_its_parser(objects):
     assert argv[:3] == ["python", "-m", "elastic.launch.scale_workers"]
     args = scaler_parser().parse_args([a.replace("$(POD_NAME)", "launcher-abcde") for a in argv[3:]])
     assert args.statefulset == one(objects, "StatefulSet")["metadata"]["name"]
+    assert args.job == job["metadata"]["name"]  # made the StatefulSet's owner, read for its retries
     assert args.pod == "launcher-abcde" and args.container == "launcher"
     assert args.namespace is None  # the service account's namespace, from the projected token volume
     launcher_spec_ = pod_spec(job)

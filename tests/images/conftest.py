@@ -83,10 +83,11 @@ class Worker:
     """One worker container run through the image's entrypoint, least-privilege as in deploy/."""
 
     def __init__(self, image: str, ip: str, port: int, secret: Path, data: Path, key: Path,
-                 env: dict | None = None) -> None:
+                 env: dict | None = None, volumes: dict | None = None) -> None:
         self.image, self.ip, self.port, self.secret, self.data, self.key = image, ip, port, secret, data, key
         self.name = f"eh-test-{uuid.uuid4().hex[:10]}"
         self.env = env or {}
+        self.volumes = volumes or {}  # host directory -> path in the container
         self.proc: subprocess.Popen | None = None
         self.log = data.parent / f"{self.name}.log"
 
@@ -94,10 +95,11 @@ class Worker:
         caps = [a for cap in CAPABILITIES for a in ("--cap-add", cap)]
         envs = [a for k, v in {"SSH_PORT": str(self.port), "SSH_LISTEN_ADDRESS": self.ip, **self.env}.items()
                 for a in ("--env", f"{k}={v}")]
+        vols = [a for host, inside in self.volumes.items() for a in ("--volume", f"{host}:{inside}")]
         return ["podman", "run", "--rm", "--name", self.name, "--network", "host", "--hostname", "worker-t",
                 "--cap-drop", "ALL", *caps, "--security-opt", "no-new-privileges",
                 "--volume", f"{self.secret}:/etc/elastic-horovod/ssh:ro", "--volume", f"{self.data}:/data",
-                *envs, self.image]
+                *vols, *envs, self.image]
 
     def start(self) -> Worker:
         self.data.mkdir(parents=True, exist_ok=True)
@@ -148,13 +150,15 @@ class Worker:
 
 @pytest.fixture
 def run_worker(images, address_block, job_key, tmp_path):
-    """``run_worker(n, env=None)`` starts the n-th worker container (address prefix.n); all are
-    removed after the test."""
+    """``run_worker(n, env=None, volumes=None)`` starts the n-th worker container (address
+    prefix.n; a second call with the same n is that worker's container started again, as the
+    kubelet restarts a container in its pod); all are removed after the test."""
     started: list[Worker] = []
     key, secret = job_key
 
-    def start(n: int, env: dict | None = None, wait: bool = True) -> Worker:
-        w = Worker(images[0], f"{address_block}.{n}", 2222, secret, tmp_path / f"data{n}", key, env).start()
+    def start(n: int, env: dict | None = None, wait: bool = True, volumes: dict | None = None) -> Worker:
+        w = Worker(images[0], f"{address_block}.{n}", 2222, secret, tmp_path / f"data{n}", key, env,
+                   volumes).start()
         started.append(w)
         return w.wait_ready() if wait else w
 

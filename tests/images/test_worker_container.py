@@ -43,7 +43,112 @@ def test_stopping_the_container_delivers_sigterm_to_a_process_started_over_ssh(r
         if session.poll() is None:
             session.kill()
             session.wait()
-    assert "forwarding SIGTERM to the job's processes" in w.log.read_text()
+    assert "forwarding SIGTERM to the job's trainers" in w.log.read_text()
+
+
+# A rank with the training's own DataLoader (training.loaders.make_loader: forkserver, two
+# persistent loading processes) and its own SIGTERM handling (training.signals): after the
+# SIGTERM it goes on fetching batches to its "next commit", writes /data/commit and leaves
+# with 143. Had its loaders been signalled too, the next fetch would raise "DataLoader worker
+# exited unexpectedly" and the rank would exit 1 without a commit.
+LOADER_MODULE = ("import torch\n"
+                 "from torch.utils.data import Dataset\n"
+                 "class Numbers(Dataset):\n"
+                 "    def __len__(self):\n"
+                 "        return 1 << 30\n"
+                 "    def __getitem__(self, i):\n"
+                 "        return torch.tensor([float(i)])\n"
+                 "class Forever:\n"
+                 "    def __iter__(self):\n"
+                 "        i = 0\n"
+                 "        while True:\n"
+                 "            yield list(range(i, i + 4))\n"
+                 "            i += 4\n")
+LOADER_RANK = ("import os, sys, time\n"
+               "sys.path.insert(0, '/data')\n"
+               "from numbers_ds import Forever, Numbers\n"
+               "from training.loaders import make_loader\n"
+               "from training.signals import EXIT_TERM, StopFlags, leave\n"
+               "if __name__ == '__main__':\n"
+               "    flags = StopFlags(grace=60).install()\n"
+               "    batches = iter(make_loader(Numbers(), Forever(), workers=2, pin_memory=False))\n"
+               "    next(batches)\n"
+               "    open('/data/started', 'w').write('1')\n"
+               "    after = 0\n"
+               "    while True:\n"
+               "        batch = next(batches)\n"
+               "        time.sleep(0.05)\n"
+               "        after += flags.term\n"
+               "        if after == 20:\n"
+               "            open('/data/commit.tmp', 'w').write(str(int(batch[0].item())))\n"
+               "            os.rename('/data/commit.tmp', '/data/commit')\n"
+               "            leave(EXIT_TERM, 'SIGTERM: committed, leaving')\n")
+
+
+def test_sigterm_reaches_the_trainer_and_not_its_forkserver_loaders(run_worker):
+    """SIGTERM to the pod -> the trainer commits with its loaders alive -> exit 143."""
+    w = run_worker(1)
+    (w.data / "numbers_ds.py").write_text(LOADER_MODULE)
+    (w.data / "rank.py").write_text(LOADER_RANK)
+    # as horovodrun starts a rank: a shell command line over ssh, python a child of the shell
+    session = subprocess.Popen(w.ssh_argv() + ["cd /data > /dev/null 2>&1 ; /opt/venv/bin/python rank.py"],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: (w.data / "started").exists() or session.poll() is not None, 300, "the rank's first batch")
+        assert session.poll() is None, session.communicate()[0]
+        # the container's view: one trainer; the shell, the forkserver and the loaders are not
+        listing = w.ssh("/usr/local/bin/job-processes --entrypoint \"$(pgrep -P 1 -f worker-entrypoint)\" list; "
+                        "ps -eo pid,ppid,comm")
+        kinds = [line.split()[0] for line in listing.stdout.splitlines() if line.startswith(("trainer ", "other "))]
+        assert kinds.count("trainer") == 1 and kinds.count("other") >= 3, listing.stdout  # forkserver, 2 loaders
+        w.stop(grace=120)
+        output = session.communicate(timeout=60)[0]
+    finally:
+        if session.poll() is None:
+            session.kill()
+            session.wait()
+    assert "exited unexpectedly" not in output, output
+    assert (w.data / "commit").exists(), f"no commit; rank: {output[-1500:]}; log: {w.log.read_text()[-1500:]}"
+    assert session.returncode == 143, output[-1500:]
+    assert "SIGTERM: committed, leaving (exit 143)" in output
+
+
+def test_a_restarted_container_keeps_its_host_key_and_the_pinned_login_still_works(run_worker, tmp_path):
+    """The pod's host key lives on a pod-scoped volume (deploy/: an emptyDir at
+    ELASTIC_HOST_KEY_DIR): the container that the kubelet starts again after an OOM kill or a
+    failed check serves the key the daemon pinned, and strict host-key checking passes."""
+    keys = tmp_path / "host-keys"
+    keys.mkdir()
+    pod = {"env": {"ELASTIC_HOST_KEY_DIR": "/run/elastic-horovod/host-keys"},
+           "volumes": {str(keys): "/run/elastic-horovod/host-keys"}}
+    first = run_worker(1, **pod)
+    pinned = tmp_path / "known_hosts"
+    scan = subprocess.run(["ssh-keyscan", "-t", "ed25519", "-p", str(first.port), first.ip], capture_output=True,
+                          text=True, timeout=60)
+    pinned.write_text(scan.stdout)
+    assert pinned.read_text().strip(), scan.stderr
+    first.stop(grace=10)
+    again = run_worker(1, **pod)  # the same pod (address, volumes), a new container
+    strict = again.ssh_argv()
+    strict[strict.index("StrictHostKeyChecking=no")] = "StrictHostKeyChecking=yes"
+    strict[strict.index("UserKnownHostsFile=/dev/null")] = f"UserKnownHostsFile={pinned}"
+    login = subprocess.run(strict + ["true"], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert login.returncode == 0, login.stderr
+    again.stop(grace=10)
+    # without the pod-scoped directory a restarted container makes a new key: the pin breaks
+    bare = run_worker(1)
+    old = pinned.read_text().split()[-1]
+    assert host_key(bare) != old
+
+
+def test_the_readiness_check_reads_the_configured_port(run_worker):
+    w = run_worker(1)
+    ready = subprocess.run(["podman", "exec", w.name, "/usr/local/bin/worker-entrypoint", "ready"],
+                           capture_output=True, text=True, timeout=60)
+    assert ready.returncode == 0, ready.stderr
+    other = subprocess.run(["podman", "exec", "--env", "SSH_PORT=2299", w.name, "/usr/local/bin/worker-entrypoint",
+                            "ready"], capture_output=True, text=True, timeout=60)
+    assert other.returncode == 1
 
 
 def host_key(w) -> str:

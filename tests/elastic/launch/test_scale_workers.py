@@ -1,5 +1,6 @@
-"""The worker-scaler sidecar: raises the workers at start, scales them to zero on SIGTERM once
-the launcher container has ended, keeps them when the pod is being deleted.
+"""The worker-scaler sidecar: makes the Job own the workers and raises them at start; on
+SIGTERM scales them to zero when the Job is over (exit 0 or 2, or the last try), keeps them
+for a retry and when the pod is being deleted or was disrupted; retries API calls.
 
 The process tests run the module as the kubelet would (its own process, SIGTERM) with the
 official client; the API is a small HTTP server in the test that answers the three calls
@@ -15,22 +16,39 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from elastic.launch.scale_workers import Decision, start_replicas, stop_decision
+from elastic.errors import LaunchError
+from elastic.launch.scale_workers import owner_reference, start_replicas, stop_decision
 from tests.waiting import wait_for
 
 NS = "jobs"
 STS = "elastic-horovod-worker"
 POD = "elastic-horovod-launcher-abcde"
+JOB = "elastic-horovod-launcher"
+JOB_UID = "0f3c1a2e-8a7e-4c55-9d0a-3b1f2c4d5e6f"
+
+
+def job_json(failed: int | None = None, backoff_limit: int | None = 3) -> dict:
+    spec = {} if backoff_limit is None else {"backoffLimit": backoff_limit}
+    status = {} if failed is None else {"failed": failed}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": JOB, "namespace": NS, "uid": JOB_UID},
+            "spec": spec, "status": status}
 
 
 
 
-def pod_json(*, launcher_state: dict | None = None, deleting: bool = False) -> dict:
+def pod_json(*, launcher_state: dict | None = None, deleting: bool = False, disrupted: bool = False) -> dict:
     statuses = [{"name": "launcher", "state": launcher_state or {"running": {}}}]
     meta = {"name": POD, "namespace": NS}
     if deleting:
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "status": {"containerStatuses": statuses}}
+    status: dict = {"containerStatuses": statuses}
+    if disrupted:
+        status["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet"}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "status": status}
+
+
+def ended(code: int, **kw) -> dict:
+    return pod_json(launcher_state={"terminated": {"exitCode": code}}, **kw)
 
 
 # ---- pure logic --------------------------------------------------------------------------
@@ -41,9 +59,34 @@ def test_start_raises_only_a_smaller_or_invalid_count(current, expected):
     assert start_replicas(current, 2) == expected
 
 
-def test_a_terminated_launcher_means_zero_with_its_exit_code():
-    decision = stop_decision(pod_json(launcher_state={"terminated": {"exitCode": 3}}), "launcher")
-    assert decision == Decision("zero", "launcher ended with exit code 3")
+@pytest.mark.parametrize("code,job", [(0, None), (0, job_json(failed=0)), (2, None), (2, job_json(failed=0))])
+def test_done_or_bad_input_means_zero_whatever_the_retries(code, job):
+    decision = stop_decision(ended(code), "launcher", job)
+    assert decision.action == "zero" and f"exit code {code}" in decision.reason
+
+
+@pytest.mark.parametrize("code", [1, 137, 143])
+@pytest.mark.parametrize("failed,limit,action", [(None, 3, "keep"), (0, 3, "keep"), (2, 3, "keep"), (3, 3, "zero"),
+                                                 (5, None, "keep"), (6, None, "zero"), (0, 0, "zero")])
+def test_a_failure_keeps_the_workers_for_a_retry_and_zeroes_them_on_the_last_try(code, failed, limit, action):
+    decision = stop_decision(ended(code), "launcher", job_json(failed=failed, backoff_limit=limit))
+    assert decision.action == action, decision
+
+
+@pytest.mark.parametrize("job", [None, "x", {"spec": []}])
+def test_a_failure_with_the_job_unknown_keeps_the_workers(job):
+    assert stop_decision(ended(1), "launcher", job).action == "keep"
+
+
+def test_a_disrupted_pod_keeps_the_workers_even_on_the_last_try():
+    decision = stop_decision(ended(137, disrupted=True), "launcher", job_json(failed=3))
+    assert decision.action == "keep" and "TerminationByKubelet" in decision.reason
+
+
+def test_owner_reference_names_the_job_and_rejects_one_without_a_uid():
+    assert owner_reference(job_json()) == {"apiVersion": "batch/v1", "kind": "Job", "name": JOB, "uid": JOB_UID}
+    with pytest.raises(LaunchError):
+        owner_reference({"metadata": {"name": JOB}})
 
 
 def test_a_pod_being_deleted_keeps_the_workers_even_with_the_launcher_ended():
@@ -67,12 +110,16 @@ def test_another_containers_end_is_not_the_launchers():
 # ---- the process -------------------------------------------------------------------------
 
 class StandIn:
-    """GET/PATCH statefulsets/STS/scale and GET pods/POD in namespace NS; records patches."""
+    """GET/PATCH statefulsets/STS/scale, PATCH statefulsets/STS, GET jobs/JOB and GET pods/POD in
+    namespace NS; records patches; the first ``fail_scales`` scale patches answer 500."""
 
-    def __init__(self, replicas, pod: dict):
+    def __init__(self, replicas, pod: dict, job: dict | None = None, fail_scales: int = 0):
         self.replicas = replicas
         self.pod = pod
+        self.job = job
+        self.fail_scales = fail_scales
         self.patches: list[int] = []
+        self.owner_patches: list[tuple[str, dict]] = []
         self.pod_reads = 0
         stand_in = self
 
@@ -99,14 +146,22 @@ class StandIn:
                 if self.path.startswith(f"/api/v1/namespaces/{NS}/pods/{POD}"):
                     stand_in.pod_reads += 1
                     return self._send(200, stand_in.pod)
+                if self.path.startswith(f"/apis/batch/v1/namespaces/{NS}/jobs/{JOB}") and stand_in.job:
+                    return self._send(200, stand_in.job)
                 self._send(404, {"kind": "Status", "code": 404})
 
             def do_PATCH(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 if self.path.startswith(f"/apis/apps/v1/namespaces/{NS}/statefulsets/{STS}/scale"):
+                    if stand_in.fail_scales > 0:
+                        stand_in.fail_scales -= 1
+                        return self._send(500, {"kind": "Status", "code": 500})
                     stand_in.replicas = body["spec"]["replicas"]
                     stand_in.patches.append(stand_in.replicas)
                     return self._send(200, self._scale())
+                if self.path.split("?")[0] == f"/apis/apps/v1/namespaces/{NS}/statefulsets/{STS}":
+                    stand_in.owner_patches.append((self.headers["Content-Type"], body))
+                    return self._send(200, {"kind": "StatefulSet", "metadata": {"name": STS}})
                 self._send(403, {"kind": "Status", "code": 403})
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -153,6 +208,36 @@ def test_raises_at_start_and_scales_to_zero_when_the_launcher_has_ended(tmp_path
     assert proc.returncode == 0, err
     assert api.patches == [2, 0]
     assert "launcher ended with exit code 0" in err
+
+
+def test_the_job_owns_the_workers_and_a_retry_keeps_them(tmp_path):
+    with StandIn(replicas=3, pod=ended(1), job=job_json(failed=1)) as api:
+        proc = start(api.kubeconfig(tmp_path / "kubeconfig"), "--job", JOB)
+        try:
+            wait_for(lambda: api.owner_patches, 60, "the ownerReference patch")
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert api.owner_patches == [("application/merge-patch+json", {"metadata": {"ownerReferences": [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": JOB, "uid": JOB_UID}]}})]
+    assert api.patches == [] and api.replicas == 3, err  # a size the user set survives the retry
+    assert "the Job tries again" in err
+
+
+def test_the_last_try_scales_to_zero_through_api_errors(tmp_path):
+    with StandIn(replicas=2, pod=ended(137), job=job_json(failed=3), fail_scales=2) as api:
+        proc = start(api.kubeconfig(tmp_path / "kubeconfig"), "--job", JOB)
+        try:
+            wait_for(lambda: api.owner_patches, 60, "the ownerReference patch")
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert api.patches == [0], err
+    assert "500" in err and "the Job's last try" in err
 
 
 def test_a_larger_size_is_kept_and_a_deleted_pod_keeps_its_workers(tmp_path):
