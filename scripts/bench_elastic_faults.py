@@ -177,10 +177,10 @@ def pod_namespace(cluster, name: str) -> str | None:
     for pid in procs.all_pids():
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                argv = fh.read().split(b"\0")
+                cmdline = fh.read()  # sshd rewrites its argv into one string ("sshd: ... [listener]")
         except OSError:
             continue
-        if config in argv:
+        if config in cmdline:
             ns = procs.namespace_of(pid)
             if ns and ns != own:
                 return ns
@@ -228,6 +228,7 @@ class Bench:
         self.rounds: list[Round] = []
         self.pods: list[str] = []
         self.made = 0
+        self.frozen: set[str] = set()  # pods frozen by a round that has not removed them yet
         self.job: Job | None = None
 
     # -- state between rounds ---------------------------------------------------------------
@@ -240,7 +241,12 @@ class Bench:
         self.pods.append(name)
         return name, ip, time.time()
 
+    def freeze(self, name: str) -> None:
+        self.frozen.add(name)
+        freeze_pod(self.c, name)
+
     def remove_pod(self, name: str, grace: int | None = 0) -> None:
+        self.frozen.discard(name)
         if name in self.pods:
             self.pods.remove(name)
         try:
@@ -273,7 +279,9 @@ class Bench:
             if self.job is not None:
                 self.job.stop()
             self.job = Job(self.c, self.work, self.bin, self.root, self.mode, large_mb, self.kill_strays)
-        for attempt in range(2):
+        for name in list(self.frozen):  # left by a round that stopped half-way
+            self.remove_pod(name)
+        for _attempt in range(2):
             while len(self.pods) < PODS:
                 self.add_pod()
             while len(self.pods) > PODS:
@@ -304,14 +312,14 @@ class Bench:
     def other(self, ip0: str) -> str:
         return random.choice([n for n in self.pods if self.ip_of(n) != ip0])
 
-    def wait_resumed(self, since: float, size: int, host_not: str | None = None) -> tuple[dict | None, str]:
-        """The first tick after ``since`` at world ``size`` (and, with ``host_not``, whose rank 0
-        is elsewhere), within the round deadline; (tick, outcome)."""
+    def wait_resumed(self, since: float, size: int | None, host_not: str | None = None) -> tuple[dict | None, str]:
+        """The first tick after ``since`` at world ``size`` (any with None; with ``host_not``,
+        one whose rank 0 is elsewhere), within the round deadline; (tick, outcome)."""
         assert self.job is not None
         deadline = time.monotonic() + self.round_timeout
         while time.monotonic() < deadline:
             for r in self.job.ticks_after(since):
-                if r["size"] == size and (host_not is None or r["host"] != host_not):
+                if size in (None, r["size"]) and (host_not is None or r["host"] != host_not):
                     return r, "recovered"
             if not self.job.alive():
                 return None, f"job ended (exit {self.job.proc.returncode if self.job.proc else '?'}) " \
@@ -346,7 +354,7 @@ class Bench:
         assert victim is not None
         rnd = Round("freeze-notready", f"{which}'s pod")
         t_freeze = time.time()
-        freeze_pod(self.c, victim)
+        self.freeze(victim)
         time.sleep(NOTREADY_AFTER_S)
         t_mark = time.time()
         self.c.set_ready(victim, False)
@@ -364,7 +372,7 @@ class Bench:
         victim = self.other(self.rank0()[1])
         rnd = Round("freeze-ready", "another pod, left Ready")
         t_freeze = time.time()
-        freeze_pod(self.c, victim)
+        self.freeze(victim)
         tick, rnd.outcome = self.wait_resumed(t_freeze, PODS - 1)
         last = self.last_tick_before(t_freeze)
         reset = self.first_reset(t_freeze, PODS - 1)
@@ -401,7 +409,7 @@ class Bench:
         self.wait_resumed(step, size)  # rank 0 steps at the new size too
         victim, ip0 = self.rank0()
         t_freeze = time.time()
-        freeze_pod(self.c, victim)
+        self.freeze(victim)
         _, ip2, t_ready2 = self.add_pod()
         step2, rnd.outcome = self.wait_step(ip2, t_ready2)
         det, _ = self.wait_resumed(t_freeze, size, host_not=ip0) if step2 is not None else (None, "")
@@ -436,13 +444,16 @@ class Bench:
         end = t0 + grace + 5.0
         while time.time() < end and self.job.alive():
             time.sleep(0.2)
+        t_end = time.time()
         t = [r["t"] for r in self.job.ticks_after(t0 - 1)]
+        if self.job.alive() and (not t or t[-1] < t_end - 2.0):
+            # paused at the end of the window: the pause lasts until training resumes
+            tick, rnd.outcome = self.wait_resumed(t_end, None)
+            t = [r["t"] for r in self.job.ticks_after(t0 - 1)]
+        elif not self.job.alive():
+            rnd.outcome = "job ended"
         gaps = [b - a for a, b in zip(t, t[1:], strict=False)]
         rnd.values = {"resets": float(len(self.job.resets(t0))), "longest pause": max(gaps) * 1000 if gaps else None}
-        if not self.job.alive():
-            rnd.outcome = "job ended"
-        elif not t or t[-1] < time.time() - 2.0:
-            rnd.outcome = "not training at the end"
         self.finish(rnd)
 
     def kill_large(self, mb: float) -> None:
@@ -485,7 +496,8 @@ def report(rounds: list[Round], table, grace: float) -> None:
     rows = []
     for r in rounds:
         v = r.values
-        rows.append((r.scenario, r.target, fmt(v.get("reset")), fmt(v.get("resumed", v.get("join, coordinator frozen"))),
+        resumed = v.get("resumed", v.get("join, coordinator frozen"))
+        rows.append((r.scenario, r.target, fmt(v.get("reset")), fmt(resumed),
                      fmt(v.get("pause", v.get("longest pause"))),
                      ", ".join(f"{k} {fmt(x)}" for k, x in v.items()
                                if k in ("resets", "resets after", "join", "delay", "detection", "step")) or "-",
