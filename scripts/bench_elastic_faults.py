@@ -10,7 +10,8 @@ Scenarios (``SCENARIOS``), each run against an elastic-run job of 3 one-slot pod
   Goal: training resumes within 2 s of the NotReady mark.
 - ``freeze-ready``: a pod (not rank 0's) frozen and left Ready (a hung process Kubernetes never
   reports). Goal: training resumes within 5 s of the freeze; the job still trains
-  ``OBSERVE_S`` later (no restart loop onto the hung pod).
+  ``OBSERVE_S`` later and no worker was started on the hung pod (its host's blacklist
+  cooldown ends within that time: ``COOLDOWN``).
 - ``frozen-coordinator``: first a plain join (a pod added: Ready -> its first step, J0); then
   rank 0's pod frozen (left Ready) and a pod added at once (J1). Goal: the join is delayed by
   no more than the detection time (J1 - J0 <= freeze -> first step without the frozen rank).
@@ -49,6 +50,9 @@ SCENARIOS = ("freeze-notready", "freeze-ready", "frozen-coordinator", "flap", "k
 PODS = 3  # one slot each: the world size the rounds start from
 OBSERVE_S = 10.0  # freeze-ready: how long after the resume the job must still train
 NOTREADY_AFTER_S = 0.5  # freeze-notready: the NotReady mark this long after the freeze
+# a host's first cooldown ends 4 s after its worker failed: freeze-ready's OBSERVE_S sees
+# whether the driver then starts a worker on the hung pod
+COOLDOWN = ("2", "4")
 JOB_IDS = itertools.count(1)  # each job (and restart) logs into job-<n>/
 
 
@@ -121,7 +125,7 @@ class Job:
              "--kubeconfig", str(self.c.kubeconfig), "--ssh-port", str(self.c.ssh_port),
              "--ssh-identity-file", str(self.c.identity), "--network-interface", "lo",
              "--min-np", "2", "--max-np", "8", "--elastic-timeout", "120",
-             "--blacklist-cooldown-range", "5", "30", "--discovery-mode", self.mode,
+             "--blacklist-cooldown-range", *COOLDOWN, "--discovery-mode", self.mode,
              "--events-file", str(events), "-x", "OMP_NUM_THREADS=1", "-x", f"BENCH_LOG={log}",
              "-x", f"BENCH_STOP={self.stopfile}", "-x", "BENCH_TICKS=1", *extra,
              "--", sys.executable, str(self.root / "scripts" / "bench_elastic_job.py")],
@@ -352,7 +356,7 @@ class Bench:
         ip0 = self.rank0()[1]
         victim = self.name_of(ip0) if which == "rank 0" else self.other(ip0)
         assert victim is not None
-        rnd = Round("freeze-notready", f"{which}'s pod")
+        rnd = Round("freeze-notready", "rank 0's pod" if which == "rank 0" else "another pod")
         t_freeze = time.time()
         self.freeze(victim)
         time.sleep(NOTREADY_AFTER_S)
@@ -370,6 +374,7 @@ class Bench:
         self.settle(0)
         assert self.job is not None
         victim = self.other(self.rank0()[1])
+        ip = self.ip_of(victim)
         rnd = Round("freeze-ready", "another pod, left Ready")
         t_freeze = time.time()
         self.freeze(victim)
@@ -387,9 +392,14 @@ class Bench:
             t = self.job.ticks()
             held = self.job.alive() and bool(t) and t[-1]["t"] > time.time() - 2.0
             rnd.values["resets after"] = float(len(self.job.resets(tick["t"])))
+            starts = [e for e in self.job.events.poll() if e.get("kind") == "worker_start"
+                      and e.get("time", 0) > t_freeze and (e.get("detail") or {}).get("host") == ip]
+            rnd.values["workers started on it"] = float(len(starts))
             if not held:
                 rnd.outcome = f"recovered, but not training {OBSERVE_S:.0f} s later" + (
                     "" if self.job.alive() else " (job ended)")
+            elif starts:
+                rnd.outcome = "recovered, but a worker was started on the hung pod"
         self.remove_pod(victim)
         self.finish(rnd)
 
@@ -487,6 +497,9 @@ class Bench:
 
 
 # -- report -------------------------------------------------------------------------------
+OTHER = ("resets", "resets after", "workers started on it", "join", "delay", "detection", "step")
+
+
 def fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.0f}"
 
@@ -500,7 +513,7 @@ def report(rounds: list[Round], table, grace: float) -> None:
         rows.append((r.scenario, r.target, fmt(v.get("reset")), fmt(resumed),
                      fmt(v.get("pause", v.get("longest pause"))),
                      ", ".join(f"{k} {fmt(x)}" for k, x in v.items()
-                               if k in ("resets", "resets after", "join", "delay", "detection", "step")) or "-",
+                               if k in OTHER) or "-",
                      "yes" if v.get("in flight") else ("no" if "in flight" in v else "-"), r.outcome))
     table("fault rounds (ms after the fault, or after the NotReady mark for freeze-notready)",
           ("scenario", "hit", "driver reset", "resumed", "pause", "other", "mid-allreduce", "outcome"), rows)
@@ -510,7 +523,7 @@ def report(rounds: list[Round], table, grace: float) -> None:
     def worst(name, rs, key, goal_ms, what):
         if not rs:
             return
-        bad = [r for r in rs if not r.outcome.startswith("recovered")]
+        bad = [r for r in rs if r.outcome != "recovered"]
         vals = [r.values[key] for r in rs if r.values.get(key) is not None]
         top = max(vals) if vals else None
         ok = not bad and top is not None and top < goal_ms
@@ -529,6 +542,8 @@ def report(rounds: list[Round], table, grace: float) -> None:
         ok = r.outcome == "recovered" and d is not None and det is not None and d <= det
         goals.append(("frozen coordinator: join delayed by (J1 - J0)", fmt(d), f"<= detection ({fmt(det)})",
                       "met" if ok else "MISSED" + ("" if r.outcome == "recovered" else f"; {r.outcome}")))
+        goals.append(("frozen coordinator: freeze -> training without it", fmt(det), "< 5000",
+                      "met" if det is not None and det < 5000 else "MISSED"))
     for r in by["flap"]:
         n = r.values.get("resets")
         goals.append((f"flap within the {grace:g} s grace: resets", fmt(n), "0",
