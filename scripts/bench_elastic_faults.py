@@ -2,7 +2,8 @@
 against its goal (issue 21's "Measure").
 
 Scenarios (``SCENARIOS``), each run against an elastic-run job of 3 one-slot pods
-(``--min-np 2``), restored to 3 pods stepping at world size 3 before every round:
+(``--min-np 2``), restored to 3 pods stepping at world size 3 before every round (kill-large:
+see below):
 
 - ``freeze-notready``: every process of a pod frozen (SIGSTOP to its whole pid namespace: no
   FIN, no RST, as a vanished node), then the pod marked NotReady through the API (what the
@@ -20,6 +21,8 @@ Scenarios (``SCENARIOS``), each run against an elastic-run job of 3 one-slot pod
 - ``kill-large``: a job whose every step allreduces a 64 MB tensor (bench_elastic_job.py,
   ``BENCH_ALLREDUCE_MB``, no delay between steps, so a kill lands mid-transfer), and a random
   rank's process SIGKILLed. Goal: training resumes within 2 s of the kill, no pause over 2 s.
+  The job runs on ``LARGE_PODS`` (4) pods and loses one per round down to 2, then is restored
+  (a restore costs new processes' imports, so fewer of them keep 20 rounds short).
 
 Moments: the bench's own clock at the fault; rank 0's ``tick`` after every step (the job's
 log); the driver's event log (``reset``). "resumed" is the first step at the smaller world
@@ -48,6 +51,7 @@ from localcluster.errors import ClusterError, NotFound
 
 SCENARIOS = ("freeze-notready", "freeze-ready", "frozen-coordinator", "flap", "kill-large")
 PODS = 3  # one slot each: the world size the rounds start from
+LARGE_PODS = 4  # kill-large: the world size after each restore
 OBSERVE_S = 10.0  # freeze-ready: how long after the resume the job must still train
 NOTREADY_AFTER_S = 0.5  # freeze-notready: the NotReady mark this long after the freeze
 # a host's first cooldown ends 4 s after its worker failed: freeze-ready's OBSERVE_S sees
@@ -276,8 +280,8 @@ class Bench:
                 continue
         return None
 
-    def settle(self, large_mb: float) -> None:
-        """PODS healthy pods and a job (of this kind) stepping at world size PODS after now;
+    def settle(self, large_mb: float, pods: int = PODS) -> None:
+        """``pods`` healthy pods and a job (of this kind) stepping at that world size after now;
         restarts the job when it ended or does not get there. Aborted when it cannot."""
         if self.job is None or self.job.large_mb != large_mb:
             if self.job is not None:
@@ -286,9 +290,9 @@ class Bench:
         for name in list(self.frozen):  # left by a round that stopped half-way
             self.remove_pod(name)
         for _attempt in range(2):
-            while len(self.pods) < PODS:
+            while len(self.pods) < pods:
                 self.add_pod()
-            while len(self.pods) > PODS:
+            while len(self.pods) > pods:
                 self.remove_pod(self.pods[0], grace=None)
             if not self.job.alive():
                 self.job.start()
@@ -296,13 +300,13 @@ class Bench:
             deadline = time.monotonic() + self.settle_timeout
             while time.monotonic() < deadline and self.job.alive():
                 t = self.job.ticks()
-                if t and t[-1]["t"] > since and t[-1]["size"] == PODS:
+                if t and t[-1]["t"] > since and t[-1]["size"] == pods:
                     return
                 time.sleep(0.1)
-            why = "its job ended" if not self.job.alive() else f"not at world size {PODS} in {self.settle_timeout:.0f}s"
+            why = "its job ended" if not self.job.alive() else f"not at world size {pods} in {self.settle_timeout:.0f}s"
             print(f"bench-elastic: settling: {why}; restarting the job", file=sys.stderr, flush=True)
             self.job.stop()
-        raise Aborted(f"the job did not step at world size {PODS} after a restart")
+        raise Aborted(f"the job did not step at world size {pods} after a restart")
 
     def rank0(self) -> tuple[str, str]:
         """(pod name, ip) of rank 0 now (the last tick's host)."""
@@ -467,16 +471,21 @@ class Bench:
         self.finish(rnd)
 
     def kill_large(self, mb: float) -> None:
-        self.settle(mb)
+        # LARGE_PODS ranks, one killed per round while at least 3 remain: a restore (new pods'
+        # imports) every LARGE_PODS - 2 rounds
+        t = self.job.ticks() if self.job is not None and self.job.large_mb == mb and self.job.alive() else []
+        if not t or t[-1]["size"] < 3 or len(self.pods) < 3:
+            self.settle(mb, LARGE_PODS)
         assert self.job is not None
         time.sleep(random.uniform(0.0, 1.0))
+        size = self.job.ticks()[-1]["size"]
         victim = random.choice(self.pods)
         ip0 = self.rank0()[1]
         rnd = Round("kill-large", "rank 0" if self.ip_of(victim) == ip0 else "another rank")
         t_kill = time.time()
         if not kill_rank(self.c, victim):
             raise Aborted(f"no training process found in pod {victim}")
-        tick, rnd.outcome = self.wait_resumed(t_kill, PODS - 1)
+        tick, rnd.outcome = self.wait_resumed(t_kill, size - 1)
         ticks = self.job.ticks()
         before = [r for r in ticks if r["t"] <= t_kill]
         # the next allreduce had begun if the kill came later than a step's usual end -> next start
@@ -484,7 +493,7 @@ class Bench:
                                   if b.get("t0") and b["size"] == a["size"]] or [0.0])
         last = before[-1]["t"] if before else None
         in_flight = last is not None and t_kill - last > lead
-        reset = self.first_reset(t_kill, PODS - 1)
+        reset = self.first_reset(t_kill, size - 1)
         rnd.values = {"reset": reset and (reset - t_kill) * 1000, "resumed": tick and (tick["t"] - t_kill) * 1000,
                       "pause": tick and last and (tick["t"] - last) * 1000, "in flight": float(in_flight),
                       "step": statistics.median([r["t"] - r["t0"] for r in before[-20:]]) * 1000 if before else None}
