@@ -1,5 +1,5 @@
-"""The fault rounds of scripts/bench-elastic: dirty failures on the local cluster, each timed
-against its goal (issue 21's "Measure").
+"""The fault rounds of scripts/bench-elastic: dirty failures on the local cluster (a vanished
+node, a hung rank, a flapping host, a kill mid large message), each timed against its goal.
 
 Scenarios (``SCENARIOS``), each run against an elastic-run job of 3 one-slot pods
 (``--min-np 2``), restored to 3 pods stepping at world size 3 before every round (kill-large:
