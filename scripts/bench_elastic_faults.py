@@ -26,7 +26,9 @@ see below):
 
 Moments: the bench's own clock at the fault; rank 0's ``tick`` after every step (the job's
 log); the driver's event log (``reset``). "resumed" is the first step at the smaller world
-after the fault; "pause" the gap from the last step before the fault to that one. A round that
+after the fault; "pause" the gap from the last step before the fault to that one. A kill is
+"mid-allreduce" when it came later after rank 0's last step than a step's usual end -> next
+large allreduce start, i.e. the next transfer was under way. A round that
 does not recover within the round deadline, or whose job ends, says so and the bench goes on
 (a new job is started for the next round). A frozen or killed pod is then deleted (grace 0)
 and replaced by a new one.
