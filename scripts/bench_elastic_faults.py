@@ -322,14 +322,17 @@ class Bench:
     def other(self, ip0: str) -> str:
         return random.choice([n for n in self.pods if self.ip_of(n) != ip0])
 
-    def wait_resumed(self, since: float, size: int | None, host_not: str | None = None) -> tuple[dict | None, str]:
-        """The first tick after ``since`` at world ``size`` (any with None; with ``host_not``,
-        one whose rank 0 is elsewhere), within the round deadline; (tick, outcome)."""
+    def wait_resumed(self, since: float, size: int | None, host_not: str | None = None,
+                     below: int | None = None) -> tuple[dict | None, str]:
+        """The first tick after ``since`` at world ``size`` (any with None; with ``below``, any
+        smaller than that: a fault may take more than one rank down; with ``host_not``, one
+        whose rank 0 is elsewhere), within the round deadline; (tick, outcome)."""
         assert self.job is not None
         deadline = time.monotonic() + self.round_timeout
         while time.monotonic() < deadline:
             for r in self.job.ticks_after(since):
-                if size in (None, r["size"]) and (host_not is None or r["host"] != host_not):
+                fits = r["size"] < below if below is not None else size in (None, r["size"])
+                if fits and (host_not is None or r["host"] != host_not):
                     return r, "recovered"
             if not self.job.alive():
                 return None, f"job ended (exit {self.job.proc.returncode if self.job.proc else '?'}) " \
@@ -343,16 +346,25 @@ class Bench:
         i = bisect.bisect_right(ticks, t, key=lambda r: r["t"])
         return ticks[i - 1]["t"] if i else None
 
-    def first_reset(self, since: float, size: int) -> float | None:
+    def first_reset(self, since: float, below: int) -> float | None:
+        """The driver's first reset after ``since`` to a world smaller than ``below``."""
         assert self.job is not None
-        r = [e["time"] for e in self.job.resets(since) if e.get("detail", {}).get("world_size") == size]
+        r = [e["time"] for e in self.job.resets(since) if (e.get("detail") or {}).get("world_size", below) < below]
         return r[0] if r else None
+
+    @staticmethod
+    def lost(rnd: Round, tick: dict | None, size: int) -> None:
+        """Note the ranks the fault took down: more than the one hit is a miss (a peer crashed)."""
+        if tick is not None:
+            rnd.values["ranks lost"] = float(size - tick["size"])
+            if size - tick["size"] > 1:
+                rnd.outcome = f"recovered, but {size - tick['size']} ranks lost"
 
     def finish(self, rnd: Round) -> None:
         self.rounds.append(rnd)
         v = ", ".join(f"{k} {x:.0f}" for k, x in rnd.values.items() if x is not None)
         print(f"bench-elastic: {rnd.scenario} ({rnd.target}): {rnd.outcome}; {v}", file=sys.stderr, flush=True)
-        if rnd.outcome != "recovered" and self.job is not None:
+        if (not rnd.outcome.startswith("recovered") or "not training" in rnd.outcome) and self.job is not None:
             self.job.stop()  # a job that did not recover is not measured further
 
     # -- scenarios --------------------------------------------------------------------------
@@ -368,9 +380,10 @@ class Bench:
         time.sleep(NOTREADY_AFTER_S)
         t_mark = time.time()
         self.c.set_ready(victim, False)
-        tick, rnd.outcome = self.wait_resumed(t_freeze, PODS - 1)
+        tick, rnd.outcome = self.wait_resumed(t_freeze, None, below=PODS)
+        self.lost(rnd, tick, PODS)
         last = self.last_tick_before(t_freeze)
-        reset = self.first_reset(t_freeze, PODS - 1)
+        reset = self.first_reset(t_freeze, PODS)
         rnd.values = {"reset": reset and (reset - t_mark) * 1000, "resumed": tick and (tick["t"] - t_mark) * 1000,
                       "pause": tick and last and (tick["t"] - last) * 1000}
         self.remove_pod(victim)
@@ -384,9 +397,10 @@ class Bench:
         rnd = Round("freeze-ready", "another pod, left Ready")
         t_freeze = time.time()
         self.freeze(victim)
-        tick, rnd.outcome = self.wait_resumed(t_freeze, PODS - 1)
+        tick, rnd.outcome = self.wait_resumed(t_freeze, None, below=PODS)
+        self.lost(rnd, tick, PODS)
         last = self.last_tick_before(t_freeze)
-        reset = self.first_reset(t_freeze, PODS - 1)
+        reset = self.first_reset(t_freeze, PODS)
         rnd.values = {"reset": reset and (reset - t_freeze) * 1000,
                       "resumed": tick and (tick["t"] - t_freeze) * 1000,
                       "pause": tick and last and (tick["t"] - last) * 1000}
@@ -487,7 +501,8 @@ class Bench:
         t_kill = time.time()
         if not kill_rank(self.c, victim):
             raise Aborted(f"no training process found in pod {victim}")
-        tick, rnd.outcome = self.wait_resumed(t_kill, size - 1)
+        tick, rnd.outcome = self.wait_resumed(t_kill, None, below=size)
+        self.lost(rnd, tick, size)
         ticks = self.job.ticks()
         before = [r for r in ticks if r["t"] <= t_kill]
         # the next allreduce had begun if the kill came later than a step's usual end -> next start
@@ -495,7 +510,7 @@ class Bench:
                                   if b.get("t0") and b["size"] == a["size"]] or [0.0])
         last = before[-1]["t"] if before else None
         in_flight = last is not None and t_kill - last > lead
-        reset = self.first_reset(t_kill, size - 1)
+        reset = self.first_reset(t_kill, size)
         rnd.values = {"reset": reset and (reset - t_kill) * 1000, "resumed": tick and (tick["t"] - t_kill) * 1000,
                       "pause": tick and last and (tick["t"] - last) * 1000, "in flight": float(in_flight),
                       "step": statistics.median([r["t"] - r["t0"] for r in before[-20:]]) * 1000 if before else None}
@@ -508,7 +523,7 @@ class Bench:
 
 
 # -- report -------------------------------------------------------------------------------
-OTHER = ("resets", "resets after", "workers started on it", "join", "delay", "detection", "step")
+OTHER = ("ranks lost", "resets", "resets after", "workers started on it", "join", "delay", "detection", "step")
 
 
 def fmt(x: float | None) -> str:
