@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from localcluster import procs
-from localcluster.errors import ClusterError, NotFound
+from localcluster.errors import ClusterError, LocalClusterError, NotFound
 
 SCENARIOS = ("freeze-notready", "freeze-ready", "frozen-coordinator", "flap", "kill-large")
 PODS = 3  # one slot each: the world size the rounds start from
@@ -243,13 +243,23 @@ class Bench:
 
     # -- state between rounds ---------------------------------------------------------------
     def add_pod(self) -> tuple[str, str, float]:
-        """Create a worker pod; (name, ip, time it was seen Ready)."""
-        self.made += 1
-        name = f"bench-{self.made}"
-        self.c.create_pod(name)
-        ip = self.c.wait_ready(name, timeout=120)
-        self.pods.append(name)
-        return name, ip, time.time()
+        """Create a worker pod; (name, ip, time it was seen Ready). A pod that fails to start
+        (seen under heavy load: ``unshare: sigprocmask unblock failed``) is replaced, twice."""
+        for attempt in range(3):
+            self.made += 1
+            name = f"bench-{self.made}"
+            self.c.create_pod(name)
+            try:
+                ip = self.c.wait_ready(name, timeout=120)
+            except LocalClusterError as exc:
+                if attempt == 2:
+                    raise
+                print(f"bench-elastic: {exc}; another pod instead", file=sys.stderr, flush=True)
+                self.remove_pod(name)
+                continue
+            self.pods.append(name)
+            return name, ip, time.time()
+        raise AssertionError("unreachable")
 
     def freeze(self, name: str) -> None:
         self.frozen.add(name)
@@ -384,7 +394,7 @@ class Bench:
         self.lost(rnd, tick, PODS)
         last = self.last_tick_before(t_freeze)
         reset = self.first_reset(t_freeze, PODS)
-        rnd.values = {"reset": reset and (reset - t_mark) * 1000, "resumed": tick and (tick["t"] - t_mark) * 1000,
+        rnd.values |= {"reset": reset and (reset - t_mark) * 1000, "resumed": tick and (tick["t"] - t_mark) * 1000,
                       "pause": tick and last and (tick["t"] - last) * 1000}
         self.remove_pod(victim)
         self.finish(rnd)
@@ -401,7 +411,7 @@ class Bench:
         self.lost(rnd, tick, PODS)
         last = self.last_tick_before(t_freeze)
         reset = self.first_reset(t_freeze, PODS)
-        rnd.values = {"reset": reset and (reset - t_freeze) * 1000,
+        rnd.values |= {"reset": reset and (reset - t_freeze) * 1000,
                       "resumed": tick and (tick["t"] - t_freeze) * 1000,
                       "pause": tick and last and (tick["t"] - last) * 1000}
         if tick is not None:
@@ -443,7 +453,7 @@ class Bench:
         _, ip2, t_ready2 = self.add_pod()
         step2, rnd.outcome = self.wait_step(ip2, t_ready2)
         det, _ = self.wait_resumed(t_freeze, size, host_not=ip0) if step2 is not None else (None, "")
-        rnd.values = {"join": j0 * 1000, "join, coordinator frozen": step2 and (step2 - t_ready2) * 1000,
+        rnd.values |= {"join": j0 * 1000, "join, coordinator frozen": step2 and (step2 - t_ready2) * 1000,
                       "delay": step2 and (step2 - t_ready2 - j0) * 1000,
                       "detection": det and (det["t"] - t_freeze) * 1000}
         self.remove_pod(victim)
@@ -483,7 +493,7 @@ class Bench:
         elif not self.job.alive():
             rnd.outcome = "job ended"
         gaps = [b - a for a, b in zip(t, t[1:], strict=False)]
-        rnd.values = {"resets": float(len(self.job.resets(t0))), "longest pause": max(gaps) * 1000 if gaps else None}
+        rnd.values |= {"resets": float(len(self.job.resets(t0))), "longest pause": max(gaps) * 1000 if gaps else None}
         self.finish(rnd)
 
     def kill_large(self, mb: float) -> None:
@@ -511,7 +521,7 @@ class Bench:
         last = before[-1]["t"] if before else None
         in_flight = last is not None and t_kill - last > lead
         reset = self.first_reset(t_kill, size)
-        rnd.values = {"reset": reset and (reset - t_kill) * 1000, "resumed": tick and (tick["t"] - t_kill) * 1000,
+        rnd.values |= {"reset": reset and (reset - t_kill) * 1000, "resumed": tick and (tick["t"] - t_kill) * 1000,
                       "pause": tick and last and (tick["t"] - last) * 1000, "in flight": float(in_flight),
                       "step": statistics.median([r["t"] - r["t0"] for r in before[-20:]]) * 1000 if before else None}
         self.remove_pod(victim)
