@@ -160,6 +160,11 @@ class Job:
             pass
         self.out.close()
         self.proc = None
+        left = orphans(str(self.c.kubeconfig))
+        if left:  # elastic-run killed (SIGKILL) leaves its discovery daemon behind
+            print(f"bench-elastic: job {self.n}: elastic-run left {len(left)} helper(s) running "
+                  "(discovery daemon); killed", file=sys.stderr, flush=True)
+            procs.signal_all(left, signal.SIGKILL)
         if self.after_stop is not None:
             self.after_stop()
 
@@ -177,6 +182,24 @@ class Job:
     def resets(self, since: float, until: float | None = None) -> list[dict]:
         return [e for e in self.events.poll() if e.get("kind") == "reset" and e.get("time", 0) >= since
                 and (until is None or e["time"] <= until)]
+
+
+def orphans(kubeconfig: str) -> list[int]:
+    """Processes other than this one whose command line names the cluster's kubeconfig and
+    that are not pods' (elastic-run's helpers: its discovery daemon)."""
+    own = procs.namespace_of(os.getpid())
+    out = []
+    for pid in procs.all_pids():
+        if pid == os.getpid() or procs.namespace_of(pid) != own:
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmdline = fh.read()
+        except OSError:
+            continue
+        if kubeconfig.encode() in cmdline and b"discovery-daemon" in cmdline:
+            out.append(pid)
+    return out
 
 
 # -- pods ---------------------------------------------------------------------------------
