@@ -9,9 +9,13 @@ $BENCH_LOG at the moments a join or a leave is made of (unix time "t", "ev", "ho
             registers the worker's notification service with the driver, then syncs the state)
   synced    the state is synced: the train function was (re-)entered after a reset
   step      the first step at a world size this process had not stepped at before
+  tick      with $BENCH_TICKS=1, rank 0 after every step ("t0": when the step's large
+            allreduce began, with $BENCH_ALLREDUCE_MB): the fault rounds' pause measurements
 
 It trains a tiny model forever (an allreduce and a commit per step, $BENCH_STEP_DELAY s
-apart), until $BENCH_STOP exists.
+apart), until $BENCH_STOP exists. With $BENCH_ALLREDUCE_MB=N each step also allreduces an
+N MB float32 tensor (hvd.allreduce, one message: a rank killed mid-send leaves its peers in a
+large transfer), while the state to sync stays tiny.
 """
 import json
 import os
@@ -41,6 +45,9 @@ optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.01
 state = hvd.elastic.TorchState(model=model, optimizer=optimizer, step=0)
 delay = float(os.environ.get("BENCH_STEP_DELAY", "0.05"))
 stop = os.environ["BENCH_STOP"]
+ticks = os.environ.get("BENCH_TICKS") == "1"
+big_mb = float(os.environ.get("BENCH_ALLREDUCE_MB", "0"))
+big = torch.ones(int(big_mb * (1 << 20) / 4)) if big_mb > 0 else None
 
 
 @hvd.elastic.run
@@ -52,7 +59,12 @@ def train(state):
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        t0 = time.time()
+        if big is not None:
+            hvd.allreduce(big, op=hvd.Sum, name="bench.large")
         state.step += 1
+        if ticks and hvd.rank() == 0:
+            emit("tick", size=hvd.size(), rank=0, step=state.step, t0=t0)
         if stepped_at != hvd.size():
             stepped_at = hvd.size()
             emit("step", size=hvd.size(), rank=hvd.rank(), step=state.step)

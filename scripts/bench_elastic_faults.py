@@ -1,0 +1,621 @@
+"""The fault rounds of scripts/bench-elastic: dirty failures on the local cluster (a vanished
+node, a hung rank, a flapping host, a kill mid large message), each timed against its goal.
+
+Scenarios (``SCENARIOS``), each run against an elastic-run job of 3 one-slot pods
+(``--min-np 2``), restored to 3 pods stepping at world size 3 before every round (kill-large:
+see below):
+
+- ``freeze-notready``: every process of a pod frozen (SIGSTOP to its whole pid namespace: no
+  FIN, no RST, as a vanished node), then the pod marked NotReady through the API (what the
+  node controller does); once with rank 0's pod, once with another, per round.
+  Goal: training resumes within 2 s of the NotReady mark.
+- ``freeze-ready``: a pod (not rank 0's) frozen and left Ready (a hung process Kubernetes never
+  reports). Goal: training resumes within 5 s of the freeze; the job still trains
+  ``OBSERVE_S`` later and no worker was started on the hung pod (its host's blacklist
+  cooldown ends within that time: ``COOLDOWN``).
+- ``frozen-coordinator``: first a plain join (a pod added: Ready -> its first step, J0); then
+  rank 0's pod frozen (left Ready) and a pod added at once (J1). Goal: the join is delayed by
+  no more than the detection time (J1 - J0 <= freeze -> first step without the frozen rank).
+- ``flap``: a pod (not rank 0's) marked NotReady and Ready again within the leave grace
+  (``HOROVOD_ELASTIC_LEAVE_GRACE_SECONDS``, 5 s). Goal: no reset (driver ``reset`` events).
+- ``kill-large``: a job whose every step allreduces a 64 MB tensor (bench_elastic_job.py,
+  ``BENCH_ALLREDUCE_MB``, no delay between steps, so a kill lands mid-transfer), and a random
+  rank's process SIGKILLed. Goal: training resumes within 2 s of the kill, no pause over 2 s.
+  The job runs on ``LARGE_PODS`` (4) pods and loses one per round down to 2, then is restored
+  (a restore costs new processes' imports, so fewer of them keep 20 rounds short).
+
+Moments: the bench's own clock at the fault; rank 0's ``tick`` after every step (the job's
+log); the driver's event log (``reset``). "resumed" is the first step at the smaller world
+after the fault; "pause" the gap from the last step before the fault to that one. A kill is
+"mid-allreduce" when it came later after rank 0's last step than a step's usual end -> next
+large allreduce start, i.e. the next transfer was under way. A round that
+does not recover within the round deadline, or whose job ends, says so and the bench goes on
+(a new job is started for the next round). A frozen or killed pod is then deleted (grace 0)
+and replaced by a new one.
+"""
+from __future__ import annotations
+
+import bisect
+import itertools
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from localcluster import procs
+from localcluster.errors import ClusterError, LocalClusterError, NotFound
+
+SCENARIOS = ("freeze-notready", "freeze-ready", "frozen-coordinator", "flap", "kill-large")
+PODS = 3  # one slot each: the world size the rounds start from
+LARGE_PODS = 4  # kill-large: the world size after each restore
+OBSERVE_S = 10.0  # freeze-ready: how long after the resume the job must still train
+NOTREADY_AFTER_S = 0.5  # freeze-notready: the NotReady mark this long after the freeze
+# a host's first cooldown ends 4 s after its worker failed: freeze-ready's OBSERVE_S sees
+# whether the driver then starts a worker on the hung pod
+COOLDOWN = ("2", "4")
+JOB_IDS = itertools.count(1)  # each job (and restart) logs into job-<n>/
+
+
+class Tail:
+    """The JSON lines appended to a file since the last ``poll`` (a partial last line waits)."""
+
+    def __init__(self, path: Path):
+        self.path, self.offset, self.rest, self.records = path, 0, b"", []
+
+    def poll(self) -> list[dict]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except OSError:
+            return self.records
+        self.offset += len(data)
+        lines = (self.rest + data).split(b"\n")
+        self.rest = lines.pop()
+        for line in lines:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict):
+                self.records.append(rec)
+        return self.records
+
+
+class Aborted(Exception):
+    """The scenario cannot go on (the cluster or a job could not be brought to its start state)."""
+
+
+@dataclass
+class Round:
+    scenario: str
+    target: str  # which pod/rank the fault hit
+    outcome: str = "recovered"
+    values: dict[str, float | None] = field(default_factory=dict)  # ms figures, resets
+
+
+class Job:
+    """One elastic-run job over the cluster's worker pods (restartable: ``start`` again)."""
+
+    def __init__(self, cluster, work: Path, bin_dir: Path, root: Path, discovery_mode: str, large_mb: float,
+                 after_stop=None):
+        self.c, self.work, self.bin, self.root, self.after_stop = cluster, work, bin_dir, root, after_stop
+        self.mode, self.large_mb = discovery_mode, large_mb
+        self.n = 0
+        self.proc: subprocess.Popen | None = None
+        self.log = self.events = Tail(work / "none")
+        self._ticks: list[dict] = []
+        self._seen = 0
+
+    def start(self) -> None:
+        self.stop()
+        self.n = next(JOB_IDS)
+        d = self.work / f"job-{self.n}"
+        d.mkdir(parents=True, exist_ok=True)
+        log, events, self.stopfile = d / "job.jsonl", d / "driver-events.jsonl", d / "stop"
+        self.log, self.events = Tail(log), Tail(events)
+        self._ticks, self._seen = [], 0
+        env = dict(os.environ, PATH=f"{self.bin}:{os.environ.get('PATH', '')}", PYTHONUNBUFFERED="1")
+        for name in ("DISCOVERY_URL", "DISCOVERY_SELECTOR", "DISCOVERY_PORT"):
+            env.pop(name, None)
+        extra = ["-x", f"BENCH_ALLREDUCE_MB={self.large_mb:g}", "-x", "BENCH_STEP_DELAY=0"] if self.large_mb else []
+        self.out = open(d / "elastic-run.log", "w")
+        self.proc = subprocess.Popen(
+            [str(self.bin / "elastic-run"), "--selector", "app=elastic-horovod,role=worker",
+             "--kubeconfig", str(self.c.kubeconfig), "--ssh-port", str(self.c.ssh_port),
+             "--ssh-identity-file", str(self.c.identity), "--network-interface", "lo",
+             "--min-np", "2", "--max-np", "8", "--elastic-timeout", "120",
+             "--blacklist-cooldown-range", *COOLDOWN, "--discovery-mode", self.mode,
+             "--events-file", str(events), "-x", "OMP_NUM_THREADS=1", "-x", f"BENCH_LOG={log}",
+             "-x", f"BENCH_STOP={self.stopfile}", "-x", "BENCH_TICKS=1", *extra,
+             "--", sys.executable, str(self.root / "scripts" / "bench_elastic_job.py")],
+            stdin=subprocess.DEVNULL, stdout=self.out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        print(f"bench-elastic: started job {self.n} ({d})", file=sys.stderr, flush=True)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> None:
+        """Ask the job to end (its stop file), then kill its process group; bounded."""
+        if self.proc is None:
+            return
+        self.stopfile.touch()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pass
+        self.out.close()
+        self.proc = None
+        left = orphans(str(self.c.kubeconfig))
+        if left:  # elastic-run killed (SIGKILL) leaves its discovery daemon behind
+            print(f"bench-elastic: job {self.n}: elastic-run left {len(left)} helper(s) running "
+                  "(discovery daemon); killed", file=sys.stderr, flush=True)
+            procs.signal_all(left, signal.SIGKILL)
+        if self.after_stop is not None:
+            self.after_stop()
+
+    def ticks(self) -> list[dict]:
+        """Rank 0's ticks so far (kept incrementally: the log grows by ~20 lines a second)."""
+        records = self.log.poll()
+        self._ticks.extend(r for r in records[self._seen:] if r.get("ev") == "tick")
+        self._seen = len(records)
+        return self._ticks
+
+    def ticks_after(self, t: float) -> list[dict]:
+        ticks = self.ticks()
+        return ticks[bisect.bisect_right(ticks, t, key=lambda r: r["t"]):]
+
+    def resets(self, since: float, until: float | None = None) -> list[dict]:
+        return [e for e in self.events.poll() if e.get("kind") == "reset" and e.get("time", 0) >= since
+                and (until is None or e["time"] <= until)]
+
+
+def orphans(kubeconfig: str) -> list[int]:
+    """Processes other than this one whose command line names the cluster's kubeconfig and
+    that are not pods' (elastic-run's helpers: its discovery daemon)."""
+    own = procs.namespace_of(os.getpid())
+    out = []
+    for pid in procs.all_pids():
+        if pid == os.getpid() or procs.namespace_of(pid) != own:
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmdline = fh.read()
+        except OSError:
+            continue
+        if kubeconfig.encode() in cmdline and b"discovery-daemon" in cmdline:
+            out.append(pid)
+    return out
+
+
+# -- pods ---------------------------------------------------------------------------------
+def pod_namespace(cluster, name: str) -> str | None:
+    """The pid namespace of the pod's init (its sshd runs with DIR/pods/<pod>/sshd_config)."""
+    config = str(cluster.paths.pod_dir("default", name) / "sshd_config").encode()
+    own = procs.namespace_of(os.getpid())
+    for pid in procs.all_pids():
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmdline = fh.read()  # sshd rewrites its argv into one string ("sshd: ... [listener]")
+        except OSError:
+            continue
+        if config in cmdline:
+            ns = procs.namespace_of(pid)
+            if ns and ns != own:
+                return ns
+    return None
+
+
+def freeze_pod(cluster, name: str) -> int:
+    """SIGSTOP every process of the pod (twice over, for one forked meanwhile); how many."""
+    ns = pod_namespace(cluster, name)
+    if ns is None:
+        raise Aborted(f"pod {name}: its pid namespace was not found (the local cluster runs pods in "
+                      "pid namespaces only as root)")
+    seen: set[int] = set()
+    for _ in range(2):
+        pids = procs.in_namespace(ns)
+        procs.signal_all(pids, signal.SIGSTOP)
+        seen.update(pids)
+    return len(seen)
+
+
+def kill_rank(cluster, name: str) -> bool:
+    """SIGKILL the pod's training process (bench_elastic_job.py under python); False if none."""
+    ns = pod_namespace(cluster, name)
+    hit = []
+    for pid in procs.in_namespace(ns) if ns else []:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                argv = fh.read().split(b"\0")
+            exe = os.readlink(f"/proc/{pid}/exe")
+        except OSError:
+            continue
+        if "python" in os.path.basename(exe) and any(a.endswith(b"bench_elastic_job.py") for a in argv):
+            hit.append(pid)
+    procs.signal_all(hit, signal.SIGKILL)
+    return bool(hit)
+
+
+class Bench:
+    """Runs the scenarios' rounds on one cluster; collects ``Round``s."""
+
+    def __init__(self, cluster, work: Path, bin_dir: Path, root: Path, discovery_mode: str,
+                 round_timeout: float, settle_timeout: float = 240.0):
+        self.c, self.work, self.bin, self.root, self.mode = cluster, work, bin_dir, root, discovery_mode
+        self.round_timeout, self.settle_timeout = round_timeout, settle_timeout
+        self.rounds: list[Round] = []
+        self.pods: list[str] = []
+        self.made = 0
+        self.frozen: set[str] = set()  # pods frozen by a round that has not removed them yet
+        self.job: Job | None = None
+
+    # -- state between rounds ---------------------------------------------------------------
+    def add_pod(self) -> tuple[str, str, float]:
+        """Create a worker pod; (name, ip, time it was seen Ready). A pod that fails to start
+        (seen under heavy load: ``unshare: sigprocmask unblock failed``) is replaced, twice."""
+        for attempt in range(3):
+            self.made += 1
+            name = f"bench-{self.made}"
+            self.c.create_pod(name)
+            try:
+                ip = self.c.wait_ready(name, timeout=120)
+            except LocalClusterError as exc:
+                if attempt == 2:
+                    raise
+                print(f"bench-elastic: {exc}; another pod instead", file=sys.stderr, flush=True)
+                self.remove_pod(name)
+                continue
+            self.pods.append(name)
+            return name, ip, time.time()
+        raise AssertionError("unreachable")
+
+    def freeze(self, name: str) -> None:
+        self.frozen.add(name)
+        freeze_pod(self.c, name)
+
+    def remove_pod(self, name: str, grace: int | None = 0) -> None:
+        self.frozen.discard(name)
+        if name in self.pods:
+            self.pods.remove(name)
+        try:
+            self.c.delete_pod(name, grace_seconds=grace)
+            self.c.wait_gone(name, timeout=120)
+        except NotFound:
+            pass
+
+    def kill_strays(self) -> None:
+        """Training processes a stopped job left in the pods (a worker whose ssh died goes on)."""
+        for name in self.pods:
+            kill_rank(self.c, name)
+
+    def ip_of(self, name: str) -> str:
+        return self.c.pod_ip(name)
+
+    def name_of(self, ip: str) -> str | None:
+        for name in self.pods:
+            try:
+                if self.ip_of(name) == ip:
+                    return name
+            except (ClusterError, NotFound):
+                continue
+        return None
+
+    def settle(self, large_mb: float, pods: int = PODS) -> None:
+        """``pods`` healthy pods and a job (of this kind) stepping at that world size after now;
+        restarts the job when it ended or does not get there. Aborted when it cannot."""
+        if self.job is None or self.job.large_mb != large_mb:
+            if self.job is not None:
+                self.job.stop()
+            self.job = Job(self.c, self.work, self.bin, self.root, self.mode, large_mb, self.kill_strays)
+        for name in list(self.frozen):  # left by a round that stopped half-way
+            self.remove_pod(name)
+        for _attempt in range(2):
+            while len(self.pods) < pods:
+                self.add_pod()
+            while len(self.pods) > pods:
+                self.remove_pod(self.pods[0], grace=None)
+            if not self.job.alive():
+                self.job.start()
+            since = time.time()
+            deadline = time.monotonic() + self.settle_timeout
+            while time.monotonic() < deadline and self.job.alive():
+                t = self.job.ticks()
+                if t and t[-1]["t"] > since and t[-1]["size"] == pods:
+                    return
+                time.sleep(0.1)
+            why = "its job ended" if not self.job.alive() else f"not at world size {pods} in {self.settle_timeout:.0f}s"
+            print(f"bench-elastic: settling: {why}; restarting the job", file=sys.stderr, flush=True)
+            self.job.stop()
+        raise Aborted(f"the job did not step at world size {pods} after a restart")
+
+    def rank0(self) -> tuple[str, str]:
+        """(pod name, ip) of rank 0 now (the last tick's host)."""
+        assert self.job is not None
+        ip = self.job.ticks()[-1]["host"]
+        name = self.name_of(ip)
+        if name is None:
+            raise Aborted(f"rank 0's host {ip} is none of the bench's pods")
+        return name, ip
+
+    def other(self, ip0: str) -> str:
+        return random.choice([n for n in self.pods if self.ip_of(n) != ip0])
+
+    def wait_resumed(self, since: float, size: int | None, host_not: str | None = None,
+                     below: int | None = None) -> tuple[dict | None, str]:
+        """The first tick after ``since`` at world ``size`` (any with None; with ``below``, any
+        smaller than that: a fault may take more than one rank down; with ``host_not``, one
+        whose rank 0 is elsewhere), within the round deadline; (tick, outcome)."""
+        assert self.job is not None
+        deadline = time.monotonic() + self.round_timeout
+        while time.monotonic() < deadline:
+            for r in self.job.ticks_after(since):
+                fits = r["size"] < below if below is not None else size in (None, r["size"])
+                if fits and (host_not is None or r["host"] != host_not):
+                    return r, "recovered"
+            if not self.job.alive():
+                return None, f"job ended (exit {self.job.proc.returncode if self.job.proc else '?'}) " \
+                             f"after {time.time() - since:.0f} s"
+            time.sleep(0.05)
+        return None, f"no recovery in {self.round_timeout:.0f} s"
+
+    def last_tick_before(self, t: float) -> float | None:
+        assert self.job is not None
+        ticks = self.job.ticks()
+        i = bisect.bisect_right(ticks, t, key=lambda r: r["t"])
+        return ticks[i - 1]["t"] if i else None
+
+    def first_reset(self, since: float, below: int) -> float | None:
+        """The driver's first reset after ``since`` to a world smaller than ``below``."""
+        assert self.job is not None
+        r = [e["time"] for e in self.job.resets(since) if (e.get("detail") or {}).get("world_size", below) < below]
+        return r[0] if r else None
+
+    @staticmethod
+    def lost(rnd: Round, tick: dict | None, size: int) -> None:
+        """Note the ranks the fault took down: more than the one hit is a miss (a peer crashed)."""
+        if tick is not None:
+            rnd.values["ranks lost"] = float(size - tick["size"])
+            if size - tick["size"] > 1:
+                rnd.outcome = f"recovered, but {size - tick['size']} ranks lost"
+
+    def finish(self, rnd: Round) -> None:
+        self.rounds.append(rnd)
+        v = ", ".join(f"{k} {x:.0f}" for k, x in rnd.values.items() if x is not None)
+        print(f"bench-elastic: {rnd.scenario} ({rnd.target}): {rnd.outcome}; {v}", file=sys.stderr, flush=True)
+        if (not rnd.outcome.startswith("recovered") or "not training" in rnd.outcome) and self.job is not None:
+            self.job.stop()  # a job that did not recover is not measured further
+
+    # -- scenarios --------------------------------------------------------------------------
+    def freeze_notready(self, which: str) -> None:
+        self.settle(0)
+        assert self.job is not None
+        ip0 = self.rank0()[1]
+        victim = self.name_of(ip0) if which == "rank 0" else self.other(ip0)
+        assert victim is not None
+        rnd = Round("freeze-notready", "rank 0's pod" if which == "rank 0" else "another pod")
+        t_freeze = time.time()
+        self.freeze(victim)
+        time.sleep(NOTREADY_AFTER_S)
+        t_mark = time.time()
+        self.c.set_ready(victim, False)
+        tick, rnd.outcome = self.wait_resumed(t_freeze, None, below=PODS)
+        self.lost(rnd, tick, PODS)
+        last = self.last_tick_before(t_freeze)
+        reset = self.first_reset(t_freeze, PODS)
+        rnd.values |= {"reset": reset and (reset - t_mark) * 1000, "resumed": tick and (tick["t"] - t_mark) * 1000,
+                      "pause": tick and last and (tick["t"] - last) * 1000}
+        self.remove_pod(victim)
+        self.finish(rnd)
+
+    def freeze_ready(self) -> None:
+        self.settle(0)
+        assert self.job is not None
+        victim = self.other(self.rank0()[1])
+        ip = self.ip_of(victim)
+        rnd = Round("freeze-ready", "another pod, left Ready")
+        t_freeze = time.time()
+        self.freeze(victim)
+        tick, rnd.outcome = self.wait_resumed(t_freeze, None, below=PODS)
+        self.lost(rnd, tick, PODS)
+        last = self.last_tick_before(t_freeze)
+        reset = self.first_reset(t_freeze, PODS)
+        rnd.values |= {"reset": reset and (reset - t_freeze) * 1000,
+                      "resumed": tick and (tick["t"] - t_freeze) * 1000,
+                      "pause": tick and last and (tick["t"] - last) * 1000}
+        if tick is not None:
+            # then: still training OBSERVE_S later (not ended, not stalled by a restart onto the hung pod)
+            end = time.time() + OBSERVE_S
+            while time.time() < end and self.job.alive():
+                time.sleep(0.2)
+            t = self.job.ticks()
+            held = self.job.alive() and bool(t) and t[-1]["t"] > time.time() - 2.0
+            rnd.values["resets after"] = float(len(self.job.resets(tick["t"])))
+            starts = [e for e in self.job.events.poll() if e.get("kind") == "worker_start"
+                      and e.get("time", 0) > t_freeze and (e.get("detail") or {}).get("host") == ip]
+            rnd.values["workers started on it"] = float(len(starts))
+            if not held:
+                rnd.outcome = f"recovered, but not training {OBSERVE_S:.0f} s later" + (
+                    "" if self.job.alive() else " (job ended)")
+            elif starts:
+                rnd.outcome = "recovered, but a worker was started on the hung pod"
+        self.remove_pod(victim)
+        self.finish(rnd)
+
+    def frozen_coordinator(self) -> None:
+        self.settle(0)
+        assert self.job is not None
+        rnd = Round("frozen-coordinator", "rank 0's pod, left Ready, + a pod added")
+        # a plain join first: Ready -> the new pod's first step (J0)
+        _, ip, t_ready = self.add_pod()
+        step, outcome = self.wait_step(ip, t_ready)
+        if step is None:
+            rnd.outcome = f"plain join: {outcome}"
+            self.finish(rnd)
+            return
+        j0 = step - t_ready
+        size = PODS + 1
+        self.wait_resumed(step, size)  # rank 0 steps at the new size too
+        victim, ip0 = self.rank0()
+        t_freeze = time.time()
+        self.freeze(victim)
+        _, ip2, t_ready2 = self.add_pod()
+        step2, rnd.outcome = self.wait_step(ip2, t_ready2)
+        det, _ = self.wait_resumed(t_freeze, size, host_not=ip0) if step2 is not None else (None, "")
+        rnd.values |= {"join": j0 * 1000, "join, coordinator frozen": step2 and (step2 - t_ready2) * 1000,
+                      "delay": step2 and (step2 - t_ready2 - j0) * 1000,
+                      "detection": det and (det["t"] - t_freeze) * 1000}
+        self.remove_pod(victim)
+        self.finish(rnd)
+
+    def wait_step(self, ip: str, since: float) -> tuple[float | None, str]:
+        """When the process on ``ip`` first stepped after ``since`` (its ``step`` record)."""
+        assert self.job is not None
+        deadline = time.monotonic() + self.round_timeout
+        while time.monotonic() < deadline:
+            for r in self.job.log.poll():
+                if r.get("ev") == "step" and r.get("host") == ip and r["t"] > since:
+                    return r["t"], "recovered"
+            if not self.job.alive():
+                return None, "job ended"
+            time.sleep(0.05)
+        return None, f"no join in {self.round_timeout:.0f} s"
+
+    def flap(self, seconds: float, grace: float) -> None:
+        self.settle(0)
+        assert self.job is not None
+        victim = self.other(self.rank0()[1])
+        rnd = Round("flap", f"another pod NotReady for {seconds:g} s (grace {grace:g} s)")
+        t0 = time.time()
+        self.c.set_ready(victim, False)
+        time.sleep(seconds)
+        self.c.set_ready(victim, True)
+        end = t0 + grace + 5.0
+        while time.time() < end and self.job.alive():
+            time.sleep(0.2)
+        t_end = time.time()
+        t = [r["t"] for r in self.job.ticks_after(t0 - 1)]
+        if self.job.alive() and (not t or t[-1] < t_end - 2.0):
+            # paused at the end of the window: the pause lasts until training resumes
+            tick, rnd.outcome = self.wait_resumed(t_end, None)
+            t = [r["t"] for r in self.job.ticks_after(t0 - 1)]
+        elif not self.job.alive():
+            rnd.outcome = "job ended"
+        gaps = [b - a for a, b in zip(t, t[1:], strict=False)]
+        rnd.values |= {"resets": float(len(self.job.resets(t0))), "longest pause": max(gaps) * 1000 if gaps else None}
+        self.finish(rnd)
+
+    def kill_large(self, mb: float) -> None:
+        # LARGE_PODS ranks, one killed per round while at least 3 remain: a restore (new pods'
+        # imports) every LARGE_PODS - 2 rounds
+        t = self.job.ticks() if self.job is not None and self.job.large_mb == mb and self.job.alive() else []
+        if not t or t[-1]["size"] < 3 or len(self.pods) < 3:
+            self.settle(mb, LARGE_PODS)
+        assert self.job is not None
+        time.sleep(random.uniform(0.0, 1.0))
+        size = self.job.ticks()[-1]["size"]
+        victim = random.choice(self.pods)
+        ip0 = self.rank0()[1]
+        rnd = Round("kill-large", "rank 0" if self.ip_of(victim) == ip0 else "another rank")
+        t_kill = time.time()
+        if not kill_rank(self.c, victim):
+            raise Aborted(f"no training process found in pod {victim}")
+        tick, rnd.outcome = self.wait_resumed(t_kill, None, below=size)
+        self.lost(rnd, tick, size)
+        ticks = self.job.ticks()
+        before = [r for r in ticks if r["t"] <= t_kill]
+        # the next allreduce had begun if the kill came later than a step's usual end -> next start
+        lead = statistics.median([b["t0"] - a["t"] for a, b in zip(ticks, ticks[1:], strict=False)
+                                  if b.get("t0") and b["size"] == a["size"]] or [0.0])
+        last = before[-1]["t"] if before else None
+        in_flight = last is not None and t_kill - last > lead
+        reset = self.first_reset(t_kill, size)
+        rnd.values |= {"reset": reset and (reset - t_kill) * 1000, "resumed": tick and (tick["t"] - t_kill) * 1000,
+                      "pause": tick and last and (tick["t"] - last) * 1000, "in flight": float(in_flight),
+                      "step": statistics.median([r["t"] - r["t0"] for r in before[-20:]]) * 1000 if before else None}
+        self.remove_pod(victim)
+        self.finish(rnd)
+
+    def close(self) -> None:
+        if self.job is not None:
+            self.job.stop()
+
+
+# -- report -------------------------------------------------------------------------------
+OTHER = ("ranks lost", "resets", "resets after", "workers started on it", "join", "delay", "detection", "step")
+
+
+def fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.0f}"
+
+
+def report(rounds: list[Round], table, grace: float) -> None:
+    """Per-round rows, then the goals with their status."""
+    rows = []
+    for r in rounds:
+        v = r.values
+        resumed = v.get("resumed", v.get("join, coordinator frozen"))
+        rows.append((r.scenario, r.target, fmt(v.get("reset")), fmt(resumed),
+                     fmt(v.get("pause", v.get("longest pause"))),
+                     ", ".join(f"{k} {fmt(x)}" for k, x in v.items()
+                               if k in OTHER) or "-",
+                     "yes" if v.get("in flight") else ("no" if "in flight" in v else "-"), r.outcome))
+    table("fault rounds (ms after the fault, or after the NotReady mark for freeze-notready)",
+          ("scenario", "hit", "driver reset", "resumed", "pause", "other", "mid-allreduce", "outcome"), rows)
+
+    goals = []
+
+    def worst(name, rs, key, goal_ms, what):
+        if not rs:
+            return
+        bad = [r for r in rs if r.outcome != "recovered"]
+        vals = [r.values[key] for r in rs if r.values.get(key) is not None]
+        top = max(vals) if vals else None
+        ok = not bad and top is not None and top < goal_ms
+        miss = f"; {len(bad)} of {len(rs)} rounds: {bad[0].outcome}" if bad else ""
+        goals.append((f"{name}: {what}", f"{fmt(top)} (max of {len(vals)})", f"< {goal_ms:.0f}",
+                      ("met" if ok else "MISSED") + miss))
+
+    by = {s: [r for r in rounds if r.scenario == s] for s in SCENARIOS}
+    worst("freeze + NotReady, rank 0's pod", [r for r in by["freeze-notready"] if r.target.startswith("rank 0")],
+          "resumed", 2000, "NotReady mark -> training resumed")
+    worst("freeze + NotReady, another pod", [r for r in by["freeze-notready"] if not r.target.startswith("rank 0")],
+          "resumed", 2000, "NotReady mark -> training resumed")
+    worst("freeze, pod left Ready", by["freeze-ready"], "resumed", 5000, "freeze -> training resumed")
+    for r in by["frozen-coordinator"]:
+        d, det = r.values.get("delay"), r.values.get("detection")
+        ok = r.outcome == "recovered" and d is not None and det is not None and d <= det
+        goals.append(("frozen coordinator: join delayed by (J1 - J0)", fmt(d), f"<= detection ({fmt(det)})",
+                      "met" if ok else "MISSED" + ("" if r.outcome == "recovered" else f"; {r.outcome}")))
+        goals.append(("frozen coordinator: freeze -> training without it", fmt(det), "< 5000",
+                      "met" if det is not None and det < 5000 else "MISSED"))
+    for r in by["flap"]:
+        n = r.values.get("resets")
+        goals.append((f"flap within the {grace:g} s grace: resets", fmt(n), "0",
+                      ("met" if n == 0 and r.outcome == "recovered" else "MISSED")
+                      + ("" if r.outcome == "recovered" else f"; {r.outcome}")))
+    kills = by["kill-large"]
+    worst("SIGKILL mid 64 MB allreduce", kills, "resumed", 2000, "kill -> training resumed")
+    worst("SIGKILL mid 64 MB allreduce", kills, "pause", 2000, "pause (last step -> first step)")
+    if kills:
+        hits = sum(1 for r in kills if r.values.get("in flight"))
+        goals.append(("SIGKILL mid 64 MB allreduce: kills that hit a transfer in flight", f"{hits} of {len(kills)}",
+                      "-", "-"))
+    table("fault goals", ("measurement", "ms", "goal ms", "status"), goals)
+    print("goal: training resumes < 2 s after a NotReady mark or a kill, < 5 s after a freeze Kubernetes "
+          "never reports; no pause > 2 s mid large allreduce; a flap costs no reset; a frozen coordinator "
+          "delays a join by no more than the detection time")
