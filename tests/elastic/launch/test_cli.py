@@ -111,6 +111,9 @@ def test_sigterm_is_forwarded_and_the_job_stops(two_pods, tmp_path):
     (["--min-np", "4", "--max-np", "2", "--", "true"], "--max-np 2 is below --min-np 4", 2),
     (["--min-np", "many", "--", "true"], "argument --min-np: invalid int value: 'many' (see elastic-run --help)", 2),
     (["--dataset", "nocolon", "--", "true"], "--dataset wants SRC:DEST, got 'nocolon'", 2),
+    (["--leave-grace", "soon", "--", "true"], "--leave-grace must be a number of seconds, got 'soon'", 2),
+    (["--leave-grace", "-1", "--", "true"], "--leave-grace must be between 0 and 3600 seconds, got '-1'", 2),
+    (["--leave-grace", "nan", "--", "true"], "--leave-grace must be between 0 and 3600 seconds, got 'nan'", 2),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, code):
     proc = subprocess.run([ELASTIC_RUN, *args], capture_output=True, text=True, timeout=60, env=env())
