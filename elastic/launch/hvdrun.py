@@ -18,8 +18,9 @@ itself (Horovod's own shutdown: each worker's local ssh client or process is end
 middleman), at the same time the job's processes on the hosts it last discovered are
 stopped (``elastic.launch.reap``, through the ssh argv in ``ELASTIC_REAP_SSH``, as
 ``elastic-run`` does at a normal end: a command run over ssh without a terminal outlives its
-ssh client), and after ``GONE_EXIT_AFTER`` seconds it exits (128+SIGTERM) whatever Horovod
-still waits for. Nothing started by the job outlives the launcher by more than that.
+ssh client), and at most 1.5 x ``GONE_EXIT_AFTER`` seconds later it exits (128+SIGTERM) whatever
+Horovod still waits for. In ``--discovery-mode script`` (plain horovodrun) the signal is
+SIGTERM: Horovod's shutdown only, no reap. Nothing started by the job outlives the launcher by more than that.
 """
 from __future__ import annotations
 
@@ -39,6 +40,8 @@ LAUNCHER_GONE_SIGNAL = signal.SIGUSR2
 GONE_EXIT_AFTER = 20.0
 
 _discoveries: list[DaemonDiscovery] = []
+_reaped = threading.Event()  # set once the reap after the launcher's death is over
+_launcher_gone = threading.Event()
 
 
 def install(url: str) -> None:
@@ -68,7 +71,7 @@ def reap_ssh_argv(value: str | None) -> list[str] | None:
     return None
 
 
-def _stop_job(done: threading.Event) -> None:
+def _stop_job() -> None:
     try:
         os.kill(os.getpid(), signal.SIGTERM)  # Horovod's shutdown (or, before its driver runs, the end)
         hosts = sorted({h for d in _discoveries for h in d.last_hosts()})
@@ -80,13 +83,13 @@ def _stop_job(done: threading.Event) -> None:
                 print(f"horovodrun: could not check for leftover training processes on {', '.join(failed)}",
                       file=sys.stderr, flush=True)
     finally:
-        done.set()
+        _reaped.set()
 
 
 def _exit_when_stuck() -> None:
-    done = threading.Event()
-    threading.Thread(target=_stop_job, args=(done,), name="launcher-gone", daemon=True).start()
-    done.wait(GONE_EXIT_AFTER)
+    print("horovodrun: elastic-run (the launcher) is gone: stopping the job", file=sys.stderr, flush=True)
+    threading.Thread(target=_stop_job, name="launcher-gone", daemon=True).start()
+    _reaped.wait(GONE_EXIT_AFTER)
     # Horovod had its chance; exit hard (its middlemen see us go and end their commands)
     threading.Event().wait(GONE_EXIT_AFTER / 2)
     sys.stderr.flush()
@@ -94,7 +97,9 @@ def _exit_when_stuck() -> None:
 
 
 def _on_launcher_gone(_signum, _frame) -> None:
-    print("horovodrun: elastic-run (the launcher) is gone: stopping the job", file=sys.stderr, flush=True)
+    if _launcher_gone.is_set():
+        return
+    _launcher_gone.set()  # no I/O here: the main thread may be inside a write
     threading.Thread(target=_exit_when_stuck, name="launcher-gone-exit", daemon=True).start()
 
 
@@ -106,7 +111,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         install(url)
     from horovod.runner.launch import run_commandline
     sys.argv = ["horovodrun", *argv]
-    run_commandline()
+    try:
+        run_commandline()
+    finally:
+        if _launcher_gone.is_set():  # Horovod ended first: let the reap finish (it has a deadline)
+            _reaped.wait(GONE_EXIT_AFTER)
     return 0
 
 

@@ -19,12 +19,19 @@ side effects) and ``execute(plan)`` carries it out, in these steps (blocks until
    logged (``elastic.launch.waits``); the driver's events go to ``plan.events_file``, which
    the stall watchdog follows: when no rank made progress for ``plan.stall_timeout`` seconds
    it prints what each was last seen doing and stops horovodrun's whole session (exit 1);
-4. at the end (always): the host recorder is stopped; the job's processes left on the hosts
+4. at the end (always; each step runs even when one before it failed, and a SIGINT/SIGTERM
+   arriving meanwhile is noted, not obeyed: this is what stops the job's processes, and
+   each step has a deadline): a horovodrun still running is stopped; the host recorder is stopped; the job's processes left on the hosts
    it saw are stopped (``elastic.launch.reap``: workers carry ``ELASTIC_RUN_ID``; horovodrun
    stopped by a signal leaves them running otherwise; hosts still served are checked); a
    daemon we started is stopped; the timeline is printed to stderr (and written as JSON to
    ``config.timeline_file`` if given), the plot drawn (``plan.plot_file``), and one
    ``outputs:`` line names the files written.
+
+Every process started here is tied to the launcher with ``PR_SET_PDEATHSIG``
+(``elastic.common.procs``): if the launcher dies, ``kill -9`` included, the kernel kills the
+daemon and the steps, and sends horovodrun ``plan.horovodrun_death_signal`` (hvdrun then
+stops the job and reaps the hosts itself, see ``elastic.launch.hvdrun``).
 
 The exit code is horovodrun's (128+N when it died of signal N), or 128+N when the launcher
 itself was ended by signal N (forwarded to horovodrun, which then exits as it likes; the

@@ -45,8 +45,23 @@ def tagged(tag: str) -> dict[int, list[str]]:
     return found
 
 
-def has(*words: str) -> Callable[[list[str]], bool]:
-    return lambda argv: all(any(w in a for a in argv) for w in words)
+def program(name: str) -> Callable[[list[str]], bool]:
+    """argv runs ``name`` (a console script under python, or the executable itself)."""
+    return lambda argv: any(Path(a).name == name for a in argv[:2])
+
+
+def module(name: str) -> Callable[[list[str]], bool]:
+    """argv is ``python -m name ...``."""
+    return lambda argv: argv[1:3] == ["-m", name]
+
+
+def exactly(*words: str) -> Callable[[list[str]], bool]:
+    return lambda argv: argv == list(words)
+
+
+def reaping(argv: list[str]) -> bool:
+    """The launcher's ssh that stops the run's leftover processes on a pod."""
+    return any("ELASTIC_RUN_ID=" in a and "kill -TERM" in a for a in argv)
 
 
 # stage -> (extra elastic-run flags, training command, the process that shows the stage is on)
@@ -55,11 +70,11 @@ TRAIN = "exec sleep 3001"
 # elastic-run's clean-up (the reap: SIGTERM, 5 s, SIGKILL) takes seconds
 LEAVE_ONE = "(trap '' TERM; exec sleep 3002) </dev/null >/dev/null 2>&1 & exit 0"
 STAGES = {
-    "daemon starting": ((), TRAIN, has("discovery-daemon")),
-    "waiting for hosts": (("--selector", "app=elastic-horovod,role=nobody"), TRAIN, has("elastic.launch.hvdrun")),
-    "syncing": (("--dataset", "DATASET:/data/no-orphans"), TRAIN, has("elastic.launch.prepare")),
-    "training": ((), TRAIN, has("sleep", "3001")),
-    "shutting down": ((), LEAVE_ONE, has("kill -TERM")),
+    "daemon starting": ((), TRAIN, program("discovery-daemon")),
+    "waiting for hosts": (("--selector", "app=elastic-horovod,role=nobody"), TRAIN, module("elastic.launch.hvdrun")),
+    "syncing": (("--dataset", "DATASET:/data/no-orphans"), TRAIN, program("dataset-sync")),
+    "training": ((), TRAIN, exactly("sleep", "3001")),
+    "shutting down": ((), LEAVE_ONE, reaping),
 }
 
 
