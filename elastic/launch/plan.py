@@ -40,7 +40,6 @@ from elastic.launch.reap import RUN_ID_ENV
 from elastic.launch.tools import tool as find_tool
 from elastic.ssh.config import SSH_CONFIG_ENV, BootstrapDir
 
-
 LEAVE_GRACE_ENV = "HOROVOD_ELASTIC_LEAVE_GRACE_SECONDS"
 
 

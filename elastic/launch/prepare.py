@@ -35,8 +35,8 @@ import sys
 
 from elastic.common.cli import OneLineParser, run_main
 from elastic.common.hostlist import validate_host_name
-from elastic.errors import ConfigError, ElasticError, SSHError, SyncError
 from elastic.common.procs import tie_to_parent, tied_run
+from elastic.errors import ConfigError, ElasticError, SSHError, SyncError
 from elastic.launch.tools import tool
 
 

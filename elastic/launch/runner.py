@@ -21,7 +21,8 @@ side effects) and ``execute(plan)`` carries it out, in these steps (blocks until
    it prints what each was last seen doing and stops horovodrun's whole session (exit 1);
 4. at the end (always; each step runs even when one before it failed, and a SIGINT/SIGTERM
    arriving meanwhile is noted, not obeyed: this is what stops the job's processes, and
-   each step has a deadline): a horovodrun still running is stopped; the host recorder is stopped; the job's processes left on the hosts
+   each step has a deadline): a horovodrun still running is stopped; the host recorder is
+   stopped; the job's processes left on the hosts
    it saw are stopped (``elastic.launch.reap``: workers carry ``ELASTIC_RUN_ID``; horovodrun
    stopped by a signal leaves them running otherwise; hosts still served are checked); a
    daemon we started is stopped; the timeline is printed to stderr (and written as JSON to
