@@ -37,11 +37,11 @@ def tagged(tag: str) -> dict[int, list[str]]:
         try:
             if needle not in (entry / "environ").read_bytes().split(b"\0"):
                 continue
-            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            raw = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if argv != [""]:  # a zombie has no command line left
-            found[int(entry.name)] = argv
+        if raw:  # a zombie has no command line left
+            found[int(entry.name)] = raw.decode(errors="replace").rstrip("\0").split("\0")
     return found
 
 
