@@ -3,7 +3,9 @@
 - ``render_config(...)`` returns the text of a Debian OpenSSH ``sshd_config`` that listens on one
   address and port, uses its own host key, accepts only the cluster key
   (``AuthorizedKeysFile``), has no PAM, and allows many concurrent handshakes (horovodrun opens
-  many sessions at once: ``MaxStartups 100:30:200``; and a cheap key exchange, curve25519).
+  many sessions at once: ``MaxStartups 100:30:200``; and a cheap key exchange, curve25519),
+  and ends the session of a client silent for ``CLIENT_ALIVE_INTERVAL`` x
+  ``CLIENT_ALIVE_COUNT`` seconds (``ClientAlive*``).
 - ``make_host_key(path)`` writes an ed25519 host key with ssh-keygen (KubeletError on failure).
 - ``probe(ip, port, timeout)`` (async) is True once the port answers with an ``SSH-`` banner.
 """
@@ -17,6 +19,8 @@ from .keys import make_keypair
 
 SSHD = "/usr/sbin/sshd"
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"
+CLIENT_ALIVE_INTERVAL = 2
+CLIENT_ALIVE_COUNT = 3
 
 
 def render_config(address: str, port: int, host_key: str, authorized_keys: str, pid_file: str = "none") -> str:
@@ -39,6 +43,10 @@ def render_config(address: str, port: int, host_key: str, authorized_keys: str, 
         "KexAlgorithms curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256",
         "MaxSessions 200",
         "UseDNS no",
+        # a client that went silent (frozen, gone) ends its session within 6 s, as on the
+        # worker image (images/sshd_config): no session outlives its peer
+        f"ClientAliveInterval {CLIENT_ALIVE_INTERVAL}",
+        f"ClientAliveCountMax {CLIENT_ALIVE_COUNT}",
         "PrintMotd no",
         "PrintLastLog no",
         "AcceptEnv LANG LC_* HOROVOD_* ELASTIC_*",

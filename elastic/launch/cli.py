@@ -53,6 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--blacklist-cooldown-range", type=int, nargs=2, default=[10, 60], metavar=("LOW", "HIGH"),
                    help="seconds a failed host stays blacklisted (default 10 60), so one that comes back is used again")
     g.add_argument("--start-timeout", type=int, default=None, help="seconds for workers to start")
+    g.add_argument("--leave-grace", default=None, metavar="SECONDS",
+                   help="how long a host that left discovery (pod NotReady, deleted, gone) may keep its "
+                        "workers in the world before the driver aborts its peers' collectives and ends "
+                        "them: long enough for a graceful delete to commit and leave, short for hosts that "
+                        "vanish without a word (HOROVOD_ELASTIC_LEAVE_GRACE_SECONDS for horovodrun; "
+                        "ELASTIC_LEAVE_GRACE; default: Horovod's, 5)")
     g = p.add_argument_group("hosts")
     g.add_argument("--ssh-port", type=int, default=None, help="sshd port of every host (ELASTIC_SSH_PORT)")
     g.add_argument("--ssh-identity-file", default=None, help="the job's private key (ELASTIC_SSH_IDENTITY)")
@@ -119,6 +125,20 @@ def _parse_env(items: Sequence[str]) -> dict[str, str]:
     return env
 
 
+MAX_LEAVE_GRACE = 3600.0
+
+
+def parse_leave_grace(raw: str, name: str = "--leave-grace") -> float:
+    """``--leave-grace`` -> seconds: a number from 0 to ``MAX_LEAVE_GRACE``; ConfigError naming it."""
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number of seconds, got {raw!r}") from None
+    if not 0 <= value <= MAX_LEAVE_GRACE:  # also refuses nan
+        raise ConfigError(f"{name} must be between 0 and {MAX_LEAVE_GRACE:g} seconds, got {raw!r}")
+    return value
+
+
 def config_from_args(args: argparse.Namespace, command: list[str]) -> LaunchConfig:
     """Check the flags and environment; ConfigError names the first bad value."""
     if not command:
@@ -159,6 +179,11 @@ def config_from_args(args: argparse.Namespace, command: list[str]) -> LaunchConf
             raise ConfigError(f"ELASTIC_STALL_TIMEOUT must be a number of seconds, got {raw!r}") from None
     if not stall >= 0:
         raise ConfigError(f"--stall-timeout must be 0 (off) or a positive number of seconds, got {stall}")
+    leave_grace = None
+    if args.leave_grace is not None:
+        leave_grace = parse_leave_grace(args.leave_grace)
+    elif os.environ.get("ELASTIC_LEAVE_GRACE"):
+        leave_grace = parse_leave_grace(os.environ["ELASTIC_LEAVE_GRACE"], "ELASTIC_LEAVE_GRACE")
     options = HorovodrunOptions(
         discovery_script=tool("discover-hosts"),
         min_np=min_np, max_np=max_np, np=args.np, slots_per_host=args.slots_per_host,
@@ -185,6 +210,7 @@ def config_from_args(args: argparse.Namespace, command: list[str]) -> LaunchConf
         metrics_file=metrics, timeline_file=args.timeline_file, plot_file=plot_file, log_dir=log_dir,
         stall_timeout=stall or None,
         events_file=os.path.abspath(args.events_file) if args.events_file else None,
+        leave_grace=leave_grace,
     )
 
 

@@ -8,7 +8,10 @@
 - ``ManagedDaemon``: ``start()`` runs ``discovery-daemon`` in the background on a free
   loopback port and blocks until ``/readyz`` answers 200 (or raises ``DaemonStartError`` with
   the daemon's last stderr line); ``stop()`` ends it (SIGTERM, then SIGKILL after a grace
-  period) and is safe to call twice. Nothing starts in the constructor.
+  period) and is safe to call twice. Nothing starts in the constructor. The daemon is tied to
+  the thread that started it (``elastic.common.procs.tied_popen``): if the launcher dies, even
+  by ``kill -9``, the kernel kills the daemon, and its prepare commands die with it
+  (``elastic.launch.prepare`` ties itself to the daemon).
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from elastic.common.procs import tied_popen
 from elastic.errors import DaemonStartError, DaemonUnavailable
 
 
@@ -102,8 +106,8 @@ class ManagedDaemon:
         self._log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self._log_path, "ab")
         try:
-            self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                          env=self._env, start_new_session=True)
+            # its own session (stop() ends its group); killed by the kernel if we die
+            self._proc = tied_popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=self._env)
         except OSError as exc:
             raise DaemonStartError(f"cannot run {argv[0]}: {exc.strerror or exc}") from exc
         finally:

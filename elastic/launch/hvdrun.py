@@ -10,16 +10,38 @@ horovodrun. Everything else (arguments, exit code) is horovodrun's.
 The hook: horovodrun's launcher builds its discovery as
 ``horovod.runner.elastic.discovery.HostDiscoveryScript(script, slots)``; ``main`` swaps
 that name for a factory before handing over to ``horovod.runner.launch.run_commandline``.
+
+When the launcher dies: ``elastic-run`` starts this with ``PR_SET_PDEATHSIG`` =
+``LAUNCHER_GONE_SIGNAL`` (SIGUSR2), so the kernel tells it when ``elastic-run`` is gone,
+``kill -9`` included. It then prints one line saying so and stops the job: SIGTERM to
+itself (Horovod's own shutdown: each worker's local ssh client or process is ended by its
+middleman), at the same time the job's processes on the hosts it last discovered are
+stopped (``elastic.launch.reap``, through the ssh argv in ``ELASTIC_REAP_SSH``, as
+``elastic-run`` does at a normal end: a command run over ssh without a terminal outlives its
+ssh client), and at most 1.5 x ``GONE_EXIT_AFTER`` seconds later it exits (128+SIGTERM) whatever
+Horovod still waits for. In ``--discovery-mode script`` (plain horovodrun) the signal is
+SIGTERM: Horovod's shutdown only, no reap. Nothing started by the job outlives the launcher by more than that.
 """
 from __future__ import annotations
 
+import json
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 from elastic.launch.push import DaemonDiscovery
+from elastic.launch.reap import RUN_ID_ENV, reap_hosts
 
 DISCOVERY_URL_ENV = "DISCOVERY_URL"
+REAP_SSH_ENV = "ELASTIC_REAP_SSH"
+LAUNCHER_GONE_SIGNAL = signal.SIGUSR2
+GONE_EXIT_AFTER = 20.0
+
+_discoveries: list[DaemonDiscovery] = []
+_reaped = threading.Event()  # set once the reap after the launcher's death is over
+_launcher_gone = threading.Event()
 
 
 def install(url: str) -> None:
@@ -29,19 +51,71 @@ def install(url: str) -> None:
     def push_discovery(_script: str, slots: int) -> DaemonDiscovery:
         found = DaemonDiscovery(url, default_slots=slots or 1)
         found.start()
+        _discoveries.append(found)
         return found
 
     discovery.HostDiscoveryScript = push_discovery
 
 
+def reap_ssh_argv(value: str | None) -> list[str] | None:
+    """``ELASTIC_REAP_SSH`` (a JSON list of candidate argv lists: the first whose program
+    exists wins; elastic-run writes it) -> the ssh argv, or None."""
+    try:
+        candidates = json.loads(value or "[]")
+    except ValueError:
+        return None
+    for argv in candidates if isinstance(candidates, list) else []:
+        if (isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv)
+                and (os.sep not in argv[0] or os.path.exists(argv[0]))):
+            return argv
+    return None
+
+
+def _stop_job() -> None:
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)  # Horovod's shutdown (or, before its driver runs, the end)
+        hosts = sorted({h for d in _discoveries for h in d.last_hosts()})
+        ssh = reap_ssh_argv(os.environ.get(REAP_SSH_ENV))
+        run_id = os.environ.get(RUN_ID_ENV)
+        if hosts and ssh and run_id:
+            failed = reap_hosts(hosts, ssh, run_id, timeout=GONE_EXIT_AFTER / 2)
+            if failed:
+                print(f"horovodrun: could not check for leftover training processes on {', '.join(failed)}",
+                      file=sys.stderr, flush=True)
+    finally:
+        _reaped.set()
+
+
+def _exit_when_stuck() -> None:
+    print("horovodrun: elastic-run (the launcher) is gone: stopping the job", file=sys.stderr, flush=True)
+    threading.Thread(target=_stop_job, name="launcher-gone", daemon=True).start()
+    _reaped.wait(GONE_EXIT_AFTER)
+    # Horovod had its chance; exit hard (its middlemen see us go and end their commands)
+    threading.Event().wait(GONE_EXIT_AFTER / 2)
+    sys.stderr.flush()
+    os._exit(128 + signal.SIGTERM)
+
+
+def _on_launcher_gone(_signum, _frame) -> None:
+    if _launcher_gone.is_set():
+        return
+    _launcher_gone.set()  # no I/O here: the main thread may be inside a write
+    threading.Thread(target=_exit_when_stuck, name="launcher-gone-exit", daemon=True).start()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    signal.signal(LAUNCHER_GONE_SIGNAL, _on_launcher_gone)
     url = os.environ.get(DISCOVERY_URL_ENV)
     if url:
         install(url)
     from horovod.runner.launch import run_commandline
     sys.argv = ["horovodrun", *argv]
-    run_commandline()
+    try:
+        run_commandline()
+    finally:
+        if _launcher_gone.is_set():  # Horovod ended first: let the reap finish (it has a deadline)
+            _reaped.wait(GONE_EXIT_AFTER)
     return 0
 
 

@@ -22,8 +22,10 @@ Raises ``ConfigError``/``ToolNotFound`` (``ElasticError``s) only from ``tool`` o
 """
 from __future__ import annotations
 
+import json
 import os
 import shlex
+import signal
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -32,10 +34,13 @@ from pathlib import Path
 from elastic.launch.command import HorovodrunOptions, build_horovodrun_command
 from elastic.launch.daemon import DaemonSpec
 from elastic.launch.events import EVENTS_ENV
+from elastic.launch.hvdrun import LAUNCHER_GONE_SIGNAL, REAP_SSH_ENV
 from elastic.launch.prepare import parse_dataset, prepare_argv
 from elastic.launch.reap import RUN_ID_ENV
 from elastic.launch.tools import tool as find_tool
 from elastic.ssh.config import SSH_CONFIG_ENV, BootstrapDir
+
+LEAVE_GRACE_ENV = "HOROVOD_ELASTIC_LEAVE_GRACE_SECONDS"
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,7 @@ class LaunchConfig:
     daemon_env: dict = field(default_factory=dict)
     stall_timeout: float | None = 900.0
     events_file: str | None = None
+    leave_grace: float | None = None
 
 
 @dataclass(frozen=True)
@@ -107,6 +113,12 @@ class LaunchPlan:
     events_file: where Horovod's driver appends its event records (``elastic.launch.events``;
         ``--events-file`` or ``workdir/driver-events.jsonl``), also in ``env``.
     stall_timeout: seconds without progress before the watchdog stops the job; None: off.
+    horovodrun_death_signal: the signal the kernel sends horovodrun when the launcher dies
+        (``PR_SET_PDEATHSIG``): ``hvdrun.LAUNCHER_GONE_SIGNAL`` for ``elastic.launch.hvdrun``
+        (it stops the job, reaps the hosts and exits within seconds), SIGTERM for the plain
+        script (Horovod's own shutdown).
+    leave_grace: ``--leave-grace`` seconds, passed as ``HOROVOD_ELASTIC_LEAVE_GRACE_SECONDS``
+        in ``env``; None leaves Horovod's default.
     """
 
     run_id: str
@@ -130,6 +142,8 @@ class LaunchPlan:
     daemon_log_kept: bool = False
     events_file: str = ""
     stall_timeout: float | None = None
+    horovodrun_death_signal: int = int(signal.SIGTERM)
+    leave_grace: float | None = None
 
 
 def make_plan(config: LaunchConfig, *, run_id: str, workdir: str,
@@ -179,19 +193,27 @@ def make_plan(config: LaunchConfig, *, run_id: str, workdir: str,
         reap_ssh += ["-p", str(opts.ssh_port)]
     if opts.ssh_identity_file:
         reap_ssh += ["-i", opts.ssh_identity_file]
+    wrapper = str(layout.ssh_wrapper) if opts.ssh_identity_file else None
+    # for hvdrun, should the launcher die: the first candidate that exists by then
+    env[REAP_SSH_ENV] = json.dumps(([[wrapper, "-o", "BatchMode=yes"]] if wrapper else []) + [reap_ssh])
+    if config.leave_grace is not None:
+        env[LEAVE_GRACE_ENV] = repr(float(config.leave_grace))
+    hvdrun = tuple(opts.launcher[-2:]) == ("-m", "elastic.launch.hvdrun")
 
     return LaunchPlan(
         run_id=run_id, workdir=workdir, ssh_dir=ssh_dir,
         discovery_url=config.discovery_url, daemon=daemon, steps=tuple(steps),
         horovodrun=tuple(build_horovodrun_command(opts, config.command)),
         env=env, env_defaults={"PYTHONUNBUFFERED": "1"}, path_prepend=path_prepend,
-        reap_ssh_wrapper=str(layout.ssh_wrapper) if opts.ssh_identity_file else None,
+        reap_ssh_wrapper=wrapper,
         reap_ssh=tuple(reap_ssh), poll_interval=config.poll_interval,
         metrics_file=config.metrics_file, timeline_file=config.timeline_file,
         plot_file=config.plot_file, plot_title=f"elastic-run: {shlex.join(config.command)[:80]}",
         min_slots=opts.min_np,
         daemon_log_kept=daemon is not None and config.log_dir is not None,
         events_file=events_file, stall_timeout=config.stall_timeout,
+        horovodrun_death_signal=int(LAUNCHER_GONE_SIGNAL if hvdrun else signal.SIGTERM),
+        leave_grace=config.leave_grace,
     )
 
 

@@ -19,6 +19,9 @@ RFC 1123 name (``hostlist.validate_host_name``); anything else -- an option such
    --peers-file DIR/hostfile``: the job's other pinned hosts are peers, so a late joiner pulls
    the dataset from one that holds a verified copy (relay), not from the launcher.
 
+This command dies with the process that started it (``PR_SET_PDEATHSIG``), and its steps die
+with it: a killed discovery daemon leaves no preparation running.
+
 Exit 0 when HOST is ready; otherwise non-zero with one line on stderr (the daemon retries and
 reports the line). ``elastic-run`` writes this command for the daemons it starts; the launcher
 pod in deploy/ writes it out by hand.
@@ -32,6 +35,7 @@ import sys
 
 from elastic.common.cli import OneLineParser, run_main
 from elastic.common.hostlist import validate_host_name
+from elastic.common.procs import tie_to_parent, tied_run
 from elastic.errors import ConfigError, ElasticError, SSHError, SyncError
 from elastic.launch.tools import tool
 
@@ -66,7 +70,7 @@ def failure_line(stderr: str, stdout: str) -> str:
 
 
 def _run(argv: list[str], what: str, error: type[ElasticError]) -> None:
-    proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    proc = tied_run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True)
     if proc.returncode != 0:
         raise error(f"{what} failed ({proc.returncode}): {failure_line(proc.stderr, proc.stdout)}")
 
@@ -103,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
     def body() -> int:
+        tie_to_parent()  # the daemon that runs us does not tie its children; we die with it
         validate_host_name(args.host)
         prepare(args.host, args.identity, args.ssh_dir, args.ssh_port, args.dataset,
                 os.environ.get("DISCOVERY_POD_UID") or None)

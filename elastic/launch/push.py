@@ -101,6 +101,11 @@ class DaemonDiscovery:
             self._changed = False
             return dict(self._hosts)
 
+    def last_hosts(self) -> list[str]:
+        """The hosts of the last good list, without blocking ([] before the first one)."""
+        with self._cond:
+            return sorted(self._hosts or ())
+
     def wait_for_change(self, timeout: float) -> bool:
         """Block until the host list changed since the last find (True) or timeout (False)."""
         with self._cond:

@@ -17,6 +17,8 @@ import subprocess
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from elastic.common.procs import tied_run
+
 RUN_ID_ENV = "ELASTIC_RUN_ID"
 _ID = re.compile(r"^[A-Za-z0-9-]+$")
 
@@ -41,8 +43,8 @@ def reap_hosts(hosts: Sequence[str], ssh_argv: Sequence[str], run_id: str, grace
 
     def one(host: str) -> str | None:
         try:
-            proc = subprocess.run([*ssh_argv, host, command], stdin=subprocess.DEVNULL,
-                                  capture_output=True, timeout=timeout)
+            proc = tied_run([*ssh_argv, host, command], stdin=subprocess.DEVNULL,
+                            capture_output=True, timeout=timeout)
         except (OSError, subprocess.TimeoutExpired):
             return host
         return None if proc.returncode == 0 else host

@@ -19,12 +19,20 @@ side effects) and ``execute(plan)`` carries it out, in these steps (blocks until
    logged (``elastic.launch.waits``); the driver's events go to ``plan.events_file``, which
    the stall watchdog follows: when no rank made progress for ``plan.stall_timeout`` seconds
    it prints what each was last seen doing and stops horovodrun's whole session (exit 1);
-4. at the end (always): the host recorder is stopped; the job's processes left on the hosts
+4. at the end (always; each step runs even when one before it failed, and a SIGINT/SIGTERM
+   arriving meanwhile is noted, not obeyed: this is what stops the job's processes, and
+   each step has a deadline): a horovodrun still running is stopped; the host recorder is
+   stopped; the job's processes left on the hosts
    it saw are stopped (``elastic.launch.reap``: workers carry ``ELASTIC_RUN_ID``; horovodrun
    stopped by a signal leaves them running otherwise; hosts still served are checked); a
    daemon we started is stopped; the timeline is printed to stderr (and written as JSON to
    ``config.timeline_file`` if given), the plot drawn (``plan.plot_file``), and one
    ``outputs:`` line names the files written.
+
+Every process started here is tied to the launcher with ``PR_SET_PDEATHSIG``
+(``elastic.common.procs``): if the launcher dies, ``kill -9`` included, the kernel kills the
+daemon and the steps, and sends horovodrun ``plan.horovodrun_death_signal`` (hvdrun then
+stops the job and reaps the hosts itself, see ``elastic.launch.hvdrun``).
 
 The exit code is horovodrun's (128+N when it died of signal N; 2 when it failed and every
 training process that ended exited 2: ``bad_input_exit``), or 128+N when the launcher
@@ -49,6 +57,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from elastic.common.hostlist import split_host_slots
+from elastic.common.procs import tied_popen, tied_run
 from elastic.errors import ElasticError, Interrupted, LaunchError, SSHError, SyncError
 from elastic.launch import events, plot, timeline
 from elastic.launch.daemon import ManagedDaemon, fetch_hosts, probe
@@ -67,9 +76,9 @@ def _host_names(lines: Sequence[str]) -> list[str]:
 
 
 def _run_step(argv: list[str], what: str, error: type[LaunchError] | type[SSHError] | type[SyncError]) -> None:
-    """Run a helper command with its output passed through to stderr."""
+    """Run a helper command with its output passed through to stderr (killed with us)."""
     log.info("%s: %s", what, " ".join(argv))
-    proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=sys.stderr, stderr=sys.stderr)
+    proc = tied_run(argv, stdin=subprocess.DEVNULL, stdout=sys.stderr, stderr=sys.stderr)
     if proc.returncode != 0:
         raise error(f"{what} failed with exit code {proc.returncode} (see its output above)")
 
@@ -147,6 +156,7 @@ def execute(plan: LaunchPlan) -> int:
     recorder: HostRecorder | None = None
     explainer: WaitExplainer | None = None
     returncode: int | None = None
+    proc: subprocess.Popen | None = None
     watchdog: Watchdog | None = None
     previous_term = signal.signal(signal.SIGTERM, _interrupt)  # clean up, like SIGINT does
     try:
@@ -177,13 +187,13 @@ def execute(plan: LaunchPlan) -> int:
         explainer = WaitExplainer(url, plan.min_slots)  # says which pods it waits for, and why
         explainer.start()
         log.info("running: %s", " ".join(argv))
-        try:
-            proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
+        try:  # its own session; if we die, the kernel tells it (plan.horovodrun_death_signal)
+            proc = tied_popen(argv, env=env, stdin=subprocess.DEVNULL, death_signal=plan.horovodrun_death_signal)
         except OSError as exc:
             raise LaunchError(f"cannot run {argv[0]}: {exc.strerror or exc}") from exc
-        signal.signal(signal.SIGTERM, previous_term)  # from here on the forwarder handles it
         if plan.stall_timeout:
-            watchdog = Watchdog(plan.events_file, plan.stall_timeout, lambda report: _stop_stalled(proc, report))
+            started = proc
+            watchdog = Watchdog(plan.events_file, plan.stall_timeout, lambda report: _stop_stalled(started, report))
             watchdog.start()
         with _SignalForwarder(proc) as forwarder:
             while True:
@@ -198,27 +208,74 @@ def execute(plan: LaunchPlan) -> int:
             returncode = 1
         return bad_input_exit(exit_code(returncode), events.read_records(plan.events_file))
     finally:
+        with _Shielded() as shield:  # a signal now must not cut the clean-up short
+            _cleanup(plan, start, proc, watchdog, explainer, recorder, daemon, returncode)
         signal.signal(signal.SIGTERM, previous_term)
-        if watchdog is not None:
-            watchdog.stop()
-        if explainer is not None:
-            explainer.stop()
-        if recorder is not None:
-            recorder.stop()
-            _reap(plan, recorder)
-        if daemon is not None:
-            daemon.stop()
-        if returncode is not None:
-            _report(plan, start, time.time(), recorder, exit_code(returncode), events.read_records(plan.events_file))
-        shutil.rmtree(plan.workdir, ignore_errors=True)
+        if shield.received:
+            log.info("signal %d during the clean-up: ignored until it was done", shield.received[0])
+
+
+class _Shielded:
+    """While installed, SIGINT/SIGTERM are recorded (``received``) instead of acting: the
+    clean-up that runs under it (bounded: the reap and the daemon's stop have deadlines) is
+    what stops the job's processes, so it must not be cut short."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self._previous: dict = {}
+        self.received: list[int] = []
+
+    def __enter__(self) -> _Shielded:
+        for sig in self.SIGNALS:
+            self._previous[sig] = signal.signal(sig, lambda signum, _frame: self.received.append(signum))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+def _cleanup(plan: LaunchPlan, start: float, proc: subprocess.Popen | None, watchdog: Watchdog | None,
+             explainer: WaitExplainer | None, recorder: HostRecorder | None, daemon: ManagedDaemon | None,
+             returncode: int | None) -> None:
+    """Step 4 of the module docstring; each step runs even when one before it failed. A
+    horovodrun still running (the launcher failed while it ran) is stopped first."""
+    def attempt(what: str, action) -> None:
+        try:
+            action()
+        except Exception as exc:  # noqa: BLE001 - one failed step must not skip the others
+            log.warning("clean-up: %s failed: %s", what, exc)
+
+    if proc is not None and proc.poll() is None:
+        attempt("stopping horovodrun", lambda: _stop_session(proc))
+
+    if watchdog is not None:
+        attempt("stopping the stall watchdog", watchdog.stop)
+    if explainer is not None:
+        attempt("stopping the wait explainer", explainer.stop)
+    if recorder is not None:
+        attempt("stopping the host recorder", recorder.stop)
+        attempt("stopping leftover workers", lambda: _reap(plan, recorder))
+    if daemon is not None:
+        attempt("stopping the discovery daemon", daemon.stop)
+    if returncode is not None:
+        attempt("the report", lambda: _report(plan, start, time.time(), recorder, exit_code(returncode),
+                                              events.read_records(plan.events_file)))
+    shutil.rmtree(plan.workdir, ignore_errors=True)
 
 
 STALL_KILL_GRACE = 10.0
 
 
 def _stop_stalled(proc: subprocess.Popen, report: str) -> None:
-    """The watchdog fired: say why, then stop horovodrun's session (SIGTERM, then SIGKILL)."""
+    """The watchdog fired: say why, then stop horovodrun's session."""
     print(f"elastic-run: error: the job stalled (--stall-timeout): {report}", file=sys.stderr, flush=True)
+    _stop_session(proc)
+
+
+def _stop_session(proc: subprocess.Popen) -> None:
+    """Stop horovodrun's session: SIGTERM, then SIGKILL after ``STALL_KILL_GRACE`` seconds."""
     for sig, wait in ((signal.SIGTERM, STALL_KILL_GRACE), (signal.SIGKILL, None)):
         try:
             os.killpg(proc.pid, sig)

@@ -73,10 +73,15 @@ def _config_value(value: str) -> str:
     return f'"{value}"' if any(c.isspace() for c in value) else value
 
 
+SERVER_ALIVE_INTERVAL = 2
+SERVER_ALIVE_COUNT = 3
+
+
 def render_ssh_config(identity: str, known_hosts: str, port: int, user: str = "root",
                       connect_timeout: int = 10) -> str:
     """Return the ssh_config text: every host on ``port`` as ``user`` with ``identity``, keys
-    checked strictly against ``known_hosts`` only."""
+    checked strictly against ``known_hosts`` only; a silent server ends the session after
+    ``SERVER_ALIVE_INTERVAL`` x ``SERVER_ALIVE_COUNT`` seconds."""
     lines = [
         "# Written by ssh-bootstrap. Host keys are pinned in UserKnownHostsFile; a changed key is refused.",
         "Host *",
@@ -94,8 +99,11 @@ def render_ssh_config(identity: str, known_hosts: str, port: int, user: str = "r
         "  PasswordAuthentication no",
         "  KbdInteractiveAuthentication no",
         f"  ConnectTimeout {int(connect_timeout)}",
-        "  ServerAliveInterval 15",
-        "  ServerAliveCountMax 4",
+        # a peer that went silent (frozen, partitioned, gone) ends the session in
+        # SERVER_ALIVE_INTERVAL x SERVER_ALIVE_COUNT seconds, not TCP's hours: horovodrun
+        # sees its worker's ssh exit (and the workers' sshd has ClientAlive* to match)
+        f"  ServerAliveInterval {SERVER_ALIVE_INTERVAL}",
+        f"  ServerAliveCountMax {SERVER_ALIVE_COUNT}",
         "  LogLevel ERROR",
     ]
     return "\n".join(lines) + "\n"

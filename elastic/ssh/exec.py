@@ -19,6 +19,7 @@ import subprocess
 from dataclasses import dataclass
 
 from elastic.common.hostlist import validate_host_name
+from elastic.common.procs import tied_run
 from elastic.errors import HostKeyUnverified, SSHError
 
 HOST_KEY_FAILURE = "Host key verification failed"
@@ -70,8 +71,8 @@ class SSHClient:
             timeout: float = 120) -> subprocess.CompletedProcess:
         """Run ``script`` on ``host``; raise ``SSHError`` when ssh fails (not when the script does)."""
         try:
-            proc = subprocess.run(self.argv(host, script), input=stdin if stdin is not None else b"",
-                                  capture_output=True, timeout=timeout, check=False)
+            proc = tied_run(self.argv(host, script), input=stdin if stdin is not None else b"",
+                            capture_output=True, timeout=timeout)  # killed if we are
         except subprocess.TimeoutExpired as exc:
             raise SSHError(f"{host}: no answer within {timeout:g}s") from exc
         except OSError as exc:

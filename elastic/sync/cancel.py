@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from elastic.sync.procs import kill_group
+from elastic.common.procs import kill_group
 
 
 class CancelToken:

@@ -30,6 +30,7 @@ import shlex
 import subprocess
 import time
 
+from elastic.common.procs import tied_popen
 from elastic.errors import Interrupted, LockTimeout, LockUnavailable, SSHError, SyncError
 from elastic.ssh.exec import SSHClient, ssh_failure
 from elastic.sync.cancel import CancelToken
@@ -75,8 +76,10 @@ class HostLock:
     def acquire(self) -> None:
         """Block until the lock is held; raise ``LockTimeout``/``LockUnavailable``/``SSHError``."""
         try:
-            self._proc = subprocess.Popen(self.client.argv(self.host, lock_script(self.layout, self.wait_seconds)),
-                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            # killed with the thread that holds the lock, if dataset-sync dies
+            self._proc = tied_popen(self.client.argv(self.host, lock_script(self.layout, self.wait_seconds)),
+                                    new_session=False, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE)
         except OSError as exc:
             raise SSHError(f"cannot run {self.client.ssh}: {exc.strerror}") from exc
         stdout = self._proc.stdout

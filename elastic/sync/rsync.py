@@ -19,11 +19,11 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from elastic.common.procs import tied_popen
 from elastic.errors import Interrupted, RsyncFailed, SyncError
 from elastic.ssh.exec import HOST_KEY_FAILURE, ssh_failure
 from elastic.sync.cancel import CancelToken
 from elastic.sync.manifest import MANIFEST_NAME
-from elastic.sync.procs import tied_popen
 from elastic.sync.remote import Layout, writer_rsync_path
 
 _PROGRESS = re.compile(r"^\s*([\d,]+)\s+\d+%.*?(?:\(xfr#(\d+), (?:to|ir)-chk=(\d+)/(\d+)\))?\s*$")

@@ -135,6 +135,9 @@ def test_sshd_settings():
     assert conf["X11Forwarding"] == "no" and conf["AllowTcpForwarding"] == "no"
     assert conf["MaxStartups"] == "100:30:200"
     assert conf["HostKey"] == "/etc/ssh/ssh_host_ed25519_key"
+    # a frozen or vanished client ends its session in seconds (the job's ssh_config has
+    # ServerAlive* for the other direction)
+    assert int(conf["ClientAliveInterval"]) * int(conf["ClientAliveCountMax"]) <= 10
 
 
 def test_one_root_dockerignore_admits_what_the_images_copy_and_no_keys():

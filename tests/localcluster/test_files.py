@@ -10,7 +10,8 @@ from localcluster.statefiles import render_kubeconfig
 def test_sshd_config_has_what_horovodrun_needs():
     lines = render_config("127.5.6.7", 2222, "/s/key", "/s/auth").splitlines()
     for expected in ["ListenAddress 127.5.6.7:2222", "HostKey /s/key", "AuthorizedKeysFile /s/auth", "UsePAM no",
-                     "StrictModes no", "MaxStartups 100:30:200", "PasswordAuthentication no"]:
+                     "StrictModes no", "MaxStartups 100:30:200", "PasswordAuthentication no",
+                     "ClientAliveInterval 2", "ClientAliveCountMax 3"]:
         assert expected in lines
 
 

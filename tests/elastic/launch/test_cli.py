@@ -39,8 +39,9 @@ def two_pods(tmp_path_factory):
         yield c
 
 
-def daemon_processes() -> set[int]:
-    """pids of discovery-daemon processes started by an elastic-run (they carry --prepare-cmd)."""
+def daemon_processes(kubeconfig: Path | None = None) -> set[int]:
+    """pids of discovery-daemon processes started by an elastic-run (they carry --prepare-cmd),
+    for ``kubeconfig``'s cluster only if given (other runs on the machine have their own)."""
     out = set()
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
@@ -48,13 +49,15 @@ def daemon_processes() -> set[int]:
                 cmd = (proc / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
+            if kubeconfig is not None and str(kubeconfig).encode() not in cmd:
+                continue
             if any(b"discovery-daemon" in a for a in cmd[:2]) and b"elastic.launch.prepare" in b" ".join(cmd):
                 out.add(int(proc.name))
     return out
 
 
 def test_exit_code_is_zero_when_the_training_succeeds(two_pods, tmp_path):
-    before = daemon_processes()
+    before = daemon_processes(two_pods.kubeconfig)
     marker = tmp_path / "ran"
     proc = subprocess.run(
         launcher_args(two_pods, tmp_path) + ["--", "sh", "-c", f"hostname >> {marker}; exit 0"],
@@ -66,7 +69,7 @@ def test_exit_code_is_zero_when_the_training_succeeds(two_pods, tmp_path):
     assert summary["exit_code"] == 0
     assert "training exited with 0" in proc.stderr
     # the daemon elastic-run started for the selector is gone again
-    assert daemon_processes() - before == set()
+    assert daemon_processes(two_pods.kubeconfig) - before == set()
 
 
 def test_exit_code_is_non_zero_when_the_training_fails(two_pods, tmp_path):
@@ -111,6 +114,9 @@ def test_sigterm_is_forwarded_and_the_job_stops(two_pods, tmp_path):
     (["--min-np", "4", "--max-np", "2", "--", "true"], "--max-np 2 is below --min-np 4", 2),
     (["--min-np", "many", "--", "true"], "argument --min-np: invalid int value: 'many' (see elastic-run --help)", 2),
     (["--dataset", "nocolon", "--", "true"], "--dataset wants SRC:DEST, got 'nocolon'", 2),
+    (["--leave-grace", "soon", "--", "true"], "--leave-grace must be a number of seconds, got 'soon'", 2),
+    (["--leave-grace", "-1", "--", "true"], "--leave-grace must be between 0 and 3600 seconds, got '-1'", 2),
+    (["--leave-grace", "nan", "--", "true"], "--leave-grace must be between 0 and 3600 seconds, got 'nan'", 2),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, code):
     proc = subprocess.run([ELASTIC_RUN, *args], capture_output=True, text=True, timeout=60, env=env())

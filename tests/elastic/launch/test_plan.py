@@ -3,6 +3,7 @@ decision is asserted here on a value (and ``elastic-run --dry-run`` prints it)."
 import json
 import os
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -10,7 +11,8 @@ from pathlib import Path
 
 from elastic.launch.command import HorovodrunOptions
 from elastic.launch.events import EVENTS_ENV
-from elastic.launch.plan import LaunchConfig, horovodrun_env, make_plan, plan_as_dict
+from elastic.launch.hvdrun import LAUNCHER_GONE_SIGNAL, REAP_SSH_ENV, reap_ssh_argv
+from elastic.launch.plan import LEAVE_GRACE_ENV, LaunchConfig, horovodrun_env, make_plan, plan_as_dict
 from elastic.launch.reap import RUN_ID_ENV
 from elastic.ssh.config import SSH_CONFIG_ENV
 
@@ -78,6 +80,8 @@ def test_horovodrun_runs_with_the_wrapper_first_the_url_and_the_users_variables(
     assert env == {"A": "new", "HOME": "/root", "PYTHONUNBUFFERED": "0",
                    "DISCOVERY_URL": "http://127.0.0.1:9", RUN_ID_ENV: "r1",
                    SSH_CONFIG_ENV: "/tmp/w/ssh/ssh_config", EVENTS_ENV: "/tmp/w/driver-events.jsonl",
+                   REAP_SSH_ENV: json.dumps([["/tmp/w/ssh/bin/ssh", "-o", "BatchMode=yes"],
+                                             ["ssh", "-o", "BatchMode=yes", "-i", "/id"]]),
                    "PATH": "/tmp/w/ssh/bin:/venv/bin:/usr/bin"}
     assert plan.horovodrun[0] == "horovodrun" and plan.horovodrun[-3:] == TRAIN
     assert "A=new" not in " ".join(plan.horovodrun)  # variables go through the environment
@@ -101,9 +105,11 @@ def test_dry_run_prints_the_plan_and_starts_nothing(tmp_path):
         url = f"http://127.0.0.1:{s.getsockname()[1]}"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DISCOVERY_", "ELASTIC_"))}
     proc = subprocess.run([ELASTIC_RUN, "--dry-run", "--discovery-url", url, "--min-np", "2",
-                           "-x", "A=1", "--", *TRAIN], capture_output=True, text=True, timeout=60, env=env)
+                           "--leave-grace", "30", "-x", "A=1", "--", *TRAIN],
+                          capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
+    assert doc["env"][LEAVE_GRACE_ENV] == "30.0"
     assert doc["discovery_url"] == url and doc["daemon"] is None
     assert doc["horovodrun"][-3:] == list(TRAIN)
     assert doc["horovodrun"][doc["horovodrun"].index("--min-np") + 1] == "2"
@@ -124,3 +130,27 @@ def test_the_driver_events_go_to_the_workdir_unless_a_file_is_given():
     given = plan_of(config(events_file="/logs/events.jsonl", stall_timeout=60.0))
     assert given.events_file == "/logs/events.jsonl" == given.env[EVENTS_ENV]
     assert given.stall_timeout == 60.0 and plan_of(config(stall_timeout=None)).stall_timeout is None
+
+
+def test_leave_grace_reaches_horovodrun_as_horovods_variable():
+    assert LEAVE_GRACE_ENV not in plan_of(config()).env  # Horovod's default
+    plan = plan_of(config(leave_grace=12.5))
+    assert plan.env[LEAVE_GRACE_ENV] == "12.5" and plan.leave_grace == 12.5
+    assert float(plan_of(config(leave_grace=0.0)).env[LEAVE_GRACE_ENV]) == 0.0
+
+
+def test_horovodrun_learns_of_the_launchers_death_by_a_signal_it_handles():
+    """hvdrun handles LAUNCHER_GONE_SIGNAL (stops the job, reaps the hosts); the plain script
+    gets SIGTERM (Horovod's own shutdown)."""
+    hvdrun = plan_of(config(opts={"launcher": ("/venv/bin/python", "-m", "elastic.launch.hvdrun")}))
+    assert hvdrun.horovodrun_death_signal == LAUNCHER_GONE_SIGNAL
+    assert plan_of(config()).horovodrun_death_signal == signal.SIGTERM
+
+
+def test_the_reap_ssh_for_hvdrun_is_the_wrapper_once_it_exists(tmp_path):
+    wrapper = tmp_path / "ssh"
+    value = json.dumps([[str(wrapper), "-o", "BatchMode=yes"], ["ssh", "-p", "2222"]])
+    assert reap_ssh_argv(value) == ["ssh", "-p", "2222"]
+    wrapper.touch()
+    assert reap_ssh_argv(value) == [str(wrapper), "-o", "BatchMode=yes"]
+    assert reap_ssh_argv("not json") is None and reap_ssh_argv(None) is None
