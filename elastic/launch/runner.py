@@ -260,8 +260,10 @@ def _cleanup(plan: LaunchPlan, start: float, proc: subprocess.Popen | None, watc
     if daemon is not None:
         attempt("stopping the discovery daemon", daemon.stop)
     if returncode is not None:
-        attempt("the report", lambda: _report(plan, start, time.time(), recorder, exit_code(returncode),
-                                              events.read_records(plan.events_file)))
+        def report() -> None:
+            records = events.read_records(plan.events_file)
+            _report(plan, start, time.time(), recorder, bad_input_exit(exit_code(returncode), records), records)
+        attempt("the report", report)
     shutil.rmtree(plan.workdir, ignore_errors=True)
 
 
