@@ -13,6 +13,8 @@ the integration tests run in-process) never close it, so a ``ResourceWarning: un
 <socket.socket ...>`` fires whenever the garbage collector gets to it: inside whatever test
 runs then, anywhere in the suite. ``_collect_leaked_sockets`` collects them after each test
 here with that one warning ignored, so the leak neither fails nor escapes into other tests.
+Likewise ``_shut_horovod_down``: ``test_torch_elastic.py`` calls ``hvd.init()`` in the pytest
+process (upstream ran each file in a process of its own) and never shuts it down.
 """
 import gc
 import os
@@ -42,3 +44,12 @@ def _collect_leaked_sockets():
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"unclosed <socket\.socket", category=ResourceWarning)
         gc.collect()
+
+
+@pytest.fixture(autouse=True)
+def _shut_horovod_down():
+    """After each test, shut down a Horovod the test initialised in this process."""
+    yield
+    hvd = sys.modules.get("horovod.torch")
+    if hvd is not None and hvd.is_initialized():
+        hvd.shutdown()
