@@ -11,8 +11,9 @@ Horovod's ``RendezvousServer.stop()`` shuts its HTTP server down without closing
 socket (stock 0.28.1 and the patched build alike), and these tests (and ``horovodrun``, which
 the integration tests run in-process) never close it, so a ``ResourceWarning: unclosed
 <socket.socket ...>`` fires whenever the garbage collector gets to it: inside whatever test
-runs then, anywhere in the suite. ``_collect_leaked_sockets`` collects them after each test
-here with that one warning ignored, so the leak neither fails nor escapes into other tests.
+runs then, anywhere in the suite. That one warning is ignored in the tests here (a
+``filterwarnings`` mark), and ``_collect_leaked_sockets`` collects the sockets after each
+test here, so the leak neither fails a test nor escapes into tests elsewhere.
 Likewise ``_shut_horovod_down``: ``test_torch_elastic.py`` calls ``hvd.init()`` in the pytest
 process (upstream ran each file in a process of its own) and never shuts it down.
 """
@@ -30,11 +31,15 @@ for _sub in ("utils", "integration"):
         sys.path.append(_path)
 
 
+LEAKED_SOCKET = r"ignore:unclosed <socket\.socket:ResourceWarning"
+
+
 def pytest_collection_modifyitems(config, items):
-    """Mark every test under this folder ``horovod_upstream``."""
+    """Mark every test under this folder ``horovod_upstream``, and ignore the leaked socket's warning."""
     for item in items:
         if str(item.path).startswith(_HERE + os.sep):
             item.add_marker(pytest.mark.horovod_upstream)
+            item.add_marker(pytest.mark.filterwarnings(LEAKED_SOCKET))
 
 
 @pytest.fixture(autouse=True)
