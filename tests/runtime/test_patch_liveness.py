@@ -104,6 +104,8 @@ def test_a_request_to_a_frozen_worker_fails_within_its_deadline():
     finally:
         proc.kill()
         proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 @pytest.mark.timeout(400)
@@ -224,8 +226,8 @@ def test_a_host_that_flaps_within_the_grace_aborts_nothing(tmp_path):
     script, hosts, calls = discovery_script(tmp_path, everyone)
     log, events = tmp_path / "live.jsonl", tmp_path / "events.jsonl"
     env = run_env(LIVE_LOG=str(log), LIVE_STEPS="600", HOROVOD_GLOO_TIMEOUT_SECONDS="300",
-                  HOROVOD_ELASTIC_EVENTS_FILE=str(events))
-    job = Job(tmp_path, job_argv(script, 3, 2, "--elastic-leave-grace", "8"), env)
+                  HOROVOD_ELASTIC_EVENTS_FILE=str(events), HOROVOD_ELASTIC_LEAVE_GRACE_SECONDS="8")
+    job = Job(tmp_path, job_argv(script, 3, 2), env)
     try:
         wait_for(lambda: any(r["size"] == 3 and r["step"] >= 20 for r in read_log(log)), 240,
                  "the world of three to train", alive=alive_check(job))
