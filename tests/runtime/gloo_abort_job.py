@@ -3,9 +3,9 @@ others are aborted (horovod's ``gloo_abort``, what the elastic driver's WorkerLo
 calls) from a thread, as the notification service does.
 
 Settings (environment):
-    GLOO_ABORT_MODE  ``allreduce``: every rank allreduces one 64 MB tensor per step, which
-                     rank 0 then broadcasts (a state sync), until the test freezes one
-                     (SIGSTOP from outside); ``init``: rank 1 stops itself
+    GLOO_ABORT_MODE  ``allreduce``: every rank allreduces one 64 MB tensor per step, then
+                     rank 0 broadcasts a 256 MB one (a state sync), until the test freezes
+                     one (SIGSTOP from outside); ``init``: rank 1 stops itself
                      before hvd.init, rank 0 inits; ``shutdown``: both allreduce a few steps,
                      then rank 1 stops itself and rank 0 calls hvd.shutdown.
     GLOO_ABORT_DIR   where each rank writes ``events.<rank>.jsonl`` (one JSON object a line:
@@ -73,6 +73,8 @@ def main() -> int:
         return 0
     record("initialized", size=hvd.size())
     tensor = torch.full((ELEMENTS if MODE == "allreduce" else 4,), float(RANK + 1))
+    # more than socket buffers can hold (on loopback they grow to about 40 MB per connection)
+    state = torch.zeros((4 * ELEMENTS if MODE == "allreduce" else 1,))
     step = 0
     while time.monotonic() < DEADLINE:
         if MODE == "shutdown" and step == 3:
@@ -84,7 +86,9 @@ def main() -> int:
             hvd.allreduce_(tensor, op=hvd.Average, name="big")
             if MODE == "allreduce":
                 # a state sync: one 64 MB message from rank 0 to each peer
-                hvd.broadcast_(tensor, root_rank=0, name="sync")
+                record("sync", step=step)
+                hvd.broadcast_(state, root_rank=0, name="sync")
+                record("sync_done", step=step)
         except HorovodInternalError as e:
             record("error", step=step, message=str(e)[:300])
             break
