@@ -207,9 +207,10 @@ def test_an_abort_frees_ranks_caught_mid_send_of_a_large_tensor(tmp_path):
 def test_an_abort_during_init_fails_the_init_at_once(tmp_path):
     """0015: rank 1 stops before hvd.init, so rank 0's init waits in the rendezvous for it.
     With HOROVOD_GLOO_ABORT_DURING_INIT=1 (off by default: until aborts carry their world,
-    an abort for the previous world would fail the next world's init), an aborted init must fail within PROMPT s with HorovodInternalError (recoverable, as
-    a failed collective), not wait out the Gloo timeout and end the process (std::terminate
-    from the background thread, as stock Horovod does)."""
+    an abort for the previous world would fail the next world's init), the aborted init
+    must fail within PROMPT s with HorovodInternalError (recoverable, as a failed
+    collective), not wait out the Gloo timeout and end the process (std::terminate from the
+    background thread, as stock Horovod does)."""
     job = Job(tmp_path, 2, "init", HOROVOD_GLOO_ABORT_DURING_INIT="1")
     try:
         out = job.out
