@@ -198,9 +198,11 @@ def test_an_abort_frees_ranks_caught_mid_send_of_a_large_tensor(tmp_path):
                  "ranks 0 and 2 to shut Horovod down after the abort", alive=job.alive, detail=job.detail)
     finally:
         job.close()
-    # rank 0 fails in the broadcast itself; rank 2, between collectives, may instead see its
-    # background loop end on the aborted connections ("Horovod has been shut down")
-    assert "aborted: test: a peer is frozen" in last(out, 0, "error")["message"]
+    # the HorovodInternalError says either the abort ("aborted: ...", raised in the Gloo
+    # operation) or "Horovod has been shut down" (the background loop ended on it first)
+    for rank in (0, 2):
+        message = last(out, rank, "error")["message"]
+        assert "aborted: test: a peer is frozen" in message or "has been shut down" in message, message
 
 
 @pytest.mark.timeout(300)
