@@ -112,9 +112,6 @@ def test_a_host_that_joins_after_a_removal_below_min_np_gets_the_state(tmp_path)
 # -- a peer lost while the next world forms (0013) ---------------------------------------------
 
 @pytest.mark.timeout(400)
-@pytest.mark.xfail(strict=True, reason="needs the C++ side of 0013: a Gloo error while the world forms must "
-                   "fail hvd.init (Horovod 0.28.1 ends the process with std::terminate); remove this "
-                   "mark with that patch")
 def test_a_peer_lost_while_the_world_forms_does_not_end_the_survivors(tmp_path):
     """0013: a world of two grows by a host whose worker dies right at ``hvd.init`` (SIGKILL,
     once), while the two survivors are in their reset's init waiting for it in Gloo's

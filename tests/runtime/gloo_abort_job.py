@@ -1,0 +1,107 @@
+"""A horovod.torch job for tests/runtime/test_patch_gloo_abort.py: a peer freezes and the
+others are aborted (horovod's ``gloo_abort``, what the elastic driver's WorkerLostRequest
+calls) from a thread, as the notification service does.
+
+Settings (environment):
+    GLOO_ABORT_MODE  ``allreduce``: every rank allreduces one 64 MB tensor per step, then
+                     rank 0 broadcasts a 256 MB one (a state sync), until the test freezes
+                     one (SIGSTOP from outside); ``init``: rank 1 stops itself
+                     before hvd.init, rank 0 inits; ``shutdown``: both allreduce a few steps,
+                     then rank 1 stops itself and rank 0 calls hvd.shutdown.
+    GLOO_ABORT_DIR   where each rank writes ``events.<rank>.jsonl`` (one JSON object a line:
+                     ``event``, ``t`` (time.time()) and details) and where the test creates
+                     ``abort``: from then on each rank calls gloo_abort every 0.2 s until its
+                     main thread is done, so the abort lands whatever the main thread is in.
+    GLOO_ABORT_MAX_SECONDS  the job gives up (exit 3) after this long (default 600).
+"""
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import horovod.torch as hvd
+import torch
+from horovod.common.exceptions import HorovodInternalError
+from horovod.torch.mpi_ops import _basics
+
+MODE = os.environ["GLOO_ABORT_MODE"]
+OUT = Path(os.environ["GLOO_ABORT_DIR"])
+RANK = int(os.environ["HOROVOD_RANK"])
+DEADLINE = time.monotonic() + float(os.environ.get("GLOO_ABORT_MAX_SECONDS", "600"))
+ELEMENTS = 16 * 1024 * 1024  # 64 MB of float32: far more than a socket buffer holds
+done = threading.Event()
+
+
+def record(event: str, **details) -> None:
+    with open(OUT / f"events.{RANK}.jsonl", "a") as f:
+        f.write(json.dumps({"event": event, "t": time.time(), "rank": RANK, **details}) + "\n")
+
+
+def aborter() -> None:
+    trigger = OUT / "abort"
+    while not done.is_set() and not trigger.exists():
+        if time.monotonic() > DEADLINE:
+            return
+        time.sleep(0.05)
+    first = True
+    while not done.is_set() and time.monotonic() < DEADLINE:
+        n = _basics.gloo_abort("test: a peer is frozen")
+        if first or n:
+            record("abort", connections=n)
+            first = False
+        done.wait(0.2)
+
+
+def freeze_self() -> None:
+    record("freezing")
+    os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def main() -> int:
+    record("start", pid=os.getpid())
+    threading.Thread(target=aborter, daemon=True).start()
+    if MODE == "init" and RANK == 1:
+        freeze_self()
+    record("init")
+    try:
+        hvd.init()
+    except Exception as e:  # noqa: BLE001 - the test reads what init raised
+        record("init_failed", error=type(e).__name__, message=str(e)[:300])
+        return 0
+    record("initialized", size=hvd.size())
+    tensor = torch.full((ELEMENTS if MODE == "allreduce" else 4,), float(RANK + 1))
+    # more than socket buffers can hold (on loopback they grow to about 40 MB per connection)
+    state = torch.zeros((4 * ELEMENTS if MODE == "allreduce" else 1,))
+    step = 0
+    while time.monotonic() < DEADLINE:
+        if MODE == "shutdown" and step == 3:
+            if RANK == 1:
+                freeze_self()
+            break
+        record("step", step=step)
+        try:
+            hvd.allreduce_(tensor, op=hvd.Average, name="big")
+            if MODE == "allreduce":
+                # a state sync: one 64 MB message from rank 0 to each peer
+                record("sync", step=step)
+                hvd.broadcast_(state, root_rank=0, name="sync")
+                record("sync_done", step=step)
+        except HorovodInternalError as e:
+            record("error", step=step, message=str(e)[:300])
+            break
+        record("step_done", step=step)
+        step += 1
+    else:
+        return 3
+    record("shutdown")
+    hvd.shutdown()
+    record("shutdown_done")
+    done.set()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
