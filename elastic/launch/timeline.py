@@ -22,7 +22,11 @@ Inputs are plain values, so a test builds them by hand:
   notification service is up) {host, slot}; ``worker_ready`` (asked for its rank, i.e.
   hvd.init / rendezvous) {host, slot}; ``progress`` a worker's commits {host, slot,
   commits}; ``worker_exit`` {host, slot, exit_code}; ``abort`` collectives aborted because
-  a worker is gone {reason, workers}; ``stop`` {error}.
+  a worker is gone {reason, workers}; ``worker_lost`` the driver gave a worker up (silent,
+  its host gone after the leave grace, or past the registration deadline) {host, slot,
+  reason}; ``quarantine`` a silent host gets no new worker until it leaves discovery {host,
+  reason}; ``worker_leaving`` a worker announced a graceful leave (SIGTERM) {host, slot};
+  ``stop`` {error}.
 
 ``build_timeline`` turns them into ``Event``s sorted by time: the host set changing
 (``hosts``: who came, who went), the world size or reset count changing in the metrics
@@ -120,7 +124,8 @@ def training_events(start: float, records: Sequence[dict]) -> list[Event]:
 
 
 def driver_events(start: float, driver: Sequence[Record]) -> list[Event]:
-    """The driver's resets (``world``) and lost workers (``abort``) as timeline events."""
+    """The driver's resets (``world``), aborts (``abort``), workers given up or hosts
+    quarantined (``lost``) and announced leaves (``leave``) as timeline events."""
     events, resets = [], 0
     for rec in driver:
         t = round(rec.time - start, 3)
@@ -133,6 +138,13 @@ def driver_events(start: float, driver: Sequence[Record]) -> list[Event]:
             resets += 1
         elif rec.kind == "abort":
             events.append(Event(t, "abort", f"collectives aborted: {rec.detail.get('reason')}"))
+        elif rec.kind == "worker_lost":
+            events.append(Event(t, "lost", f"{rec.detail.get('host')}[{rec.detail.get('slot')}] lost: "
+                                           f"{rec.detail.get('reason')}"))
+        elif rec.kind == "quarantine":
+            events.append(Event(t, "lost", f"{rec.detail.get('host')} quarantined: {rec.detail.get('reason')}"))
+        elif rec.kind == "worker_leaving":
+            events.append(Event(t, "leave", f"{rec.detail.get('host')}[{rec.detail.get('slot')}] is leaving"))
     return events
 
 

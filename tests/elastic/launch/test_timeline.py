@@ -131,6 +131,19 @@ def test_world_sizes_and_resets_come_from_the_driver_for_any_script():
     assert "world sizes 2 -> 3 -> 2, resets 3" in timeline.render(events, summary)
 
 
+def test_lost_quarantined_and_leaving_workers_are_on_the_timeline():
+    """The liveness patches' events (0007-0011) say who was given up, and why."""
+    driver = [*DRIVER[:2],
+              driver_events.Record(1005.0, "worker_leaving", {"host": "127.0.1.1", "slot": 0}),
+              driver_events.Record(1012.0, "worker_lost", {"host": "127.0.1.2", "slot": 0,
+                                                           "reason": "silent for 5.0 s"}),
+              driver_events.Record(1012.0, "quarantine", {"host": "127.0.1.2", "reason": "silent for 5.0 s"})]
+    events = timeline.build_timeline(START, 1050.0, SNAPSHOTS, [], 0, driver)
+    assert [e.text for e in events if e.kind == "leave"] == ["127.0.1.1[0] is leaving"]
+    assert [e.text for e in events if e.kind == "lost"] == ["127.0.1.2[0] lost: silent for 5.0 s",
+                                                           "127.0.1.2 quarantined: silent for 5.0 s"]
+
+
 def test_driver_events_win_over_the_metrics_and_epochs_stay():
     summary = timeline.summarize(START, 1050.0, SNAPSHOTS, RECORDS, 0, DRIVER)
     assert summary.world_sizes == (2, 3, 2) and summary.epochs == 2
