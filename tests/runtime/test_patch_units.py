@@ -10,13 +10,14 @@ training: the end-to-end versions are tests/runtime/test_patch_liveness.py.
 """
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-
+from horovod.runner.common.util import secret
 from horovod.runner.elastic import driver as driver_module
 from horovod.runner.elastic.discovery import FixedHosts, HostManager
 from horovod.runner.elastic.driver import ElasticDriver
@@ -28,9 +29,9 @@ from horovod.runner.elastic.worker import (
     WorkerNotificationManager,
     WorkerNotificationService,
 )
-from horovod.runner.common.util import secret
 from horovod.runner.http.http_server import RendezvousServer
 from horovod.runner.util import network
+
 from tests.waiting import wait_for
 
 # Deadlines of the waits (generous: the machine is shared); none is a timing assertion.
@@ -96,7 +97,7 @@ class Job:
         ready.set()
         deadline = time.monotonic() + WORKER_DEADLINE
         while not self.finish.wait(0.05):
-            for name, event in zip(('shutdown', 'host', 'kill'), events):
+            for name, event in zip(('shutdown', 'host', 'kill'), events, strict=True):
                 if event.is_set():
                     self.ended[key] = name
                     return 1, time.time()
@@ -108,9 +109,11 @@ class Job:
 
     def wait_ready(self, *keys: Key) -> None:
         """Until every worker at keys has checked in (record_ready returned)."""
+        def checked_in(key: Key) -> bool:
+            return key in self.ready and self.ready[key].is_set()
+
         for key in keys:
-            wait_for(lambda: key in self.ready and self.ready[key].is_set(), START_DEADLINE,
-                     f'worker {key} checked in')
+            wait_for(functools.partial(checked_in, key), START_DEADLINE, f'worker {key} checked in')
 
     def client(self, key: Key) -> WorkerNotificationClient:
         return self.driver.get_worker_client(self.driver.get_slot_info(*key))
@@ -195,10 +198,10 @@ def test_double_abort_for_the_same_world_is_harmless(jobs):
 
     job.driver._abort_collectives('host-9[0]: no answer for 5 s')
     for key in keys:
-        wait_for(lambda: len(job.aborts[key]) == 1, END_DEADLINE, f'the first abort at {key}')
+        wait_for(lambda key=key: len(job.aborts[key]) == 1, END_DEADLINE, f'the first abort at {key}')
     job.driver._abort_collectives('host-9[0]: no answer for 5 s')
     for key in keys:
-        wait_for(lambda: len(job.aborts[key]) == 2, END_DEADLINE, f'the second abort at {key}')
+        wait_for(lambda key=key: len(job.aborts[key]) == 2, END_DEADLINE, f'the second abort at {key}')
         job.client(key).ping(NOTIFY_TIMEOUT_SECS)  # still answers
 
     res = job.results()
@@ -285,7 +288,7 @@ def _watch_leave_grace(driver: ElasticDriver) -> tuple[list[list[str]], threadin
         finally:
             ended.set()
 
-    driver._abort_if_still_assigned = watched  # type: ignore[method-assign]
+    driver._abort_if_still_assigned = watched
     return calls, ended
 
 
