@@ -1,0 +1,372 @@
+"""Unit tests of Horovod patches 0006, 0008 and 0010, in Horovod's own style.
+
+Like Horovod's test/single/test_elastic_driver.py (tests/horovod_upstream/single): a real
+``ElasticDriver`` with its ``RendezvousServer`` and a ``FixedHosts`` discovery, in this
+process; each worker is a thread (the driver's ``create_worker_fn``) that runs a real
+``WorkerNotificationManager`` (its notification service registers with the driver through the
+rendezvous, as ``hvd.elastic.run`` does), records the aborts it is told to make instead of
+calling ``horovod_gloo_abort``, checks in (``record_ready``) and waits. No horovodrun, no
+training: the end-to-end versions are tests/runtime/test_patch_liveness.py.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from horovod.runner.common.util import secret
+from horovod.runner.elastic import driver as driver_module
+from horovod.runner.elastic.discovery import FixedHosts, HostManager
+from horovod.runner.elastic.driver import ElasticDriver
+from horovod.runner.elastic.rendezvous import create_rendezvous_handler
+from horovod.runner.elastic.worker import (
+    NOTIFY_ATTEMPTS,
+    NOTIFY_TIMEOUT_SECS,
+    WorkerNotificationClient,
+    WorkerNotificationManager,
+    WorkerNotificationService,
+)
+from horovod.runner.http.http_server import RendezvousServer
+from horovod.runner.util import network
+
+from tests.waiting import wait_for
+
+# Deadlines of the waits (generous: the machine is shared); none is a timing assertion.
+START_DEADLINE = 60.0
+END_DEADLINE = 60.0
+WORKER_DEADLINE = 180.0  # a worker thread gives up waiting for the test after this
+# 0006: a request to a frozen service fails after NOTIFY_ATTEMPTS x NOTIFY_TIMEOUT_SECS per
+# socket operation; the margin is for load, stock Horovod never returns at all
+REQUEST_DEADLINE = NOTIFY_ATTEMPTS * NOTIFY_TIMEOUT_SECS + 30.0
+STOP_DEADLINE = 3 * driver_module.STOP_JOIN_TIMEOUT_SECS + 30.0
+
+Key = tuple[str, int]
+
+
+class Job:
+    """A driver, its rendezvous and its worker threads. ``aborts[key]``: the reasons the worker
+    at key (host, slot) was told to abort with; ``ready[key]``: set once it has checked in
+    (it is then in the world the barrier formed); ``ended[key]``: why its thread returned
+    ('finish', or the driver's event: 'shutdown', 'host', 'kill'). ``close()`` ends it all."""
+
+    def __init__(self, hosts: dict[str, int], min_np: int, max_np: int,
+                 manager_factory: Callable[[], WorkerNotificationManager] = WorkerNotificationManager,
+                 abort: Callable[[Key, str], None] | None = None, **driver_kwargs: Any) -> None:
+        self.discovery = FixedHosts(dict(hosts))
+        self.rendezvous = RendezvousServer()
+        self.driver = ElasticDriver(self.rendezvous, self.discovery, min_num_proc=min_np,
+                                    max_num_proc=max_np, **driver_kwargs)
+        intfs = network.get_local_intfs()
+        self.addr = network.get_driver_ip(intfs)
+        self.port = self.rendezvous.start(create_rendezvous_handler(self.driver))
+        self.nic = sorted(intfs)[0]
+        self.manager_factory = manager_factory
+        self.abort = abort
+        self.min_np = min_np
+        self.finish = threading.Event()
+        self.managers: dict[Key, WorkerNotificationManager] = {}
+        self.aborts: dict[Key, list[str]] = {}
+        self.ready: dict[Key, threading.Event] = {}
+        self.ended: dict[Key, str] = {}
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        self.driver.wait_for_available_slots(self.min_np)
+        self.driver.start(self.min_np, self._run_worker)
+
+    def _run_worker(self, slot_info: Any, events: list[threading.Event]) -> tuple[int, float]:
+        key = (slot_info.hostname, slot_info.local_rank)
+        with self._lock:
+            self.aborts[key] = []
+            ready = self.ready.setdefault(key, threading.Event())
+        manager = self.manager_factory()
+        self.managers[key] = manager  # before init: close() shuts its service down
+        manager.init(rendezvous_addr=self.addr, rendezvous_port=self.port, nic=self.nic,
+                     hostname=slot_info.hostname, local_rank=slot_info.local_rank)
+
+        def abort(reason: str) -> None:
+            self.aborts[key].append(reason)
+            if self.abort is not None:
+                self.abort(key, reason)
+
+        manager.set_abort_handler(abort)
+        self.driver.record_ready(slot_info.hostname, slot_info.local_rank)
+        ready.set()
+        deadline = time.monotonic() + WORKER_DEADLINE
+        while not self.finish.wait(0.05):
+            for name, event in zip(('shutdown', 'host', 'kill'), events, strict=True):
+                if event.is_set():
+                    self.ended[key] = name
+                    return 1, time.time()
+            if time.monotonic() > deadline:
+                self.ended[key] = 'deadline'
+                return 1, time.time()
+        self.ended[key] = 'finish'
+        return 0, time.time()
+
+    def wait_ready(self, *keys: Key) -> None:
+        """Until every worker at keys has checked in (record_ready returned)."""
+        def checked_in(key: Key) -> bool:
+            return key in self.ready and self.ready[key].is_set()
+
+        for key in keys:
+            wait_for(functools.partial(checked_in, key), START_DEADLINE, f'worker {key} checked in')
+
+    def client(self, key: Key) -> WorkerNotificationClient:
+        return self.driver.get_worker_client(self.driver.get_slot_info(*key))
+
+    def results(self) -> dict[str, tuple[int, float]]:
+        """Let every worker return and wait (with a deadline) for the driver's results."""
+        self.finish.set()
+        out: dict[str, Any] = {}
+        thread = threading.Thread(target=lambda: out.update(self.driver.get_results().worker_results),
+                                  daemon=True)
+        thread.start()
+        wait_for(lambda: not thread.is_alive(), END_DEADLINE, 'the driver results')
+        return out
+
+    def close(self) -> None:
+        self.finish.set()
+        try:
+            self.driver.stop()
+        finally:
+            self.rendezvous.stop()
+            self.rendezvous._httpd.server_close()
+            for manager in self.managers.values():
+                service = manager._service
+                if service is not None:
+                    service.shutdown()
+
+
+@pytest.fixture
+def jobs():
+    """Make Jobs with ``jobs(...)``; each is closed after the test."""
+    made: list[Job] = []
+
+    def make(*args: Any, **kwargs: Any) -> Job:
+        job = Job(*args, **kwargs)
+        made.append(job)
+        return job
+
+    yield make
+    for job in made:
+        job.close()
+
+
+def test_stale_abort_is_ignored_and_one_for_its_world_is_acted_on(jobs):
+    """Patch 0010: a WorkerLostRequest names its world; the worker asks the driver which world
+    it counts it in (GET worker_world) and acts only when they match. The workers checked in
+    for world 1 and, the barrier passed, are in world 2: an abort computed for world 1 that
+    arrives now (late) is acknowledged and ignored, one for world 2 aborts."""
+    job = jobs({'host-1': 2}, min_np=2, max_np=2)
+    job.start()
+    keys = [('host-1', 0), ('host-1', 1)]
+    job.wait_ready(*keys)
+    world = job.driver.worker_world('host-1', 0)
+    assert world == job.driver._worker_registry.last_rendezvous() == 2
+    assert job.driver.worker_world('host-1', 1) == world
+
+    client = job.client(keys[0])
+    client.notify_worker_lost(int(time.time()), 'host-9[0] exited with 1', world - 1)
+    assert job.aborts[keys[0]] == []  # handled synchronously: the request has returned
+
+    client.notify_worker_lost(int(time.time()), 'host-9[0] exited with 1', world)
+    assert job.aborts[keys[0]] == ['worker host-9[0] exited with 1 is gone']
+    assert job.aborts[keys[1]] == []
+
+    res = job.results()
+    assert sorted(res) == ['host-1[0]', 'host-1[1]']
+    assert all(code == 0 for code, _ in res.values()), res
+
+
+def test_double_abort_for_the_same_world_is_harmless(jobs):
+    """Patch 0010 (with 0003/0006): the driver's abort path (_abort_collectives, as for a lost
+    worker) run twice for the same world reaches each worker of that world twice; a second
+    abort, even one whose handler raises (a Gloo context already aborted), is acknowledged,
+    the service goes on answering, and the job still ends with every worker's success."""
+    def abort(key: Key, reason: str) -> None:
+        if key == ('host-1', 1) and len(job.aborts[key]) > 1:
+            raise RuntimeError('already aborted')
+
+    job = jobs({'host-1': 2}, min_np=2, max_np=2, abort=abort)
+    job.start()
+    keys = [('host-1', 0), ('host-1', 1)]
+    job.wait_ready(*keys)
+
+    job.driver._abort_collectives('host-9[0]: no answer for 5 s')
+    for key in keys:
+        wait_for(lambda key=key: len(job.aborts[key]) == 1, END_DEADLINE, f'the first abort at {key}')
+    job.driver._abort_collectives('host-9[0]: no answer for 5 s')
+    for key in keys:
+        wait_for(lambda key=key: len(job.aborts[key]) == 2, END_DEADLINE, f'the second abort at {key}')
+        job.client(key).ping(NOTIFY_TIMEOUT_SECS)  # still answers
+
+    res = job.results()
+    assert sorted(res) == ['host-1[0]', 'host-1[1]']
+    assert all(code == 0 for code, _ in res.values()), res
+    assert job.ended == {key: 'finish' for key in keys}
+
+
+def test_request_to_a_frozen_service_fails_within_its_deadline():
+    """Patch 0006: the notification client's requests have a socket deadline (2 s, two
+    attempts). The service is frozen as a SIGSTOPped process is: its listening socket still
+    completes connections (the kernel does), nobody reads or answers. Stock Horovod's client
+    had no timeout and waited forever."""
+    manager = WorkerNotificationManager()
+    key = secret.make_secret_key()
+    service = WorkerNotificationService(key, None, manager)
+    try:
+        client = WorkerNotificationClient(service.addresses(), key, verbose=0)
+        client.ping(NOTIFY_TIMEOUT_SECS)  # alive
+        service._server.shutdown()  # frozen: the socket listens, nothing is served
+
+        outcome: dict[str, BaseException | None] = {}
+
+        def notify() -> None:
+            try:
+                client.notify_worker_lost(int(time.time()), 'host-9[0]', 1)
+                outcome['error'] = None
+            except BaseException as e:  # noqa: BLE001 - the outcome is the assertion
+                outcome['error'] = e
+
+        thread = threading.Thread(target=notify, daemon=True)
+        thread.start()
+        wait_for(lambda: 'error' in outcome, REQUEST_DEADLINE, 'the request to the frozen service to fail')
+        assert isinstance(outcome['error'], OSError), outcome  # socket.timeout is a TimeoutError
+        with pytest.raises(OSError):
+            client.ping(0.5)
+    finally:
+        service._server.shutdown()
+        service._server.server_close()
+        service._thread.join(END_DEADLINE)
+
+
+def test_stop_returns_while_the_coordinator_does_not_answer(jobs, monkeypatch):
+    """Patch 0006: stop() does not hang when the notifier thread is delivering a host change
+    (0001) to a coordinator that never answers (its service reads the request, then hangs):
+    the request fails at its deadline and stop() waits at most STOP_JOIN_TIMEOUT_SECS per
+    thread. Stock: the notifier, and stop() joining it, waited forever."""
+    monkeypatch.setenv('HOROVOD_ELASTIC_LIVENESS_TIMEOUT_SECONDS', '0')  # no loss of the hung worker
+    monkeypatch.setattr(driver_module, 'DISCOVER_HOSTS_FREQUENCY_SECS', 0.05)
+    entered = threading.Event()
+    release = threading.Event()
+
+    class HungOnHostChange(WorkerNotificationManager):
+        def handle_hosts_updated(self, timestamp, update_res):
+            entered.set()
+            release.wait(END_DEADLINE)
+
+    job = jobs({'host-1': 1}, min_np=1, max_np=2, manager_factory=HungOnHostChange)
+    try:
+        job.start()
+        job.wait_ready(('host-1', 0))
+        job.discovery.set({'host-1': 1, 'host-2': 1})
+        wait_for(entered.is_set, START_DEADLINE, 'the host change delivered to the hung coordinator')
+
+        thread = threading.Thread(target=job.driver.stop, daemon=True)
+        thread.start()
+        wait_for(lambda: not thread.is_alive(), STOP_DEADLINE, 'ElasticDriver.stop() to return')
+        assert not job.driver._notifier_thread.is_alive()
+    finally:
+        release.set()
+
+
+def _watch_leave_grace(driver: ElasticDriver) -> tuple[list[list[str]], threading.Event]:
+    """Record each run of the driver's leave-grace check (_abort_if_still_assigned, the real
+    one) and set the event when one has ended."""
+    calls: list[list[str]] = []
+    ended = threading.Event()
+    real = driver._abort_if_still_assigned
+
+    def watched(hosts, reason):
+        calls.append(list(hosts))
+        try:
+            real(hosts, reason)
+        finally:
+            ended.set()
+
+    driver._abort_if_still_assigned = watched
+    return calls, ended
+
+
+def test_host_back_within_the_leave_grace_aborts_nothing(jobs, monkeypatch):
+    """Patch 0010: a host that leaves discovery and is listed again within the leave grace (a
+    readiness blip) aborts nothing: once the grace is over, no worker was told to abort, and
+    none was lost or quarantined."""
+    monkeypatch.setattr(driver_module, 'DISCOVER_HOSTS_FREQUENCY_SECS', 0.05)
+    grace = 10.0
+    job = jobs({'host-1': 1, 'host-2': 1}, min_np=2, max_np=2, leave_grace=grace)
+    job.start()
+    keys = [('host-1', 0), ('host-2', 0)]
+    job.wait_ready(*keys)
+    calls, ended = _watch_leave_grace(job.driver)
+
+    job.discovery.set({'host-1': 1})
+    wait_for(lambda: calls, START_DEADLINE, 'the driver to see host-2 leave')
+    job.discovery.set({'host-1': 1, 'host-2': 1})
+    wait_for(lambda: 'host-2' in job.driver._host_manager.current_hosts.host_slots, START_DEADLINE,
+             'the driver to see host-2 back')
+    assert not ended.is_set(), f'host-2 came back after the {grace:g} s grace (machine too loaded)'
+
+    wait_for(ended.is_set, grace + END_DEADLINE, 'the leave grace to end')
+    assert calls == [['host-2']]
+    assert job.aborts == {key: [] for key in keys}
+    assert all(worker.lost is None for worker in job.driver._workers.values())
+    assert not job.driver._host_manager.is_quarantined('host-2')
+
+    res = job.results()
+    assert sorted(res) == ['host-1[0]', 'host-2[0]']
+    assert all(code == 0 for code, _ in res.values()), res
+
+
+def test_host_gone_past_the_leave_grace_is_lost(jobs, monkeypatch):
+    """The control of the test above (patches 0003/0007/0010): the same host not listed again
+    within the grace has its worker lost (terminated through its kill event) and the worker
+    left in its world is told to abort, for that world."""
+    monkeypatch.setattr(driver_module, 'DISCOVER_HOSTS_FREQUENCY_SECS', 0.05)
+    job = jobs({'host-1': 1, 'host-2': 1}, min_np=1, max_np=2, leave_grace=1.0)
+    job.start()
+    job.wait_ready(('host-1', 0), ('host-2', 0))
+
+    job.discovery.set({'host-1': 1})
+    wait_for(lambda: job.aborts[('host-1', 0)], START_DEADLINE, 'the abort at host-1[0]')
+    assert job.aborts[('host-1', 0)] == ['worker host-2[0]: host host-2 left discovery is gone']
+    wait_for(lambda: job.ended.get(('host-2', 0)), START_DEADLINE, 'the worker on host-2 to end')
+    assert job.ended[('host-2', 0)] == 'kill'
+    assert job.aborts[('host-2', 0)] == []
+
+
+def test_quarantined_host_gets_no_new_worker_until_it_leaves_discovery():
+    """Patch 0008: HostManager.quarantine keeps a host in the discovered hosts but out of the
+    assignment order (no new worker placed there) for as long as discovery lists it; once it
+    has left discovery it is usable again when it comes back (a restarted or replaced node)."""
+    discovery = FixedHosts({'host-1': 2, 'host-2': 2})
+    manager = HostManager(discovery)
+    manager.update_available_hosts()
+    assert sorted(manager.current_hosts.host_assignment_order) == ['host-1', 'host-2']
+
+    manager.quarantine('host-2')
+    assert manager.is_quarantined('host-2')
+    assert not manager.is_blacklisted('host-2')
+    hosts = manager.current_hosts
+    assert 'host-2' in hosts.host_slots
+    assert hosts.host_assignment_order == ['host-1']
+    assert hosts.count_available_slots() == 2
+
+    manager.update_available_hosts()  # still listed: still quarantined
+    assert manager.current_hosts.host_assignment_order == ['host-1']
+    discovery.set({'host-1': 2, 'host-2': 4})  # listed with other slots: the same host
+    manager.update_available_hosts()
+    assert manager.current_hosts.host_assignment_order == ['host-1']
+    assert manager.is_quarantined('host-2')
+
+    discovery.set({'host-1': 2})
+    manager.update_available_hosts()
+    assert not manager.is_quarantined('host-2')
+    discovery.set({'host-1': 2, 'host-2': 2})
+    manager.update_available_hosts()
+    assert manager.current_hosts.host_assignment_order == ['host-1', 'host-2']
+    assert manager.current_hosts.count_available_slots() == 4
