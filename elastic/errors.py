@@ -20,6 +20,7 @@
           │    └── BadAnswer      its answer is not a whole list of host:slots lines
           ├── DaemonStartError   a daemon started by the launcher exited or never became ready
           ├── ToolNotFound       a command the launcher needs is not installed
+          ├── TransientError     worker-scaler: an API call that may work when tried again
           └── PlotError          elastic-run --plot: the plot could not be drawn, written or read back
 
 ``elastic.common.cli.run_main`` maps them to exit codes (docs/architecture.md, "Errors and exit
@@ -117,3 +118,7 @@ class PlotError(LaunchError):
 
 class BadAnswer(DaemonUnavailable):
     """The discovery daemon's answer is not a whole list of ``host:slots`` lines."""
+
+
+class TransientError(LaunchError):
+    """An API call that may work when tried again: no answer, 429, 5xx (worker-scaler retries it)."""

@@ -43,17 +43,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn
 
 from elastic.common.cli import run_main
-from elastic.errors import ConfigError, LaunchError
+from elastic.errors import ConfigError, LaunchError, TransientError
 
 if TYPE_CHECKING:  # the client is imported when connecting (it is slow to import)
     from kubernetes.client import AppsV1Api, BatchV1Api, CoreV1Api
 
 log = logging.getLogger("elastic.scale_workers")
 SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
-
-class TransientError(LaunchError):
-    """An API call that may work when tried again: no answer, 429, 5xx."""
 
 
 @dataclass(frozen=True)
