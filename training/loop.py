@@ -55,7 +55,7 @@ from training.layout import LayoutCompression
 from training.schedule import learning_rate
 from training.seeding import stream_seed
 from training.signals import EXIT_TERM, StopFlags, leave
-from training.trace import Tracer, params_checksum
+from training.trace import Tracer, dynamo_imported, params_checksum, process_start
 
 
 @dataclass
@@ -139,6 +139,7 @@ class Trainer:
         self._pending_loss = torch.zeros((), dtype=torch.float64, device=self.device)
         self._pending_correct = torch.zeros((), dtype=torch.int64, device=self.device)
         self._pending_count = 0
+        self._stepped = False  # this process made an optimizer step
 
     # -- setup -------------------------------------------------------------------------
     def build(self):
@@ -179,6 +180,7 @@ class Trainer:
         if found is None:
             return {}
         (epoch, processed), path = found
+        self.tracer.event("checkpoint-read", rank=self.hvd.rank(), path=str(path))
         payload = checkpoint.load(path)
         if payload.get("task") != self.task.name or payload.get("dataset_size") != self.n:
             raise CheckpointError(
@@ -327,6 +329,9 @@ class Trainer:
         else:
             loss.backward()
             opt.step()
+        if not self._stepped:
+            self._stepped = True
+            self.tracer.event("first-step", rank=self.hvd.rank(), size=self.hvd.size())
 
     def to_device(self, batch, train: bool):
         """A loader batch as ``(x, y)`` on the training device (x channels-last when wanted).
@@ -515,9 +520,13 @@ class Trainer:
 def run(task: Task, args) -> int:
     """Train ``task`` as one Horovod worker; 0 when all epochs are done."""
     flags = StopFlags(grace=args.term_grace).install()
+    tracer = Tracer(args.trace_dir)
+    tracer.event("start", process_start=process_start())
     import horovod.torch as hvd
 
+    tracer.event("init", dynamo=dynamo_imported())
     hvd.init()
+    tracer.event("initialized", rank=hvd.rank(), size=hvd.size())
     if use_cuda(args):
         torch.cuda.set_device(hvd.local_rank())
     if gpu_path(args):
