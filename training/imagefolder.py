@@ -211,6 +211,8 @@ def cache_paths(root: Path) -> list[Path]:
 
 
 def _rel(root: Path, path: str) -> str:
+    if path == str(root):
+        return ""
     prefix = "" if str(root) == "." else str(root).rstrip("/") + "/"
     if not path.startswith(prefix):
         raise ValueError(f"{path} is not under {root}")

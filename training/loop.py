@@ -1,8 +1,9 @@
 """The elastic training loop on horovod.torch, shared by the MNIST and ResNet50 commands.
 
 ``run(task, args) -> int`` builds the model and optimizer (and the CUDA context) before
-initialising Horovod, so that a worker joining a running job does that while the others
-train (issue 22: the world waits only for the rendezvous and the state sync), then resumes
+initialising Horovod, so that a worker joining a running job can do that while the others
+train (when the driver starts it before it stops the world, a join costs the world only the
+rendezvous and the state sync), then resumes
 from the newest checkpoint in ``--checkpoint-dir`` (when there is one: rank 0 reads it, the
 state sync hands it to the others), and trains under ``hvd.elastic.run`` until ``--epochs``
 are done; it returns 0 then. A SIGTERM makes the
@@ -136,7 +137,7 @@ class Trainer:
     """Holds the pieces of one worker's training; ``train`` is run under hvd.elastic.run.
 
     Built in two parts so that a joining worker does its heavy set-up while the running
-    world still trains (issue 22): the constructor needs no rank and runs *before*
+    world still trains: the constructor needs no rank and runs *before*
     ``hvd.init()`` (device and CUDA context, model, plain optimizer and its lazy imports,
     gradient scaler, sampler); ``attach(hvd)`` runs after it (Horovod's optimizer wrapper,
     loading processes' count, the checkpoint, which only rank 0 reads, and the state)."""
@@ -193,7 +194,8 @@ class Trainer:
         opt = torch.optim.SGD(param_groups(model, args.weight_decay, args.norm_weight_decay),
                               lr=args.lr, momentum=args.momentum)
         warm_up_optimizer(opt)
-        self.model, self.opt = model, opt
+        self.model = model
+        self.opt: Any = opt  # hvd.DistributedOptimizer's class once attached
         use_scaler = self.amp and args.amp_dtype == "fp16"
         self.scaler = torch.amp.GradScaler(device.type) if use_scaler else None
         self.sampler = StepSampler(self.n, args.batch_size, seed=args.seed)
@@ -366,7 +368,7 @@ class Trainer:
         model.train()
         opt.zero_grad()
         if batch is None:  # this rank has no sample in a short last step: zero gradients
-            loss = sum(p.sum() for p in model.parameters()) * 0.0
+            loss = sum((p.sum() for p in model.parameters()), torch.zeros((), device=self.device)) * 0.0
         else:
             x, y = batch
             with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp):
