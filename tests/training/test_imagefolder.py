@@ -186,3 +186,52 @@ def test_imagefolder_layouts_are_cached_too(tmp_path):
         assert (root / CACHE_NAME).is_file() and scan(root) == found
         touch_images(root / ("train" if root.name == "d" else "") / "new", ["x.jpg"])
         assert scan(root) == scan(root, cache=False) != found
+
+
+# -- dataset-sync's manifest as the file list ------------------------------------------------
+def synced_tree(tmp_path: Path) -> tuple[Path, ImageSet]:
+    """A tree as dataset-sync leaves it on a host: the source's times, then its manifest."""
+    from elastic.sync.manifest import MANIFEST_NAME, build_manifest
+
+    root = write_tiny_imagenet(tmp_path / "tiny", classes=3, per_class=4, val_per_class=2)
+    age(root)
+    on_disk = scan(root, cache=False)
+    manifest = root / MANIFEST_NAME
+    manifest.write_text(build_manifest(str(root)).to_json())
+    then = time.time() - 60
+    os.utime(manifest, (then, then))
+    return root, on_disk
+
+
+def test_dataset_sync_manifest_is_the_file_list_while_the_copy_is_unchanged(tmp_path, capsys):
+    root, on_disk = synced_tree(tmp_path)
+    # an image goes behind the manifest's back (its directory's time put back): only a scan
+    # that listed the directory could notice, and the manifest's list still has it
+    images = root / "train" / "n01000002" / "images"
+    st = images.stat()
+    (images / "n01000002_0.JPEG").unlink()
+    os.utime(images, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert scan(root) == on_disk
+    assert capsys.readouterr().err == ""
+    assert (root / CACHE_NAME).is_file()  # the first scan on the host also wrote the cache
+
+
+@pytest.mark.parametrize("change", ["add-image", "annotations", "damaged"])
+def test_a_stale_or_damaged_dataset_sync_manifest_is_one_line_and_a_scan(tmp_path, capsys, change):
+    from elastic.sync.manifest import MANIFEST_NAME
+
+    root, on_disk = synced_tree(tmp_path)
+    if change == "add-image":
+        (root / "train" / "n01000000" / "images" / "extra.JPEG").write_bytes(b"")
+        what = "stale"
+    elif change == "annotations":
+        ann = root / "val" / "val_annotations.txt"
+        ann.write_text(ann.read_text() + "\n")
+        what = "stale"
+    else:
+        manifest = root / MANIFEST_NAME
+        manifest.write_text(manifest.read_text().replace('"size": ', '"size": 1', 1))
+        what = "not a dataset-sync manifest"
+    assert scan(root) == scan(root, cache=False)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and what in err[0] and str(root) in err[0], err
