@@ -347,29 +347,25 @@ def _rel(root: Path, path: str) -> str:
     return path[len(prefix):]
 
 
-def _digest(doc: dict) -> str:
-    body = {k: v for k, v in doc.items() if k != "digest"}
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
-
-def cache_document(root: Path, found: ImageSet, stamps: Stamps, root_dirs: list[str]) -> dict:
-    """The cache of ``found`` (paths relative to ``root``, so the tree may move)."""
-    doc = {
-        "format": CACHE_FORMAT, "layout": found.layout, "classes": list(found.classes),
+def cache_text(root: Path, found: ImageSet, stamps: Stamps, root_dirs: list[str]) -> str:
+    """The cache of ``found`` (paths relative to ``root``, so the tree may move): a header
+    line ``{"format", "digest"}`` (the SHA-256 of the rest) and the JSON document."""
+    body = json.dumps({
+        "layout": found.layout, "classes": list(found.classes),
         "train": [[_rel(root, p), label] for p, label in found.train],
         "val": None if found.val is None else [[_rel(root, p), label] for p, label in found.val],
         "root_dirs": root_dirs,
         "stamps": {_rel(root, p): v for p, v in sorted(stamps.items())},
-    }
-    doc["digest"] = _digest(doc)
-    return doc
+    }, separators=(",", ":"))
+    header = json.dumps({"format": CACHE_FORMAT, "digest": hashlib.sha256(body.encode()).hexdigest()})
+    return header + "\n" + body
 
 
 def save_cache(root: Path, found: ImageSet, stamps: Stamps, root_dirs: list[str]) -> Path | None:
     """Write the scan cache atomically where it can be written (``cache_paths``); the path,
     or None when nowhere (the cache is an optimisation: no error)."""
     try:
-        text = json.dumps(cache_document(root, found, stamps, root_dirs), separators=(",", ":"))
+        text = cache_text(root, found, stamps, root_dirs)
     except (OSError, ValueError):
         return None
     for path in cache_paths(root):
@@ -408,14 +404,22 @@ def _stale(root: Path, doc: dict) -> str | None:
     return None
 
 
-def _from_document(root: Path, doc: dict) -> ImageSet:
-    if doc.get("format") != CACHE_FORMAT:
-        raise ValueError(f"format is {doc.get('format')!r}")
-    if doc.get("digest") != _digest(doc):
+def _parse(text: str) -> dict:
+    """The document of a cache file's text; ``ValueError`` unless its header and digest hold."""
+    head, sep, body = text.partition("\n")
+    header = json.loads(head)
+    if not sep or not isinstance(header, dict) or header.get("format") != CACHE_FORMAT:
+        raise ValueError(f"format is {header.get('format') if isinstance(header, dict) else None!r}")
+    if header.get("digest") != hashlib.sha256(body.encode()).hexdigest():
         raise ValueError("its digest does not match its content")
+    return json.loads(body)
+
+
+def _from_document(root: Path, doc: dict) -> ImageSet:
+    prefix = "" if str(root) == "." else str(root).rstrip("/") + "/"
     classes = tuple(str(c) for c in doc["classes"])
-    train = tuple((str(root / p), int(label)) for p, label in doc["train"])
-    val = None if doc["val"] is None else tuple((str(root / p), int(label)) for p, label in doc["val"])
+    train = tuple((prefix + p, int(label)) for p, label in doc["train"])
+    val = None if doc["val"] is None else tuple((prefix + p, int(label)) for p, label in doc["val"])
     if not classes or not train or not isinstance(doc["stamps"], dict) or not doc["stamps"]:
         raise ValueError("it is empty")
     return ImageSet(str(doc["layout"]), classes, train, val)
@@ -433,7 +437,7 @@ def load_cache(root: Path) -> ImageSet | None:
             _note(f"{path}: cannot read the scan cache ({exc}); scanning {root}")
             return None
         try:
-            doc = json.loads(text)
+            doc = _parse(text)
             found = _from_document(root, doc)
             why = _stale(root, doc)
         except (ValueError, KeyError, TypeError, AttributeError, OSError) as exc:

@@ -148,9 +148,10 @@ def test_a_bad_cache_is_one_line_and_a_rescan(tmp_path, capsys, damage):
     if damage == "garbage":
         cache.write_bytes(b"\xff\x00 not json")
     elif damage == "edited":  # a sample moved to another class, stamps untouched
-        doc = json.loads(text)
+        header, body = text.split("\n", 1)
+        doc = json.loads(body)
         doc["train"][0][1] = 2
-        cache.write_text(json.dumps(doc))
+        cache.write_text(header + "\n" + json.dumps(doc, separators=(",", ":")))
     else:
         cache.write_text(text[: len(text) // 2])
     assert scan(root) == found
