@@ -18,8 +18,8 @@ joining a running job would pay before it can join. ``scan`` therefore writes wh
 ``root/.training-scan.json`` (atomically; when the data is read-only, to
 ``$XDG_CACHE_HOME/elastic-horovod/training-scan/``) and later scans of the same tree read it
 instead. It is never trusted blindly: it holds the modification time of every directory the
-scan listed and the size and time of the validation annotations, and the names of the
-subdirectories of ``root`` (whose own time the cache file changes); any difference, a missing
+scan listed (``root`` aside) and the size and time of the validation annotations, and the
+names of the subdirectories of ``root`` (whose own time the cache file changes); any difference, a missing
 entry, a malformed or edited file (its ``digest``) and the cache is dropped with one line on
 stderr and the tree scanned again. A directory changed less than ``RACY_NS`` before the scan
 is not cached (a change within the file system's time granularity could go unseen).
@@ -247,6 +247,9 @@ def scan(root: str | Path, cache: bool = True) -> ImageSet:
     else:
         disk = _Disk()
         found, stamps = _scan(root, disk), disk.stamps
+    # root's own time changes with the cache file (and dataset-sync's manifest) written in it:
+    # its subdirectories' names (root_dirs, read before the scan) stand for it
+    stamps.pop(str(root), None)
     if cache and stamps and max(v[-1] for v in stamps.values()) < started - RACY_NS:
         save_cache(root, found, stamps, root_dirs)
     return found
@@ -311,6 +314,8 @@ def _from_sync_manifest(root: Path, root_dirs: list[str]) -> tuple[ImageSet, Sta
     for name, (*size, mtime) in tree.stamps.items():
         if why is not None:
             break
+        if name == str(root):
+            continue  # written into by the commit after the manifest; root_dirs stand for it
         if mtime > st.st_mtime_ns:
             why = f"{name} changed after the copy"
         elif size and size[0] != sizes.get(tree.rel(Path(name))):

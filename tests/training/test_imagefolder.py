@@ -177,7 +177,7 @@ def test_the_cache_holds_relative_paths_so_the_tree_can_move(tmp_path):
     assert again.train == tuple((p.replace(str(root), str(moved)), label) for p, label in found.train)
 
 
-def test_imagefolder_layouts_are_cached_too(tmp_path):
+def test_imagefolder_layouts_are_cached_too(tmp_path, capsys):
     touch_images(tmp_path / "d" / "train" / "cat", ["a.jpg", "b.PNG", "notes.txt"])
     touch_images(tmp_path / "d" / "val" / "cat", ["d.jpg"])
     touch_images(tmp_path / "e" / "a", ["1.jpg"])
@@ -185,8 +185,10 @@ def test_imagefolder_layouts_are_cached_too(tmp_path):
         age(root)
         found = scan(root)
         assert (root / CACHE_NAME).is_file() and scan(root) == found
+        assert capsys.readouterr().err == ""  # used, not found stale
         touch_images(root / ("train" if root.name == "d" else "") / "new", ["x.jpg"])
         assert scan(root) == scan(root, cache=False) != found
+        assert "stale scan cache" in capsys.readouterr().err
 
 
 # -- dataset-sync's manifest as the file list ------------------------------------------------
