@@ -29,6 +29,7 @@ from tests.training.trainhelp import (
     finals,
     live_workers,
     metrics_lines,
+    run_env,
 )
 from training import checkpoint
 
@@ -66,7 +67,10 @@ def test_a_joiner_is_ready_before_hvd_init_and_does_not_read_the_checkpoint(tmp_
             "--checkpoint-dir", str(ckpt), "--trace-dir", str(trace),
             "--metrics-file", str(tmp_path / "metrics.jsonl"),
             "--debug-step-delay", "0.2", "--debug-hold-file", str(hold)]
-    job = Job(argv, tmp_path / "horovodrun.log", cwd=ROOT)
+    # stock Horovod's driver starts the joiner and resets the world at once: the survivors
+    # wait in Gloo's rendezvous for the joiner's whole start-up, now including its model and
+    # optimizer; on a heavily loaded machine that exceeds Gloo's default 30 s
+    job = Job(argv, tmp_path / "horovodrun.log", cwd=ROOT, env=run_env(HOROVOD_GLOO_TIMEOUT_SECONDS="300"))
     try:
         # epoch 1 is done and checkpointed before the second worker is started
         job.wait_for(lambda: len(committed_samples(trace).get(1, ())) >= 32,
