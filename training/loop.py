@@ -1,8 +1,12 @@
 """The elastic training loop on horovod.torch, shared by the MNIST and ResNet50 commands.
 
-``run(task, args) -> int`` initialises Horovod, builds the model and optimizer, resumes from
-the newest checkpoint in ``--checkpoint-dir`` (when there is one), and trains under
-``hvd.elastic.run`` until ``--epochs`` are done; it returns 0 then. A SIGTERM makes the
+``run(task, args) -> int`` builds the model and optimizer (and the CUDA context) before
+initialising Horovod, so that a worker joining a running job can do that while the others
+train (when the driver starts it before it stops the world, a join costs the world only the
+rendezvous and the state sync), then resumes
+from the newest checkpoint in ``--checkpoint-dir`` (when there is one: rank 0 reads it, the
+state sync hands it to the others), and trains under ``hvd.elastic.run`` until ``--epochs``
+are done; it returns 0 then. A SIGTERM makes the
 worker leave right after its next commit with exit code 143 (rank 0 first writes a
 checkpoint when it has a checkpoint directory); the other workers carry on.
 
@@ -44,6 +48,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sized
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -55,7 +60,7 @@ from training.layout import LayoutCompression
 from training.schedule import learning_rate
 from training.seeding import stream_seed
 from training.signals import EXIT_TERM, StopFlags, leave
-from training.trace import Tracer, params_checksum
+from training.trace import Tracer, dynamo_imported, params_checksum, process_start
 
 
 @dataclass
@@ -108,77 +113,134 @@ def log(msg: str) -> None:
     sys.stderr.flush()
 
 
-class Trainer:
-    """Holds the pieces of one worker's training; ``train`` is run under hvd.elastic.run."""
+def local_rank_hint() -> int:
+    """This worker's local rank before ``hvd.init()``: ``HOROVOD_LOCAL_RANK``, set by
+    horovodrun for each worker it starts (the slot it runs in, kept for the worker's life,
+    which is what ``hvd.local_rank()`` returns after the rendezvous), else 0."""
+    try:
+        return max(0, int(os.environ.get("HOROVOD_LOCAL_RANK", "0")))
+    except ValueError:
+        return 0
 
-    def __init__(self, task: Task, args, hvd, flags: StopFlags):
-        self.task, self.args, self.hvd, self.flags = task, args, hvd, flags
+
+def warm_up_optimizer(opt: torch.optim.Optimizer) -> None:
+    """One step of an optimizer of ``opt``'s class and settings on a throwaway parameter on
+    the same device: the lazy work of torch.optim's first step (importing ``torch._dynamo``,
+    seconds of a worker's start-up) is done now. ``opt`` and the model are not touched."""
+    device = opt.param_groups[0]["params"][0].device
+    dummy = torch.zeros(1, device=device, requires_grad=True)
+    dummy.grad = torch.zeros_like(dummy)
+    type(opt)([dummy], **opt.defaults).step()
+
+
+class Trainer:
+    """Holds the pieces of one worker's training; ``train`` is run under hvd.elastic.run.
+
+    Built in two parts so that a joining worker does its heavy set-up while the running
+    world still trains: the constructor needs no rank and runs *before*
+    ``hvd.init()`` (device and CUDA context, model, plain optimizer and its lazy imports,
+    gradient scaler, sampler); ``attach(hvd)`` runs after it (Horovod's optimizer wrapper,
+    loading processes' count, the checkpoint, which only rank 0 reads, and the state)."""
+
+    def __init__(self, task: Task, args, flags: StopFlags, tracer: Tracer | None = None):
+        self.task, self.args, self.flags = task, args, flags
+        self.hvd: Any = None  # horovod.torch, set by attach after hvd.init()
         self.cuda = use_cuda(args)
         self.gpu_path = gpu_path(args)
-        self.device = torch.device("cuda", hvd.local_rank()) if self.cuda else torch.device("cpu")
         self.amp = self.gpu_path and not args.no_amp
         self.amp_dtype = AMP_TYPES[args.amp_dtype]
         self.channels_last = self.gpu_path and task.channels_last
-        self.workers = args.workers if args.workers is not None else loaders.default_workers(
-            self.gpu_path, hvd.local_size(), cpus.usable_cpus(), cpus.cgroup_cpu_limit())
+        self.workers = 0  # set by attach (it depends on the workers on this host)
         # started at first use, then kept
         self._train_loader: DataLoader | None = None
         self._val: tuple[loaders.ShardBatches, DataLoader] | None = None  # validation plan, loader
-        self.augment = None
         self.collate = None
         if task.augment_size is not None:
-            from training.device_augment import DeviceAugment, collate_bytes
+            from training.device_augment import collate_bytes
 
-            self.augment = DeviceAugment(task.augment_size, self.device)
             self.collate = collate_bytes
         self._tick: float | None = None  # start of the training time not yet committed
         self.writer = metrics.MetricsWriter(args.metrics_file)
-        self.tracer = Tracer(args.trace_dir)
+        self.tracer = tracer or Tracer(args.trace_dir)
         self.n = dataset_size(task.train_set)
         self._pending: list[int] = []
-        self._pending_loss = torch.zeros((), dtype=torch.float64, device=self.device)
-        self._pending_correct = torch.zeros((), dtype=torch.int64, device=self.device)
         self._pending_count = 0
+        self._stepped = False  # this process made an optimizer step
+        self.prepare(torch.device("cuda", local_rank_hint()) if self.cuda else torch.device("cpu"))
 
     # -- setup -------------------------------------------------------------------------
-    def build(self):
-        """Model, wrapped optimizer, grad scaler and sampler, resumed from a checkpoint."""
+    def prepare(self, device: torch.device) -> None:
+        """Everything on ``device`` that needs no rank: the CUDA context, the model (seeded by
+        ``--seed``), a plain SGD optimizer with its first-step imports done, the gradient
+        scaler, the on-device augmentation and the sampler (planned by ``attach``)."""
         from training.sampler import StepSampler
-        from training.state import TrainingState
 
-        hvd, args = self.hvd, self.args
+        args = self.args
+        self.device = device
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+            torch.cuda.init()  # the CUDA context, now rather than in the rendezvous
+        self.augment = None
+        if self.task.augment_size is not None:
+            from training.device_augment import DeviceAugment
+
+            self.augment = DeviceAugment(self.task.augment_size, device)
+        self._pending_loss = torch.zeros((), dtype=torch.float64, device=device)
+        self._pending_correct = torch.zeros((), dtype=torch.int64, device=device)
         torch.manual_seed(args.seed)
-        model = self.task.build_model().to(self.device)
+        model = self.task.build_model().to(device)
         if self.channels_last:
             model = model.to(memory_format=torch.channels_last)
         opt = torch.optim.SGD(param_groups(model, args.weight_decay, args.norm_weight_decay),
                               lr=args.lr, momentum=args.momentum)
-        compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
-        opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(),
-                                       compression=LayoutCompression(compression))
-        self.model, self.opt = model, opt
+        warm_up_optimizer(opt)
+        self.model = model
+        self.opt: Any = opt  # hvd.DistributedOptimizer's class once attached
         use_scaler = self.amp and args.amp_dtype == "fp16"
-        self.scaler = torch.amp.GradScaler(self.device.type) if use_scaler else None
+        self.scaler = torch.amp.GradScaler(device.type) if use_scaler else None
         self.sampler = StepSampler(self.n, args.batch_size, seed=args.seed)
+
+    def attach(self, hvd):
+        """After ``hvd.init()``: wrap the optimizer for Horovod and return the elastic state,
+        resumed from the newest checkpoint. Only rank 0 reads the checkpoint; the others
+        start from the fresh state and get rank 0's model, optimizer, sampler position and
+        counters from the state sync that ``hvd.elastic.run`` does before training."""
+        from training.state import TrainingState
+
+        self.hvd, args = hvd, self.args
+        if self.cuda and self.device.index != hvd.local_rank():
+            log(f"local rank {hvd.local_rank()} is not HOROVOD_LOCAL_RANK {self.device.index}: "
+                "setting up again on its GPU")
+            self.prepare(torch.device("cuda", hvd.local_rank()))
+        if args.workers is not None:
+            self.workers = args.workers
+        else:
+            self.workers = loaders.default_workers(self.gpu_path, hvd.local_size(),
+                                                   cpus.usable_cpus(), cpus.cgroup_cpu_limit())
+        compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
+        self.opt = hvd.DistributedOptimizer(self.opt, named_parameters=self.model.named_parameters(),
+                                            compression=LayoutCompression(compression))
         fields = {"epoch": 0, "batch": 0, "resets": 0, "stats": (0.0, 0, 0),
                   "clock": (0.0, 0.0), "mark": (0.0, 0, 0),
                   # the scaler's state belongs to the state from the start: a failure before
                   # the first commit must roll every rank back to the same scale
                   "scaler_state": self.scaler.state_dict() if self.scaler else None}
-        if args.checkpoint_dir:
+        if args.checkpoint_dir and hvd.rank() == 0:
             fields.update(self.resume(args.checkpoint_dir))
         self.sampler.load_state_dict({"epoch": fields["epoch"],
                                       "processed_num": fields.pop("processed", 0)})
-        state = TrainingState(model=model, optimizer=opt, sampler=self.sampler, **fields)
+        state = TrainingState(model=self.model, optimizer=self.opt, sampler=self.sampler, **fields)
         state.register_reset_callbacks([lambda: self.on_reset(state)])
         return state
 
     def resume(self, directory: str) -> dict:
-        """Load the newest checkpoint into the model/optimizer; the state fields it holds."""
+        """Load the newest checkpoint into the model/optimizer; the state fields it holds
+        (called on rank 0 only)."""
         found = checkpoint.latest(directory)
         if found is None:
             return {}
         (epoch, processed), path = found
+        self.tracer.event("checkpoint-read", rank=self.hvd.rank(), path=str(path))
         payload = checkpoint.load(path)
         if payload.get("task") != self.task.name or payload.get("dataset_size") != self.n:
             raise CheckpointError(
@@ -189,8 +251,7 @@ class Trainer:
             self.opt.load_state_dict(payload["optimizer"])
         except (RuntimeError, KeyError, ValueError) as exc:
             raise CheckpointError(f"{path} does not fit the model: {exc}".splitlines()[0]) from exc
-        if self.hvd.rank() == 0:
-            log(f"resuming from {path} (epoch {epoch + 1}, {processed} samples done)")
+        log(f"resuming from {path} (epoch {epoch + 1}, {processed} samples done)")
         stats = tuple(payload.get("stats", (0.0, 0, 0)))
         clock = tuple(payload.get("clock", (0.0, 0.0)))
         fields = {"epoch": epoch, "processed": processed, "batch": int(payload.get("batch", 0)),
@@ -307,7 +368,7 @@ class Trainer:
         model.train()
         opt.zero_grad()
         if batch is None:  # this rank has no sample in a short last step: zero gradients
-            loss = sum(p.sum() for p in model.parameters()) * 0.0
+            loss = sum((p.sum() for p in model.parameters()), torch.zeros((), device=self.device)) * 0.0
         else:
             x, y = batch
             with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp):
@@ -327,6 +388,9 @@ class Trainer:
         else:
             loss.backward()
             opt.step()
+        if not self._stepped:
+            self._stepped = True
+            self.tracer.event("first-step", rank=self.hvd.rank(), size=self.hvd.size())
 
     def to_device(self, batch, train: bool):
         """A loader batch as ``(x, y)`` on the training device (x channels-last when wanted).
@@ -513,20 +577,26 @@ class Trainer:
 
 
 def run(task: Task, args) -> int:
-    """Train ``task`` as one Horovod worker; 0 when all epochs are done."""
+    """Train ``task`` as one Horovod worker; 0 when all epochs are done.
+
+    What needs no rank is done before ``hvd.init()`` (``Trainer``): a worker that joins a
+    running job waits in ``hvd.init()`` only once its model, optimizer and device are ready."""
     flags = StopFlags(grace=args.term_grace).install()
+    tracer = Tracer(args.trace_dir)
+    tracer.event("start", process_start=process_start())
     import horovod.torch as hvd
 
-    hvd.init()
-    if use_cuda(args):
-        torch.cuda.set_device(hvd.local_rank())
     if gpu_path(args):
         torch.backends.cudnn.benchmark = True  # fixed input shapes: let cuDNN pick kernels
+    trainer = Trainer(task, args, flags, tracer)
+    tracer.event("prepared", dynamo=dynamo_imported())
+    tracer.event("init", dynamo=dynamo_imported())
+    hvd.init()
+    tracer.event("initialized", rank=hvd.rank(), size=hvd.size())
     if not use_cuda(args) and not os.environ.get("OMP_NUM_THREADS"):  # share the cores among this host's workers
         torch.set_num_threads(cpus.threads_per_worker(hvd.local_size(), cpus.usable_cpus(),
                                                       cpus.cgroup_cpu_limit()))
-    trainer = Trainer(task, args, hvd, flags)
-    state = trainer.build()
+    state = trainer.attach(hvd)
     hvd.elastic.run(trainer.train)(state)
     trainer.finish(state)
     return 0

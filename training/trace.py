@@ -11,6 +11,13 @@ Each worker process writes three files named ``<host>-<pid>.*`` in the trace dir
 - ``.inputs``       one JSON line per epoch (re)entered: ``{"epoch", "rank", "indices",
   "sha256"}``, the first training batch's sample indices and a digest of its input tensor
   as the model saw it (after augmentation);
+- ``.events``       one JSON line per start-up milestone, in the order they happened:
+  ``{"event", "time", ...}`` with ``event`` one of ``start`` (``process_start``: when the
+  process was created, unix time), ``prepared`` (the set-up that needs no rank is done),
+  ``init`` (right before ``hvd.init()``; ``dynamo``: whether ``torch._dynamo`` was already
+  imported), ``initialized`` (``hvd.init()`` returned; ``rank``, ``size``),
+  ``checkpoint-read`` (``rank``, ``path``: this process opened a checkpoint) and
+  ``first-step`` (this process's first optimizer step is done; ``rank``, ``size``);
 - ``.final.json``   at a normal end: ``{"host", "pid", "rank", "size", "epochs",
   "params_sha256", "resets"}``.
 
@@ -23,6 +30,7 @@ import hashlib
 import json
 import os
 import socket
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -37,6 +45,24 @@ def params_checksum(model: torch.nn.Module) -> str:
         h.update(name.encode())
         h.update(p.detach().cpu().contiguous().numpy().tobytes())
     return h.hexdigest()
+
+
+def process_start() -> float | None:
+    """When this process was created (unix time, to the clock tick), from ``/proc``; None
+    where there is no ``/proc``."""
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        with open("/proc/stat") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith("btime "))
+        return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def dynamo_imported() -> bool:
+    """Whether ``torch._dynamo`` (imported lazily by torch.optim, seconds of start-up) is loaded."""
+    return "torch._dynamo" in sys.modules
 
 
 def host_name() -> str:
@@ -83,6 +109,11 @@ class Tracer:
             digest = hashlib.sha256(batch.detach().cpu().contiguous().numpy().tobytes()).hexdigest()
             self._append("inputs", {"epoch": epoch, "rank": rank, "indices": list(indices),
                                     "sha256": digest})
+
+    def event(self, name: str, **fields) -> None:
+        """Append the start-up milestone ``name`` (see the module docstring) with the time."""
+        if self.dir is not None:
+            self._append("events", {"event": name, "time": time.time(), **fields})
 
     def _append(self, kind: str, rec: dict) -> None:
         """Append ``rec`` as one JSON line to this process's ``kind`` file (if tracing)."""

@@ -17,8 +17,9 @@ with the data as ``DEST/.dataset-manifest.json`` (``to_json``/``from_json``) and
 what a host reports: ``listing_digest`` is the hash a host's listing must have (checked on the
 host by ``sync_remote.verify_commit_script``); ``parse_listing`` reads a full listing
 (``sync_remote.listing_script``) and ``compare`` returns the differences, empty when exact.  Paths are POSIX, relative
-to the tree's root, without a leading ``./``.  The manifest's own file name at the top of SRC is
-skipped, so a synced copy can be synced onward.
+to the tree's root, without a leading ``./``.  The names in ``HOST_FILES`` at the top of SRC are
+skipped (the manifest's own, so a synced copy can be synced onward, and the training jobs' scan
+cache, which a host writes into its copy on first use): they are neither copied nor verified.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ from functools import cached_property
 from elastic.errors import BadManifest, ConfigError, UnsafeSymlink
 
 MANIFEST_NAME = ".dataset-manifest.json"
+TRAINING_SCAN_NAME = ".training-scan.json"  # training/imagefolder.py CACHE_NAME (no import: layering)
+HOST_FILES = (MANIFEST_NAME, TRAINING_SCAN_NAME)
+"""Files at the top of a copy that are not data: skipped by the manifest, rsync and listings."""
 SYMLINK_MODES = ("refuse", "copy-unsafe", "keep")
 FORMAT = "elastic-horovod/dataset-manifest/v1"
 _READ_CHUNK = 1 << 20
@@ -197,7 +201,7 @@ def build_manifest(src: str, cache: HashCache | None = None, symlinks: str = "re
             raise ConfigError(f"cannot read {full_dir}: {exc.strerror}") from exc
         for entry in entries:
             rel = posixpath.join(rel_dir, entry.name) if rel_dir else entry.name
-            if rel == MANIFEST_NAME:
+            if rel in HOST_FILES:
                 continue
             _check_name(rel)
             _check_reserved(rel)
@@ -330,7 +334,8 @@ def parse_listing(data: bytes) -> Listing:
             files[body[66:]] = body[:64]
         else:
             raise BadManifest(f"unexpected record in host listing: {record[:80]!r}")
-    files.pop(MANIFEST_NAME, None)
+    for name in HOST_FILES:
+        files.pop(name, None)
     return Listing(files, links, frozenset(dirs))
 
 

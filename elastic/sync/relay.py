@@ -34,7 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from elastic.errors import ConfigError, SyncError
-from elastic.sync.manifest import MANIFEST_NAME
+from elastic.sync.manifest import HOST_FILES, MANIFEST_NAME
 from elastic.sync.remote import Layout
 
 LAUNCHER = "launcher"          # the sender that holds SRC (where dataset-sync runs)
@@ -150,7 +150,7 @@ secrets file = $dir/secrets
 strict modes = yes
 {f"hosts allow = {allowed}" if allowed else ""}
 refuse options = copy-links copy-dirlinks copy-unsafe-links keep-dirlinks
-exclude = /{MANIFEST_NAME}
+exclude = {" ".join(f"/{n}" for n in HOST_FILES)}
 EOF
 {q(remote_rsync)} --daemon --no-detach --config="$dir/rsyncd.conf" --address={q(address)} --port={int(port)}{limit} &
 pid=$!
@@ -181,7 +181,7 @@ def pull_script(layout: Layout, source: PeerSource, current: str, *, address: st
     a later sync ends it before touching staging if this run died (``end_stale_writers_script``).
     ``address``: the child's own IP, the connection's source (the peer's ``hosts allow``)."""
     q = shlex.quote
-    opts = ["-rlpt", "--delete", "--safe-links", f"--exclude=/{MANIFEST_NAME}", "--no-inc-recursive",
+    opts = ["-rlpt", "--delete", "--safe-links", *(f"--exclude=/{n}" for n in HOST_FILES), "--no-inc-recursive",
             "--info=progress2,stats2", "--no-h", f"--timeout={int(io_timeout)}", "--contimeout=10"]
     if address and is_ip(address):
         opts.append(f"--address={address}")

@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass
 
 from elastic.errors import DestRefused, SyncError
-from elastic.sync.manifest import MANIFEST_NAME
+from elastic.sync.manifest import HOST_FILES, MANIFEST_NAME
 
 STATE_SUFFIX = ".dataset-sync"
 WRITER_NAME = "writer"
@@ -186,12 +186,17 @@ def parse_probe(output: str) -> Probe:
                  values.get("current_digest", ""), values.get("unchanged") == "yes")
 
 
+def _not_host_files() -> str:
+    """``find`` tests leaving out ``manifest.HOST_FILES`` at the top of the listed tree."""
+    return " ".join(f"! -path ./{name}" for name in HOST_FILES)
+
+
 def _listing_pipeline() -> str:
     """Commands (run inside the directory) printing the sorted listing records."""
     return (
         "{ find . -mindepth 1 -type d -printf 'D %P\\0';"
         " find . -type l -printf 'L %P\\001%l\\0';"
-        f" find . -type f ! -path ./{MANIFEST_NAME} -printf '%P\\0'"
+        f" find . -type f {_not_host_files()} -printf '%P\\0'"
         " | LC_ALL=C xargs -0r sha256sum -z -- | sed -z 's/^/F /';"
         " } | LC_ALL=C sort -z"
     )
@@ -202,7 +207,7 @@ def _quick_pipeline() -> str:
     return (
         "{ find . -mindepth 1 -type d -printf 'D %P\\0';"
         " find . -type l -printf 'L %P\\001%l\\0';"
-        f" find . -type f ! -path ./{MANIFEST_NAME} -printf 'Q %s %T@ %P\\0'"
+        f" find . -type f {_not_host_files()} -printf 'Q %s %T@ %P\\0'"
         " | sed -z 's/^\\(Q [0-9]* [0-9]*\\)\\.[0-9]* /\\1 /';"
         " } | LC_ALL=C sort -z"
     )

@@ -23,7 +23,7 @@ from elastic.common.procs import tied_popen
 from elastic.errors import Interrupted, RsyncFailed, SyncError
 from elastic.ssh.exec import HOST_KEY_FAILURE, ssh_failure
 from elastic.sync.cancel import CancelToken
-from elastic.sync.manifest import MANIFEST_NAME
+from elastic.sync.manifest import HOST_FILES
 from elastic.sync.remote import Layout, writer_rsync_path
 
 _PROGRESS = re.compile(r"^\s*([\d,]+)\s+\d+%.*?(?:\(xfr#(\d+), (?:to|ir)-chk=(\d+)/(\d+)\))?\s*$")
@@ -69,7 +69,7 @@ def rsync_argv(src: str, host: str, layout: Layout, current: str, rsh: str, *, r
     ``refuse`` (the manifest already refused unsafe links), ``--copy-unsafe-links`` for
     ``copy-unsafe``, plain ``--links`` for ``keep``; the receiver never follows a link (no
     ``--keep-dirlinks``), so nothing is written outside the staging directory."""
-    argv = ["rsync", "-rlpt", "--delete", _SYMLINK_FLAGS[symlinks], f"--exclude=/{MANIFEST_NAME}",
+    argv = ["rsync", "-rlpt", "--delete", _SYMLINK_FLAGS[symlinks], *(f"--exclude=/{n}" for n in HOST_FILES),
             "--no-inc-recursive", "--info=progress2,stats2", "--no-h", f"--timeout={io_timeout}",
             "-e", rsh, f"--rsync-path={writer_rsync_path(layout, remote_rsync)}"]
     if current:

@@ -17,9 +17,9 @@ args = options.parse(["--synthetic", "--synthetic-size", "64", "--batch-size", "
 task = mnist.make_task(args)
 import horovod.torch as hvd  # noqa: E402
 
+trainer = Trainer(task, args, StopFlags())  # what needs no rank, before hvd.init()
 hvd.init()
-trainer = Trainer(task, args, hvd, StopFlags())
-state = trainer.build()
+state = trainer.attach(hvd)
 state.sync()
 trainer.enter(state)
 entry = trainer.scaler.get_scale()
@@ -31,8 +31,8 @@ state.on_reset()
 state.sync()
 trainer.enter(state)
 rolled_back = trainer.scaler.get_scale()
-joiner = Trainer(task, args, hvd, StopFlags())
-joiner_state = joiner.build()
+joiner = Trainer(task, args, StopFlags())
+joiner_state = joiner.attach(hvd)
 joiner_state.sync()
 joiner.enter(joiner_state)
 print(json.dumps({"entry": entry, "after_overflow": after_overflow, "rolled_back": rolled_back,

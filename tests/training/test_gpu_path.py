@@ -22,6 +22,7 @@ from tests.training.trainhelp import (
     check_finished_run,
     committed_samples,
     live_workers,
+    run_env,
     train_args,
     write_tiny_imagenet,
 )
@@ -45,7 +46,10 @@ class LocalScaleUp:
         cmd = [HOROVODRUN, "-np", "2", "--min-np", "2", "--max-np", "3",
                "--host-discovery-script", str(discover), "--network-interface", "lo",
                "--elastic-timeout", "300", *argv, "--debug-hold-file", str(self.hold)]
-        self.job = Job(cmd, tmp / "horovodrun.log", cwd=ROOT)
+        # the survivors wait in Gloo's rendezvous for a joiner's start-up (model and optimizer
+        # included: they are built before hvd.init()); under heavy load that exceeds 30 s
+        self.job = Job(cmd, tmp / "horovodrun.log", cwd=ROOT,
+                       env=run_env(HOROVOD_GLOO_TIMEOUT_SECONDS="300"))
 
     def set_slots(self, n: int) -> None:
         tmp = self.hosts.with_suffix(".tmp")

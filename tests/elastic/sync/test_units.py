@@ -11,6 +11,7 @@ import pytest
 from elastic.errors import ConfigError, SyncError
 from elastic.sync.manifest import (
     MANIFEST_NAME,
+    TRAINING_SCAN_NAME,
     BadManifest,
     Manifest,
     UnsafeSymlink,
@@ -132,6 +133,26 @@ def test_listing_script_output_matches_the_manifest(tmp_path):
     assert hashlib.sha256(out).hexdigest() != listing_digest(m)
     with pytest.raises(BadManifest, match="unexpected record in host listing: 'X what'"):
         parse_listing(b"X what\0")
+
+
+def test_a_training_scan_cache_in_a_copy_is_not_part_of_the_dataset(tmp_path):
+    """The training jobs write their image-folder scan cache at the top of the data on first
+    use (training/imagefolder.py): dataset-sync must neither copy it, nor count it, nor take a
+    copy holding one for a changed copy (which would resync it on every run)."""
+    from training.imagefolder import CACHE_NAME
+
+    assert TRAINING_SCAN_NAME == CACHE_NAME
+    src = _tree(tmp_path / "src")
+    m = build_manifest(str(src))
+    (src / CACHE_NAME).write_text("{}")
+    assert build_manifest(str(src)) == m
+    out = subprocess.run(["sh", "-c", listing_script(str(src))], capture_output=True, check=True).stdout
+    assert compare(m, parse_listing(out)) == [] and hashlib.sha256(out).hexdigest() == listing_digest(m)
+    assert f"--exclude=/{CACHE_NAME}" in rsync_argv("/s", "h", Layout("/data/x"), "", "ssh")
+    (src / "a" / CACHE_NAME).write_text("{}")  # only at the top: elsewhere it is data
+    assert compare(m, parse_listing(subprocess.run(["sh", "-c", listing_script(str(src))],
+                                                   capture_output=True, check=True).stdout)) == [
+        f"unexpected file a/{CACHE_NAME}"]
 
 
 def test_probe_answers():
