@@ -212,7 +212,7 @@ class _GuardedRunner(web.AppRunner):
 
 
 def guarded_runner(app: web.Application, *, max_connections: int = MAX_CONNECTIONS,
-                   idle_timeout: float = IDLE_TIMEOUT, **kwargs: Any) -> web.AppRunner:
+                   idle_timeout: float = IDLE_TIMEOUT, **kwargs: Any) -> _GuardedRunner:
     """An ``AppRunner`` (same keyword arguments) whose connections are guarded; after
     ``setup()`` its ``guard`` attribute holds the counters."""
     return _GuardedRunner(app, max_connections=max_connections, idle_timeout=idle_timeout, **kwargs)

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -75,7 +76,7 @@ def _closed(s: socket.socket) -> bool:
 @pytest.fixture
 def served() -> Iterator[Served]:
     loop = asyncio.new_event_loop()
-    ready: dict[str, object] = {}
+    ready: dict[str, Any] = {}
     up = threading.Event()
 
     async def main() -> None:
@@ -95,7 +96,7 @@ def served() -> Iterator[Served]:
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
-        ready.update(port=runner.addresses[0][1], guard=runner.guard, release=release, runner=runner)  # type: ignore[attr-defined]
+        ready.update(port=runner.addresses[0][1], guard=runner.guard, release=release, runner=runner)
         up.set()
         stop = asyncio.Event()
         ready["stop"] = stop
@@ -105,8 +106,8 @@ def served() -> Iterator[Served]:
     thread = threading.Thread(target=loop.run_until_complete, args=(main(),), daemon=True)
     thread.start()
     assert up.wait(30), "the guarded server did not start"
-    yield Served(loop, ready["port"], ready["guard"], ready["release"])  # type: ignore[arg-type]
-    loop.call_soon_threadsafe(lambda: loop.call_later(0, ready["stop"].set))  # type: ignore[union-attr]
+    yield Served(loop, ready["port"], ready["guard"], ready["release"])
+    loop.call_soon_threadsafe(lambda: loop.call_later(0, ready["stop"].set))
     thread.join(30)
     loop.close()
 
