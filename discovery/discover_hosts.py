@@ -11,8 +11,9 @@ Otherwise ``--fallback`` decides:
   set and asks again.
 - ``cache`` print the last trusted answer from ``--cache-file`` if it is younger than
   ``--max-cache-age`` (every trusted answer refreshes the cache, atomically).
-- ``api``   one LIST against the Kubernetes API (kubeconfig token or client certificate, or
-  the in-cluster service account) through the same pure rule the daemon uses.
+- ``api``   one LIST against the Kubernetes API (kubeconfig token, client certificate or exec
+  credential plugin, or the in-cluster service account) through the same pure rule the
+  daemon uses (``discovery.discover_api``).
 
 Lines are read as Horovod reads them (split on ``\n`` only). A line whose host is not an
 IPv4 literal or an RFC 1123 name, or whose slots are not ASCII digits in 1..1024, is left
