@@ -1,6 +1,8 @@
-"""The project's structure as a contract: the four packages never import each other, no
-module imports itself back through a cycle, and ``elastic``'s rooms import only downwards
-(``launch`` -> ``sync`` -> ``ssh`` -> ``common``/``errors``)."""
+"""The project's structure as a contract: the four packages never import each other; the rules
+they must agree on live once, in ``shared`` (standard library only), which any of them may
+import and which imports none of them; no module imports itself back through a cycle; and
+``elastic``'s rooms import only downwards (``launch`` -> ``sync`` -> ``ssh`` ->
+``common``/``errors``)."""
 from __future__ import annotations
 
 import ast
@@ -9,7 +11,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("discovery", "elastic", "training", "localcluster")
+PACKAGES = ("discovery", "elastic", "training", "localcluster", "shared")
+SHARED = "shared"  # the one package every other may import
 # room -> rooms of elastic it may import (besides itself)
 ELASTIC_ROOMS = {
     "errors": set(),
@@ -97,8 +100,25 @@ def test_cycle_finder_finds_a_cycle():
 
 def test_packages_never_import_each_other():
     crossing = sorted(f"{m} -> {t}" for m, ts in _import_graph().items() for t in ts
-                      if m.split(".")[0] != t.split(".")[0])
+                      if m.split(".")[0] != t.split(".")[0] and t.split(".")[0] != SHARED)
     assert crossing == []
+
+
+def test_shared_imports_only_the_standard_library():
+    """``shared`` is what ``discover-hosts`` and the daemon image carry: no third-party
+    import, at import time or inside a function, and nothing from the four packages."""
+    import sys
+    for name, path in _modules().items():
+        if name.split(".")[0] != SHARED:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                tops = {node.module.split(".")[0]}
+            elif isinstance(node, ast.Import):
+                tops = {a.name.split(".")[0] for a in node.names}
+            else:
+                continue
+            assert tops <= set(sys.stdlib_module_names) | {SHARED}, f"{name} imports {tops}"
 
 
 def _room(module: str) -> str | None:
@@ -137,6 +157,6 @@ def test_client_side_modules_import_only_the_standard_library(module):
         elif isinstance(node, ast.Import):
             names = [a.name.split(".")[0] for a in node.names]
         (lazy if id(node) in in_function else imported).update(names)
-    allowed = set(sys.stdlib_module_names) | {"discovery"}
+    allowed = set(sys.stdlib_module_names) | {"discovery", SHARED}
     assert imported - allowed == set()
     assert lazy - allowed - LAZY_NON_STDLIB.get(module, set()) == set()

@@ -1,0 +1,10 @@
+"""Rules every part of the project must agree on, in one copy. Standard library only, and
+importable by all four packages (``discovery``, ``elastic``, ``training``, ``localcluster``)
+and by ``discover-hosts`` without slowing its start-up; shipped in the daemon image.
+
+- ``shared.daemon_client``  the one client of the discovery daemon's HTTP protocol
+  (``http://`` and ``unix:`` URLs, the bearer token, a deadline on the whole exchange).
+
+``tests/test_layout.py`` holds the rule: ``shared`` imports only the standard library (and
+itself); the four packages may import it, never each other.
+"""
