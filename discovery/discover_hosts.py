@@ -30,17 +30,17 @@ from __future__ import annotations
 import os
 import sys
 
-from discovery.atomicfile import write_atomic
 from discovery.cli_runner import run_main
 from discovery.errors import Failure, UsageError
 from shared import daemon_client
+from shared.atomicfile import write_atomic
+from shared.hosts import host_ok  # the one host rule (discovery.hosts and elastic use it too)
 
 EXIT_OK, EXIT_NO_ANSWER = 0, 1
 FALLBACKS = ("none", "cache", "api")
 MAX_SLOTS = 1024           # as discovery.hosts.MAX_SLOTS (not imported: start-up time)
 MAX_BODY = 16 << 20        # bytes of an answer we read at most
 MAX_WARNINGS = 5           # bad lines reported one by one; the rest counted
-_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.")
 
 
 HELP = """usage: discover-hosts [--url URL] [--group G] [--token T] [--timeout S] [--max-age S]
@@ -148,22 +148,6 @@ def http_get(url: str, path: str, token: str | None, timeout: float) -> tuple[in
         if e.timed_out:
             raise Failure(f"daemon at {url}: no complete answer within --timeout {timeout:g}s") from None
         raise Failure(str(e)) from None
-
-
-def host_ok(host: str) -> bool:
-    """``host`` is an IPv4 literal in canonical form or an RFC 1123 name (what the daemon's
-    ``discovery.hosts.servable`` allows, checked again here without importing it)."""
-    if not host or len(host) > 253 or not _NAME_CHARS.issuperset(host):
-        return False
-    labels = host.split(".")
-    for label in labels:
-        if not label or len(label) > 63 or label[0] == "-" or label[-1] == "-":
-            return False
-    if not labels[-1].isdigit():
-        return True
-    if len(labels) != 4 or not all(label.isdigit() and str(int(label)) == label for label in labels):
-        return False
-    return 0 < int(labels[0]) < 224 and all(int(label) <= 255 for label in labels)  # no 0/8, multicast
 
 
 def validate(body: bytes, source: str, warnings: list | None = None) -> bytes:

@@ -4,6 +4,7 @@ and by ``discover-hosts`` without slowing its start-up; shipped in the daemon im
 
 - ``shared.daemon_client``  the one client of the discovery daemon's HTTP protocol
   (``http://`` and ``unix:`` URLs, the bearer token, a deadline on the whole exchange).
+- ``shared.atomicfile``     the one atomic writer (temporary file, fsync, rename).
 
 ``tests/test_layout.py`` holds the rule: ``shared`` imports only the standard library (and
 itself); the four packages may import it, never each other.

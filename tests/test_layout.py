@@ -138,7 +138,7 @@ LAZY_NON_STDLIB = {"discovery.discover_api": {"yaml"}}  # PyYAML, for a YAML kub
 
 
 @pytest.mark.parametrize("module", ["discovery.discover_hosts", "discovery.discover_api",
-                                    "discovery.errors", "discovery.cli_runner", "discovery.atomicfile",
+                                    "discovery.errors", "discovery.cli_runner",
                                     "discovery.hosts"])
 def test_client_side_modules_import_only_the_standard_library(module):
     """At import time, only the standard library; inside a function, also what
