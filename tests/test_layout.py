@@ -32,20 +32,40 @@ def _modules() -> dict[str, Path]:
     return mods
 
 
+def _imported(name: str, path: Path, node: ast.AST) -> list[str]:
+    """The modules an import statement in module ``name`` (file ``path``) may name, relative
+    imports (``from .x import y``, ``from . import y``) resolved against its package."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    if node.level == 0:
+        base = node.module or ""
+    else:
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        package = package[:len(package) - (node.level - 1)]
+        base = ".".join(package + ([node.module] if node.module else []))
+    return [base, *(f"{base}.{a.name}" for a in node.names)]
+
+
 def _import_graph() -> dict[str, set[str]]:
-    """module -> the project modules it imports (``from a import b`` counts ``a.b`` if a module)."""
+    """module -> the project modules it imports (``from a import b`` counts ``a.b`` if a module;
+    relative imports count as the absolute ones they stand for)."""
     mods = _modules()
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for name, path in mods.items():
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                targets = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
-            elif isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            else:
-                continue
-            graph[name].update(t for t in targets if t in mods and t != name)
+            graph[name].update(t for t in _imported(name, path, node) if t in mods and t != name)
     return graph
+
+
+def test_relative_imports_are_counted():
+    graph = _import_graph()
+    assert "localcluster.statefiles" in graph["localcluster.kubelet"]  # from .statefiles import ...
+    tree = ast.parse("from . import a\nfrom ..b import c\nfrom .d import e\n")
+    found = [_imported("p.q.m", Path("m.py"), node) for node in tree.body]
+    assert found == [["p.q", "p.q.a"], ["p.b", "p.b.c"], ["p.q.d", "p.q.d.e"]]
+    assert _imported("p.q", Path("__init__.py"), tree.body[2]) == ["p.q.d", "p.q.d.e"]
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
