@@ -38,26 +38,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from shared.jsonlines import read_json_lines
+
 STEPS = ("add", "delete", "kill")
 
 
 def read_metrics(path: str | Path | None) -> list[dict]:
-    """The JSON records of a JSON-lines file (metrics, driver events); bad lines are skipped."""
-    if not path:
-        return []
-    try:
-        text = Path(path).read_text(errors="replace")
-    except OSError:
-        return []
-    records = []
-    for line in text.splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            records.append(record)
-    return records
+    """The JSON records of a JSON-lines file (metrics, driver events); bad lines are skipped
+    (``shared.jsonlines``, the project's one reader)."""
+    return read_json_lines(path)
 
 
 def local_cluster_argv(*args: str) -> list[str]:

@@ -5,6 +5,8 @@ and by ``discover-hosts`` without slowing its start-up; shipped in the daemon im
 - ``shared.daemon_client``  the one client of the discovery daemon's HTTP protocol
   (``http://`` and ``unix:`` URLs, the bearer token, a deadline on the whole exchange).
 - ``shared.atomicfile``     the one atomic writer (temporary file, fsync, rename).
+- ``shared.hosts``          the one host rule (``host_ok``).
+- ``shared.jsonlines``      the one reader of JSON-lines files other processes append to.
 
 ``tests/test_layout.py`` holds the rule: ``shared`` imports only the standard library (and
 itself); the four packages may import it, never each other.

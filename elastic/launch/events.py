@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from elastic.common.jsonlines import parse_json_object, read_json_lines
+from shared.jsonlines import parse_json_object, read_json_lines
 
 EVENTS_ENV = "HOROVOD_ELASTIC_EVENTS_FILE"
 
