@@ -34,9 +34,10 @@ from discovery.cli_runner import run_main
 from discovery.errors import Failure, UsageError
 from shared import daemon_client
 from shared.atomicfile import write_atomic
+from shared.exitcodes import EXIT_FAILURE, EXIT_OK
 from shared.hosts import host_ok  # the one host rule (discovery.hosts and elastic use it too)
 
-EXIT_OK, EXIT_NO_ANSWER = 0, 1
+EXIT_NO_ANSWER = EXIT_FAILURE
 FALLBACKS = ("none", "cache", "api")
 MAX_SLOTS = 1024           # as discovery.hosts.MAX_SLOTS (not imported: start-up time)
 MAX_BODY = 16 << 20        # bytes of an answer we read at most

@@ -6,6 +6,7 @@ and by ``discover-hosts`` without slowing its start-up; shipped in the daemon im
   (``http://`` and ``unix:`` URLs, the bearer token, a deadline on the whole exchange).
 - ``shared.atomicfile``     the one atomic writer (temporary file, fsync, rename).
 - ``shared.hosts``          the one host rule (``host_ok``).
+- ``shared.exitcodes``      the exit codes (0, 1, 2, 130, 128 + signal).
 - ``shared.jsonlines``      the one reader of JSON-lines files other processes append to.
 
 ``tests/test_layout.py`` holds the rule: ``shared`` imports only the standard library (and
