@@ -8,6 +8,7 @@ and by ``discover-hosts`` without slowing its start-up; shipped in the daemon im
 - ``shared.hosts``          the one host rule (``host_ok``).
 - ``shared.exitcodes``      the exit codes (0, 1, 2, 130, 128 + signal).
 - ``shared.jsonlines``      the one reader of JSON-lines files other processes append to.
+- ``shared.driver_events``  the Horovod driver's event records (format, reader, follower).
 
 ``tests/test_layout.py`` holds the rule: ``shared`` imports only the standard library (and
 itself); the four packages may import it, never each other.
