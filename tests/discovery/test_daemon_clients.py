@@ -22,6 +22,14 @@ from tests.waiting import wait_for
 TOKEN = "s3cret-token"
 
 
+def _served(url: str) -> list[str] | None:
+    """The launcher's view of the hosts; None while the daemon has not synced (503)."""
+    try:
+        return launch_daemon.fetch_hosts(url)
+    except DaemonUnavailable:
+        return None
+
+
 @pytest.mark.parametrize("transport", ["tcp", "unix"])
 def test_every_client_speaks_token_and_unix_urls_to_a_real_daemon(cluster, daemon, tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch,
@@ -33,8 +41,8 @@ def test_every_client_speaks_token_and_unix_urls_to_a_real_daemon(cluster, daemo
     assert url.startswith("unix:" if transport == "unix" else "http://"), url
 
     monkeypatch.setenv("DISCOVERY_TOKEN", TOKEN)
-    wait_for(lambda: launch_daemon.probe(url), 20, "the daemon's /healthz")
-    wait_for(lambda: launch_daemon.fetch_hosts(url) == ["10.9.0.1:1"], 20, "the host served")
+    wait_for(lambda: launch_daemon.probe(url), 60, "the daemon's /healthz")
+    wait_for(lambda: _served(url) == ["10.9.0.1:1"], 60, "the host served")
     doc = fetch_hosts_json(url)
     assert [h["host"] for h in doc["hosts"]] == ["10.9.0.1"]
     found = DaemonDiscovery(url, poll_timeout=5, first_timeout=30)
