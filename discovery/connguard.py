@@ -6,8 +6,11 @@ keep-alive timeout (an hour by default). ``GuardedServer`` wraps aiohttp's proto
 - at most ``max_connections`` at once; one more is closed at once (counted in ``refused``);
 - a connection that is *waiting for a request* (just opened, between requests, or with a
   request only partly received) for more than ``idle_timeout`` seconds is closed (counted in
-  ``closed_idle``). A request being answered -- including a long poll that waits for the
-  next generation -- is not waiting: its time is the handler's own business.
+  ``closed_idle``). A request received in full is not waiting from the moment its last byte
+  arrives -- however long the loop takes to parse it -- until its response is written; so a
+  request being answered, including a long poll that waits for the next generation, is the
+  handler's own business. This is decided from the bytes received and the responses written
+  (see ``_GuardedProtocol``), never from aiohttp's private state.
 
 ``guarded_runner(app, ...)`` is an ``aiohttp.web.AppRunner`` whose server is guarded; use it
 where ``web.AppRunner`` was used. Everything runs on the event loop's thread; the checks run
@@ -16,6 +19,7 @@ on a timer per connection, started by ``connection_made`` (never in a constructo
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 from aiohttp import web
@@ -24,17 +28,67 @@ MAX_CONNECTIONS = 256
 IDLE_TIMEOUT = 5.0
 
 
+_HEAD_END = b"\r\n\r\n"
+_MAX_HEAD = 16384  # longer heads are scanned for their end only (their Content-Length is lost)
+_CONTENT_LENGTH = re.compile(rb"\r\ncontent-length[ \t]*:[ \t]*([0-9]{1,18})[ \t]*\r\n", re.IGNORECASE)
+_CHUNKED = re.compile(rb"\r\ntransfer-encoding[ \t]*:", re.IGNORECASE)
+
+
+def _starts_response(data: bytes | bytearray | memoryview) -> bool:
+    """A final response's status line (``HTTP/1.x NNN``, not an interim ``1xx``)."""
+    return bytes(data[:7]) == b"HTTP/1." and bytes(data[9:10]) != b"1"
+
+
+class _Counted:
+    """The transport aiohttp's handler writes through: every ``write`` that starts a response
+    (a final status line: aiohttp writes the status line at the start of one call) is
+    counted; everything else is the real transport's."""
+
+    def __init__(self, transport: asyncio.Transport, proto: _GuardedProtocol) -> None:
+        self._transport = transport
+        self._proto = proto
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self._proto._sent(_starts_response(data))
+        self._transport.write(data)
+
+    def writelines(self, chunks: Any) -> None:
+        chunks = list(chunks)
+        self._proto._sent(bool(chunks) and _starts_response(chunks[0]))
+        self._transport.writelines(chunks)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 class _GuardedProtocol(asyncio.Protocol):
     """Forwards everything to aiohttp's ``RequestHandler``; closes the transport when the
-    handler has been waiting for a request for longer than the guard allows."""
+    connection has been waiting for a request for longer than the guard allows.
+
+    "Waiting" is decided from the bytes alone, as they pass through this protocol, never from
+    the handler's state: ``requests`` counts request heads received complete (``\r\n\r\n``;
+    a ``Content-Length`` body is skipped, not scanned), ``responses`` counts responses the
+    handler began to write. The connection waits when every request has its response, the
+    last response is not stuck in a full send buffer, and it waits *since* it was opened or
+    since the handler last wrote. A request received is counted in ``data_received`` itself,
+    before anything else runs on the loop, so however late the handler gets to parse it, the
+    connection is not taken for idle. A head sent a byte at a time is still waiting (it is
+    not complete). A head with ``Transfer-Encoding`` (no framing this scanner follows) makes
+    the connection busy until its response, then the count restarts at the next byte."""
 
     def __init__(self, inner: Any, guard: GuardedServer) -> None:
         self._inner = inner
         self._guard = guard
         self._transport: asyncio.Transport | None = None
         self._timer: asyncio.TimerHandle | None = None
-        self._waiting_since: float | None = None
+        self._waiting_since = 0.0
         self._counted = False
+        self.requests = 0
+        self.responses = 0
+        self._head = b""  # the current head so far (or the last 3 bytes, to find the end)
+        self._body_left = 0  # Content-Length bytes of the last request still to come
+        self._unframed = False  # a body this scanner cannot follow: busy until the response
+        self._paused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         guard = self._guard
@@ -48,22 +102,46 @@ class _GuardedProtocol(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         self._waiting_since = loop.time()
         self._timer = loop.call_later(guard.check_every, self._check)
-        self._inner.connection_made(transport)
+        self._inner.connection_made(_Counted(transport, self))  # type: ignore[arg-type]
 
-    def _busy(self) -> bool:
-        return bool(getattr(self._inner, "_request_in_progress", False))
+    def waiting(self) -> bool:
+        """True when the connection owes no response (see the class docstring)."""
+        return self.requests <= self.responses and not self._unframed and not self._paused
+
+    def _sent(self, starts_response: bool) -> None:
+        if starts_response:
+            self.responses += 1
+            if self._unframed and self.responses >= self.requests:
+                self._unframed, self._head, self._body_left = False, b"", 0
+        self._waiting_since = asyncio.get_running_loop().time()
+
+    def _scan(self, data: bytes) -> None:
+        while data and not self._unframed:
+            if self._body_left:
+                skip = min(self._body_left, len(data))
+                self._body_left -= skip
+                data = data[skip:]
+                continue
+            buf = self._head + data
+            end = buf.find(_HEAD_END, max(0, len(self._head) - 3))
+            if end < 0:
+                self._head = buf if len(buf) <= _MAX_HEAD else buf[-3:]
+                return
+            head, data = buf[:end + 2], buf[end + 4:]
+            self._head = b""
+            self.requests += 1
+            if _CHUNKED.search(head):
+                self._unframed = True
+                return
+            m = _CONTENT_LENGTH.search(head)
+            self._body_left = int(m.group(1)) if m else 0
 
     def _check(self) -> None:
         self._timer = None
         if self._transport is None or self._transport.is_closing():
             return
         loop = asyncio.get_running_loop()
-        now = loop.time()
-        if self._busy():
-            self._waiting_since = None
-        elif self._waiting_since is None:
-            self._waiting_since = now
-        elif now - self._waiting_since > self._guard.idle_timeout:
+        if self.waiting() and loop.time() - self._waiting_since > self._guard.idle_timeout:
             self._guard.closed_idle += 1
             self._transport.abort()
             return
@@ -82,15 +160,19 @@ class _GuardedProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self._counted:
+            self._scan(data)
             self._inner.data_received(data)
 
     def eof_received(self) -> bool | None:
         return self._inner.eof_received() if self._counted else None
 
     def pause_writing(self) -> None:
+        self._paused = True
         self._inner.pause_writing()
 
     def resume_writing(self) -> None:
+        self._paused = False
+        self._waiting_since = asyncio.get_running_loop().time()
         self._inner.resume_writing()
 
 
@@ -130,7 +212,7 @@ class _GuardedRunner(web.AppRunner):
 
 
 def guarded_runner(app: web.Application, *, max_connections: int = MAX_CONNECTIONS,
-                   idle_timeout: float = IDLE_TIMEOUT, **kwargs: Any) -> web.AppRunner:
+                   idle_timeout: float = IDLE_TIMEOUT, **kwargs: Any) -> _GuardedRunner:
     """An ``AppRunner`` (same keyword arguments) whose connections are guarded; after
     ``setup()`` its ``guard`` attribute holds the counters."""
     return _GuardedRunner(app, max_connections=max_connections, idle_timeout=idle_timeout, **kwargs)

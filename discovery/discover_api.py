@@ -1,14 +1,16 @@
-"""``discover-hosts --fallback api``: one LIST against the Kubernetes API. Standard library only.
+"""``discover-hosts --fallback api``: one LIST against the Kubernetes API.
 
 Credentials: the kubeconfig (``--kubeconfig``, ``$KUBECONFIG``, ``~/.kube/config``; its
-current context; bearer ``token``/``tokenFile`` or client certificate; ``certificate-authority``
-or ``-data``; ``insecure-skip-tls-verify``), else the in-cluster service account. Pods go
-through ``discovery.hosts`` (the daemon's rule). Raises ``Failure`` (no answer) or
-``UsageError`` (bad settings).
+current context; bearer ``token``/``tokenFile``, client certificate, or an ``exec``
+credential plugin run as kubectl runs it (``exec_credential``); ``certificate-authority``
+or ``-data``; ``insecure-skip-tls-verify``), else the in-cluster service account.
+``auth-provider`` users are refused with a message naming the provider. Pods go through
+``discovery.hosts`` (the daemon's rule). Raises ``Failure`` (no answer) or ``UsageError``
+(bad settings).
 
-kubeconfig files are YAML; the standard library has no YAML parser, so ``parse_yaml`` reads
-the block-style subset kubeconfigs use (mappings, sequences, plain and quoted scalars) and
-JSON; anything else is a ``UsageError`` naming the line.
+A kubeconfig is JSON or YAML (any style: block or flow): JSON is read by the standard
+library, YAML by PyYAML, imported on this path only (``load_kubeconfig``); the module is
+otherwise standard library only, like ``discover-hosts``' fast path.
 """
 from __future__ import annotations
 
@@ -27,117 +29,107 @@ from discovery.errors import Failure, UsageError
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
-# -- a YAML subset ---------------------------------------------------------------------------
-def _scalar(text: str, lineno: int) -> Any:
-    t = text.strip()
-    if t.startswith('"'):
+# -- the kubeconfig file ---------------------------------------------------------------------
+def load_kubeconfig(text: str, path: str) -> Any:
+    """The kubeconfig's text -> its document: JSON when it is JSON (standard library), else
+    YAML read by PyYAML (``safe_load``; it comes with the ``kubernetes`` client), imported
+    here only, so the rest of ``discover-hosts`` stays standard-library-only. ``UsageError``
+    naming the file when it cannot be read."""
+    stripped = text.lstrip()
+    if stripped.startswith("{"):
         try:
-            return json.loads(t)
+            return json.loads(text)
         except ValueError:
-            raise ValueError(f"line {lineno}: bad double-quoted string") from None
-    if t.startswith("'"):
-        if not t.endswith("'") or len(t) < 2:
-            raise ValueError(f"line {lineno}: bad single-quoted string")
-        return t[1:-1].replace("''", "'")
-    if t in ("{}", "[]"):
-        return {} if t == "{}" else []
-    if t[:1] in ("{", "[", "|", ">", "&", "*", "!"):
-        raise ValueError(f"line {lineno}: unsupported YAML {t[:20]!r}")
-    if " #" in t:
-        t = t[:t.index(" #")].rstrip()
-    if t in ("null", "~", ""):
-        return None
-    if t in ("true", "True"):
-        return True
-    if t in ("false", "False"):
-        return False
-    if t.lstrip("-").isdigit():
-        return int(t)
-    return t
+            pass  # YAML's flow style also starts with "{": PyYAML reads both
+    try:
+        import yaml
+    except ImportError:
+        raise UsageError(f"kubeconfig {path} is YAML and PyYAML is not installed (pip install pyyaml, "
+                         "or give a JSON kubeconfig)") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        where = getattr(e, "problem_mark", None)
+        line = f" at line {where.line + 1}" if where is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise UsageError(f"kubeconfig {path}: cannot parse{line}: {problem}") from None
 
 
-def _split_key(text: str, lineno: int) -> tuple[str, str] | None:
-    """``key: value`` -> (key, value); None if the text is not a mapping entry."""
-    if text[:1] in ('"', "'"):
-        q = text[0]
-        end = text.find(q, 1)
-        if end < 0 or text[end + 1:end + 2] != ":":
-            return None
-        return text[1:end], text[end + 2:].strip()
-    idx = text.find(": ")
-    if idx < 0:
-        return (text[:-1], "") if text.endswith(":") else None
-    return text[:idx], text[idx + 2:].strip()
+# -- exec credential plugins (client.authentication.k8s.io) ---------------------------------
+EXEC_TIMEOUT = 30.0  # seconds an exec plugin may take (cloud plugins call out to a token service)
+EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
 
 
-def parse_yaml(text: str) -> Any:
-    """The block-style YAML subset of kubeconfig files (or JSON) -> Python objects."""
-    if text.lstrip().startswith("{"):
-        return json.loads(text)
-    lines: list[list[Any]] = []
-    for n, raw in enumerate(text.splitlines(), 1):
-        s = raw.rstrip()
-        stripped = s.strip()
-        if not stripped or stripped.startswith("#") or stripped in ("---", "..."):
-            continue
-        if "\t" in s[:len(s) - len(s.lstrip())]:
-            raise ValueError(f"line {n}: tab in indentation")
-        lines.append([len(s) - len(s.lstrip(" ")), stripped, n])
-    pos = 0
+def exec_credential(spec: Any, cluster: dict[str, Any], base: str, path: str, timeout: float) -> dict[str, Any]:
+    """Run a kubeconfig ``user.exec`` plugin as kubectl does and return its
+    ``ExecCredential.status`` (``token``, or ``clientCertificateData`` + ``clientKeyData``).
 
-    def is_item(i: int) -> bool:
-        return lines[i][1] == "-" or lines[i][1].startswith("- ")
+    As kubectl: ``command`` with ``args``, no shell; the environment is ours plus the entries
+    of ``env``; a ``command`` with a ``/`` in it is relative to the kubeconfig's directory;
+    ``KUBERNETES_EXEC_INFO`` holds the ``ExecCredential`` request (not interactive; the cluster
+    when ``provideClusterInfo``); stdin is closed (never interactive: a plugin with
+    ``interactiveMode: Always`` is refused). The plugin has ``timeout`` seconds. A plugin that
+    cannot start, or answers badly, is a ``UsageError``; one that fails (non-zero exit, its
+    last stderr line quoted) or times out is a ``Failure``. Every message names the plugin."""
+    import subprocess
 
-    def block(indent: int) -> Any:
-        return seq(indent) if is_item(pos) else mapping(indent)
-
-    def seq(indent: int) -> list[Any]:
-        nonlocal pos
-        items: list[Any] = []
-        while pos < len(lines) and lines[pos][0] == indent and is_item(pos):
-            content = lines[pos][1][1:].lstrip(" ")
-            if not content:
-                pos += 1
-                if pos < len(lines) and lines[pos][0] > indent:
-                    items.append(block(lines[pos][0]))
-                else:
-                    items.append(None)
-                continue
-            offset = indent + len(lines[pos][1]) - len(content)
-            if _split_key(content, lines[pos][2]) is not None:
-                lines[pos][0], lines[pos][1] = offset, content
-                items.append(mapping(offset))
-            else:
-                items.append(_scalar(content, lines[pos][2]))
-                pos += 1
-        return items
-
-    def mapping(indent: int) -> dict[str, Any]:
-        nonlocal pos
-        out: dict[str, Any] = {}
-        while pos < len(lines) and lines[pos][0] == indent and not is_item(pos):
-            kv = _split_key(lines[pos][1], lines[pos][2])
-            if kv is None:
-                raise ValueError(f"line {lines[pos][2]}: expected 'key: value'")
-            key, rest = kv
-            pos += 1
-            if rest:
-                out[key] = _scalar(rest, lines[pos - 1][2])
-            elif pos < len(lines) and (lines[pos][0] > indent
-                                       or (lines[pos][0] == indent and is_item(pos))):
-                out[key] = block(lines[pos][0])
-            else:
-                out[key] = None
-        if pos < len(lines) and lines[pos][0] > indent:
-            raise ValueError(f"line {lines[pos][2]}: unexpected indentation")
-        return out
-
-    if not lines:
-        return None
-    result = block(lines[0][0])
-    if pos != len(lines):
-        raise ValueError(f"line {lines[pos][2]}: unexpected content")
-    return result
+    if not isinstance(spec, dict) or not spec.get("command"):
+        raise UsageError(f"kubeconfig {path}: exec plugin without a command")
+    cmd = str(spec["command"])
+    name = f"exec plugin {cmd!r}"
+    version = spec.get("apiVersion")
+    if version not in EXEC_API_VERSIONS:
+        raise UsageError(f"kubeconfig {path}: {name}: apiVersion {version!r} is not one of "
+                         f"{', '.join(EXEC_API_VERSIONS)}")
+    if spec.get("interactiveMode") == "Always":
+        raise UsageError(f"kubeconfig {path}: {name} wants a terminal (interactiveMode: Always); "
+                         "discover-hosts runs without one")
+    if "/" in cmd and not os.path.isabs(cmd):
+        cmd = os.path.join(base, cmd)
+    env = dict(os.environ)
+    for item in spec.get("env") or ():
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            raise UsageError(f"kubeconfig {path}: {name}: env entries are {{name, value}}")
+        env[item["name"]] = str(item.get("value", ""))
+    request: dict[str, Any] = {"apiVersion": version, "kind": "ExecCredential", "spec": {"interactive": False}}
+    if spec.get("provideClusterInfo"):
+        fields = ("server", "tls-server-name", "insecure-skip-tls-verify", "certificate-authority-data",
+                  "proxy-url", "disable-compression")
+        info: dict[str, Any] = {k: cluster[k] for k in fields if k in cluster}
+        for ext in cluster.get("extensions") or ():  # the plugin's own settings, as kubectl passes them
+            if isinstance(ext, dict) and ext.get("name") == "client.authentication.k8s.io/exec":
+                info["config"] = ext.get("extension")
+        request["spec"]["cluster"] = info
+    env["KUBERNETES_EXEC_INFO"] = json.dumps(request)
+    args = [str(a) for a in spec.get("args") or ()]
+    try:
+        proc = subprocess.run([cmd, *args], env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=timeout, check=False)
+    except FileNotFoundError:
+        hint = " ".join(str(spec.get("installHint") or "").split())
+        raise UsageError(f"kubeconfig {path}: {name} not found" + (f" ({hint})" if hint else "")) from None
+    except PermissionError:
+        raise UsageError(f"kubeconfig {path}: {name} is not executable") from None
+    except OSError as e:
+        raise UsageError(f"kubeconfig {path}: {name} cannot start: {e.strerror or e}") from None
+    except subprocess.TimeoutExpired:
+        raise Failure(f"kubeconfig {path}: {name} did not answer within {timeout:g} s") from None
+    if proc.returncode != 0:
+        last = (proc.stderr.decode(errors="replace").strip().splitlines() or [""])[-1][:200]
+        raise Failure(f"kubeconfig {path}: {name} failed (exit {proc.returncode})" + (f": {last}" if last else ""))
+    try:
+        doc = json.loads(proc.stdout)
+    except ValueError:
+        raise UsageError(f"kubeconfig {path}: {name} did not print an ExecCredential (not JSON)") from None
+    if not isinstance(doc, dict) or doc.get("kind") != "ExecCredential" or doc.get("apiVersion") != version:
+        raise UsageError(f"kubeconfig {path}: {name} did not print an ExecCredential of {version}")
+    status = doc.get("status")
+    if not isinstance(status, dict) or not (
+            isinstance(status.get("token"), str) and status["token"]
+            or isinstance(status.get("clientCertificateData"), str) and isinstance(status.get("clientKeyData"), str)):
+        raise UsageError(f"kubeconfig {path}: {name}'s ExecCredential has neither a token nor a client "
+                         "certificate and key")
+    return status
 
 
 # -- credentials -----------------------------------------------------------------------------
@@ -164,14 +156,15 @@ def _data_file(made: list[str], data: str) -> str:
     return path
 
 
-def _from_kubeconfig(path: str) -> _Target:
+def _from_kubeconfig(path: str, timeout: float) -> _Target:
     try:
         with open(path, encoding="utf-8") as f:
-            doc = parse_yaml(f.read())
+            text = f.read()
     except OSError as e:
         raise UsageError(f"kubeconfig {path}: {e.strerror or e}") from None
     except ValueError as e:
-        raise UsageError(f"kubeconfig {path}: cannot parse: {e}") from None
+        raise UsageError(f"kubeconfig {path}: cannot read: {e}") from None
+    doc = load_kubeconfig(text, path)
     if not isinstance(doc, dict):
         raise UsageError(f"kubeconfig {path}: not a mapping")
     ctx = _named(doc.get("contexts"), doc.get("current-context"), "context", path)
@@ -182,9 +175,15 @@ def _from_kubeconfig(path: str) -> _Target:
     t.server = str(cluster.get("server") or "").rstrip("/")
     if not t.server:
         raise UsageError(f"kubeconfig {path}: cluster has no server")
-    if "exec" in user or "auth-provider" in user:
-        raise UsageError(f"kubeconfig {path}: exec/auth-provider users are not supported by "
-                         "--fallback api (use a token or a client certificate)")
+    if user.get("auth-provider"):
+        provider = (user["auth-provider"] or {}).get("name") if isinstance(user["auth-provider"], dict) else None
+        raise UsageError(f"kubeconfig {path}: auth-provider {provider!r} is not supported by --fallback api "
+                         "(kubectl dropped these too: use its exec plugin, a token or a client certificate)")
+    if user.get("exec"):
+        status = exec_credential(user["exec"], cluster, base, path, timeout)
+        user = {"token": status["token"]} if status.get("token") else {
+            "client-certificate-data": base64.b64encode(status["clientCertificateData"].encode()).decode(),
+            "client-key-data": base64.b64encode(status["clientKeyData"].encode()).decode()}
     token = user.get("token")
     if not token and user.get("tokenFile"):
         with open(os.path.join(base, user["tokenFile"])) as f:
@@ -231,15 +230,16 @@ def _in_cluster() -> _Target:
 
 
 def target(s: dict) -> _Target:
+    """Where and how to ask the API: the kubeconfig's (see the module docstring), else in-cluster."""
     path = s["kubeconfig"]
     default = os.path.expanduser("~/.kube/config")
     if not path and os.path.exists(default):
         path = default
     if path:
         try:
-            return _from_kubeconfig(path)
-        except (OSError, ssl.SSLError, ValueError, KeyError, TypeError) as e:
-            if isinstance(e, UsageError):
+            return _from_kubeconfig(path, max(EXEC_TIMEOUT, float(s["timeout"])))
+        except (OSError, ssl.SSLError, ValueError, KeyError, TypeError, AttributeError) as e:
+            if isinstance(e, (UsageError, Failure)):
                 raise
             raise UsageError(f"kubeconfig {path}: {e}") from None
     return _in_cluster()

@@ -11,8 +11,9 @@ Otherwise ``--fallback`` decides:
   set and asks again.
 - ``cache`` print the last trusted answer from ``--cache-file`` if it is younger than
   ``--max-cache-age`` (every trusted answer refreshes the cache, atomically).
-- ``api``   one LIST against the Kubernetes API (kubeconfig token or client certificate, or
-  the in-cluster service account) through the same pure rule the daemon uses.
+- ``api``   one LIST against the Kubernetes API (kubeconfig token, client certificate or exec
+  credential plugin, or the in-cluster service account) through the same pure rule the
+  daemon uses (``discovery.discover_api``).
 
 Lines are read as Horovod reads them (split on ``\n`` only). A line whose host is not an
 IPv4 literal or an RFC 1123 name, or whose slots are not ASCII digits in 1..1024, is left
@@ -26,20 +27,21 @@ Never a partial list: output is validated first and written with one call.
 """
 from __future__ import annotations
 
-import _socket  # the C module: ``socket`` would pull in ``enum`` and more (startup time)
 import os
 import sys
 
-from discovery.atomicfile import write_atomic
 from discovery.cli_runner import run_main
 from discovery.errors import Failure, UsageError
+from shared import daemon_client
+from shared.atomicfile import write_atomic
+from shared.exitcodes import EXIT_FAILURE, EXIT_OK
+from shared.hosts import host_ok  # the one host rule (discovery.hosts and elastic use it too)
 
-EXIT_OK, EXIT_NO_ANSWER = 0, 1
+EXIT_NO_ANSWER = EXIT_FAILURE
 FALLBACKS = ("none", "cache", "api")
 MAX_SLOTS = 1024           # as discovery.hosts.MAX_SLOTS (not imported: start-up time)
 MAX_BODY = 16 << 20        # bytes of an answer we read at most
 MAX_WARNINGS = 5           # bad lines reported one by one; the rest counted
-_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.")
 
 
 HELP = """usage: discover-hosts [--url URL] [--group G] [--token T] [--timeout S] [--max-age S]
@@ -123,61 +125,12 @@ def parse_args(argv: list[str]) -> dict:
 
 # -- the daemon ------------------------------------------------------------------------------
 def split_url(url: str) -> tuple[str, str | tuple[str, int], str]:
-    """``URL`` -> ``(family, address, path prefix)``; ``UsageError`` if it is not one we speak."""
-    if url.startswith("unix:"):
-        path = url[5:]
-        if path.startswith("//"):
-            path = path[2:]
-        if not path:
-            raise UsageError(f"bad DISCOVERY_URL {url!r}: no socket path")
-        return "unix", path, ""
-    if not url.startswith("http://"):
-        raise UsageError(f"bad DISCOVERY_URL {url!r}: want http://HOST:PORT or unix:/path")
-    rest = url[7:]
-    hostport, slash, prefix = rest.partition("/")
-    prefix = ("/" + prefix).rstrip("/") if slash else ""
-    if hostport.startswith("["):
-        host, _, port = hostport[1:].partition("]")
-        port = port[1:] if port.startswith(":") else ""
-    else:
-        host, _, port = hostport.partition(":")
+    """``URL`` -> ``(family, address, path prefix)``; ``UsageError`` if it is not one we speak
+    (``shared.daemon_client.split_url``)."""
     try:
-        port_n = int(port or 80)
-    except ValueError:
-        raise UsageError(f"bad DISCOVERY_URL {url!r}: port {port!r}") from None
-    if not host:
-        raise UsageError(f"bad DISCOVERY_URL {url!r}: no host")
-    return "tcp", (host, port_n), prefix
-
-
-def _connect(address: tuple[str, int], timeout: float) -> _socket.socket:
-    """``socket.create_connection`` without importing ``socket``: try each address in turn."""
-    host, port = address
-    for family in (_socket.AF_INET, _socket.AF_INET6):
-        try:
-            _socket.inet_pton(family, host)
-        except OSError:
-            continue
-        # an IP literal: connect directly; getaddrinfo would load the resolver (~20 ms of CPU)
-        sock = _socket.socket(family, _socket.SOCK_STREAM)
-        sock.settimeout(timeout)
-        try:
-            sock.connect((host, port))
-        except OSError:
-            sock.close()
-            raise
-        return sock
-    error: OSError = OSError("no address")
-    for family, kind, proto, _, sockaddr in _socket.getaddrinfo(host, port, 0, _socket.SOCK_STREAM):
-        sock = _socket.socket(family, kind, proto)
-        sock.settimeout(timeout)
-        try:
-            sock.connect(sockaddr)
-            return sock
-        except OSError as e:
-            sock.close()
-            error = e
-    raise error
+        return daemon_client.split_url(url)
+    except daemon_client.BadURL as e:
+        raise UsageError(str(e)) from None
 
 
 def _quote(text: str) -> str:
@@ -187,79 +140,15 @@ def _quote(text: str) -> str:
 
 
 def http_get(url: str, path: str, token: str | None, timeout: float) -> tuple[int, dict, bytes]:
-    """One HTTP/1.0 GET -> (status, headers lower-cased, body). ``Failure`` on any trouble.
-
-    ``timeout`` bounds the whole exchange (connect, send, every read): a daemon that
-    answers one byte a second is cut off when it runs out, not reset by each byte."""
-    import time
-    deadline = time.monotonic() + timeout
-    _, address, prefix = split_url(url)
+    """One GET through ``shared.daemon_client`` -> (status, headers lower-cased, body).
+    ``Failure`` on any trouble; ``timeout`` (``--timeout``) bounds the whole exchange."""
+    split_url(url)
     try:
-        if isinstance(address, str):  # unix:/path
-            sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-            sock.settimeout(timeout)
-            sock.connect(address)
-        else:
-            sock = _connect(address, timeout)
-    except OSError as e:
-        raise Failure(f"daemon at {url} unreachable ({e.strerror or e})") from None
-    try:
-        auth = f"Authorization: Bearer {token}\r\n" if token else ""
-        chunks = []
-        size = 0
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError
-        sock.settimeout(left)
-        sock.sendall(f"GET {prefix}{path} HTTP/1.0\r\nHost: discovery\r\n{auth}\r\n".encode())
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError
-            sock.settimeout(left)
-            data = sock.recv(65536)
-            if not data:
-                break
-            size += len(data)
-            if size > MAX_BODY:
-                raise Failure(f"daemon at {url}: answer larger than {MAX_BODY} bytes")
-            chunks.append(data)
-    except TimeoutError:
-        raise Failure(f"daemon at {url}: no complete answer within --timeout {timeout:g}s") from None
-    except OSError as e:
-        raise Failure(f"daemon at {url}: {e.strerror or e}") from None
-    finally:
-        sock.close()
-    raw = b"".join(chunks)
-    head, sep, body = raw.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ", 2)
-    if not sep or len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
-        raise Failure(f"daemon at {url}: malformed HTTP response")
-    headers = {}
-    for line in lines[1:]:
-        k, _, v = line.partition(":")
-        headers[k.strip().lower()] = v.strip()
-    length = headers.get("content-length")
-    if length is None or not length.isdigit() or int(length) != len(body):
-        raise Failure(f"daemon at {url}: truncated response")
-    return int(parts[1]), headers, body
-
-
-def host_ok(host: str) -> bool:
-    """``host`` is an IPv4 literal in canonical form or an RFC 1123 name (what the daemon's
-    ``discovery.hosts.servable`` allows, checked again here without importing it)."""
-    if not host or len(host) > 253 or not _NAME_CHARS.issuperset(host):
-        return False
-    labels = host.split(".")
-    for label in labels:
-        if not label or len(label) > 63 or label[0] == "-" or label[-1] == "-":
-            return False
-    if not labels[-1].isdigit():
-        return True
-    if len(labels) != 4 or not all(label.isdigit() and str(int(label)) == label for label in labels):
-        return False
-    return 0 < int(labels[0]) < 224 and all(int(label) <= 255 for label in labels)  # no 0/8, multicast
+        return daemon_client.get(url, path, token, timeout, MAX_BODY)
+    except daemon_client.Unanswered as e:
+        if e.timed_out:
+            raise Failure(f"daemon at {url}: no complete answer within --timeout {timeout:g}s") from None
+        raise Failure(str(e)) from None
 
 
 def validate(body: bytes, source: str, warnings: list | None = None) -> bytes:

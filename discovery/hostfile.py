@@ -1,14 +1,14 @@
 """Atomic hostfile (``host slots=N`` lines) for non-elastic runs (standard library only).
 
-Written with ``discovery.atomicfile.write_atomic`` (temporary file, fsync, rename): a reader
+Written with ``shared.atomicfile.write_atomic`` (temporary file, fsync, rename): a reader
 sees the old file or the new one, never a partial one.
 """
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from discovery.atomicfile import write_atomic
 from discovery.hosts import MAX_SLOTS, Host, servable
+from shared.atomicfile import write_atomic
 
 
 def render_hostfile(hosts: Iterable[Host]) -> str:

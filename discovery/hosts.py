@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from discovery.errors import BadHost
+from shared.hosts import host_ok
 
 if TYPE_CHECKING:  # annotations only
     from collections.abc import Iterable, Mapping
@@ -72,7 +73,8 @@ def check_ip(value: Any) -> str:
     """An IP address literal -> its canonical text; ``BadHost`` otherwise.
 
     IPv4 or IPv6 as ``ipaddress`` reads them (no leading zeros, no zone/scope ``%eth0``), not
-    unspecified, multicast or reserved (``0.0.0.0``, ``255.255.255.255``: nothing to ssh to).
+    unspecified, ``0.0.0.0/8``, multicast or reserved (``255.255.255.255``: nothing to ssh to);
+    for IPv4 this is ``shared.hosts.host_ok``'s rule (a test holds them together).
     """
     if not isinstance(value, str) or not value:
         raise BadHost("not an IP address")
@@ -82,8 +84,9 @@ def check_ip(value: Any) -> str:
         addr = ipaddress.ip_address(value)
     except ValueError:
         raise BadHost("not an IP address literal") from None
-    if addr.is_unspecified or addr.is_multicast or (addr.version == 4 and addr.is_reserved):
-        raise BadHost("unspecified, multicast or reserved address")
+    if (addr.is_unspecified or addr.is_multicast or (addr.version == 4 and addr.is_reserved)
+            or (addr.version == 4 and int(addr) >> 24 == 0)):
+        raise BadHost("unspecified, 0.0.0.0/8, multicast or reserved address")
     return str(addr)
 
 
@@ -122,17 +125,9 @@ def check_host(value: Any, address: str = "ip") -> str:
 
 def servable(value: Any) -> bool:
     """Whether ``value`` may be served or passed to a command as a host: an IPv4 literal in
-    canonical form or an RFC 1123 name (the check every consumer repeats)."""
-    try:
-        if check_ip(value) == value and ":" not in value:
-            return True
-    except BadHost:
-        pass
-    try:
-        check_dns_name(value)
-        return True
-    except BadHost:
-        return False
+    canonical form or an RFC 1123 name -- ``shared.hosts.host_ok``, the one rule every
+    consumer (``discover-hosts``, ``elastic``) applies."""
+    return host_ok(value)
 
 
 def bad_address(field_name: str, value: Any, why: BadHost) -> str:

@@ -38,26 +38,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from shared.driver_events import Record, read_records
+from shared.jsonlines import read_json_lines
+
 STEPS = ("add", "delete", "kill")
 
 
 def read_metrics(path: str | Path | None) -> list[dict]:
-    """The JSON records of a JSON-lines file (metrics, driver events); bad lines are skipped."""
-    if not path:
-        return []
-    try:
-        text = Path(path).read_text(errors="replace")
-    except OSError:
-        return []
-    records = []
-    for line in text.splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            records.append(record)
-    return records
+    """The JSON records of a JSON-lines file (the metrics); bad lines are skipped
+    (``shared.jsonlines``, the project's one reader)."""
+    return read_json_lines(path)
 
 
 def local_cluster_argv(*args: str) -> list[str]:
@@ -82,43 +72,42 @@ def parse_steps(text: str) -> tuple[str, ...]:
     return steps
 
 
-def world_sizes(records: list[dict], events: list[dict]) -> list[tuple[float, int]]:
+def world_sizes(records: list[dict], events: list[Record]) -> list[tuple[float, int]]:
     """(time, world size) at which the job was seen training: rank 0's metrics records, and
     the driver's ``progress`` events after a ``reset`` (the size of that reset)."""
     seen = [(r["time"], r["world_size"]) for r in records if "world_size" in r and "time" in r]
     size = None
     for e in events:
-        detail = e.get("detail") or {}
-        if e.get("kind") == "reset":
-            size = detail.get("world_size")
-        elif e.get("kind") == "progress" and isinstance(size, int):
-            seen.append((e.get("time", 0), size))
+        if e.kind == "reset":
+            size = e.detail.get("world_size")
+        elif e.kind == "progress" and isinstance(size, int):
+            seen.append((e.time, size))
     return sorted(seen)
 
 
 def next_step(steps: tuple[str, ...], progress: Progress, records: list[dict],
-              events: list[dict] | None = None, wait_for_start: bool = False) -> str | None:
+              events: list[Record] | None = None, wait_for_start: bool = False) -> str | None:
     """The step due now, or None (all done, or waiting for the previous one to take effect)."""
     if progress.done >= len(steps):
         return None
     if progress.done == 0:
-        started = any(e.get("kind") == "worker_start" for e in events or [])
+        started = any(e.kind == "worker_start" for e in events or [])
         return steps[0] if started or not wait_for_start else None
     return steps[progress.done] if took_effect(progress, records, events or []) else None
 
 
-def took_effect(progress: Progress, records: list[dict], events: list[dict] | None = None) -> bool:
+def took_effect(progress: Progress, records: list[dict], events: list[Record] | None = None) -> bool:
     """True once the job was seen training at the expected world size after the last step."""
     after = [size for when, size in world_sizes(records, events or []) if when > progress.last_time]
     return bool(after) and after[-1] == progress.expected_world
 
 
 def after_step(step: str, progress: Progress, records: list[dict], now: float,
-               events: list[dict] | None = None, start_world: int | None = None) -> Progress:
+               events: list[Record] | None = None, start_world: int | None = None) -> Progress:
     """The progress once ``step`` has run at ``now``."""
     seen = world_sizes(records, events or [])
-    resets = [e["detail"]["world_size"] for e in events or []
-              if e.get("kind") == "reset" and isinstance((e.get("detail") or {}).get("world_size"), int)]
+    resets = [e.detail["world_size"] for e in events or []
+              if e.kind == "reset" and isinstance(e.detail.get("world_size"), int)]
     base = progress.expected_world if progress.expected_world is not None else (
         seen[-1][1] if seen else resets[-1] if resets else (start_world or 0))
     return Progress(done=progress.done + 1, last_time=now,
@@ -195,7 +184,7 @@ def _run(args: argparse.Namespace, steps: tuple[str, ...]) -> int:
                   f"{args.timeout:.0f}s (waiting for world size {progress.expected_world})", file=sys.stderr)
             return 1
         records = read_metrics(args.metrics_file)
-        events = read_metrics(args.events_file)
+        events = read_records(args.events_file)
         step = next_step(steps, progress, records, events, wait_for_start=bool(args.events_file))
         if step is None:
             time.sleep(args.interval)
@@ -211,7 +200,7 @@ def _run(args: argparse.Namespace, steps: tuple[str, ...]) -> int:
                 "add": f"added a pod {out}".rstrip()}[step]
         print(f"chaos: step {progress.done}/{len(steps)}: {what}; expecting world size "
               f"{progress.expected_world}", file=sys.stderr, flush=True)
-    while not took_effect(progress, read_metrics(args.metrics_file), read_metrics(args.events_file)):
+    while not took_effect(progress, read_metrics(args.metrics_file), read_records(args.events_file)):
         if time.monotonic() > deadline:
             print(f"error: chaos: world size {progress.expected_world} not seen after "
                   f"{args.timeout:.0f}s", file=sys.stderr)

@@ -13,9 +13,10 @@ from __future__ import annotations
 import base64
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from shared.atomicfile import write_atomic as _write_atomic
 
 
 def default_state_dir() -> Path:
@@ -24,21 +25,9 @@ def default_state_dir() -> Path:
 
 
 def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename (never half-written).
-
-    localcluster's one atomic writer (keys and pod files use it too); discovery and elastic
-    have their own because the packages ship and install alone."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """``shared.atomicfile.write_atomic`` (the project's one atomic writer), creating missing
+    parent directories: the state directory's layout is made as files are written."""
+    _write_atomic(path, text, mode, parents=True)
 
 
 @dataclass(frozen=True)

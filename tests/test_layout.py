@@ -1,6 +1,8 @@
-"""The project's structure as a contract: the four packages never import each other, no
-module imports itself back through a cycle, and ``elastic``'s rooms import only downwards
-(``launch`` -> ``sync`` -> ``ssh`` -> ``common``/``errors``)."""
+"""The project's structure as a contract: the four packages never import each other; the rules
+they must agree on live once, in ``shared`` (standard library only), which any of them may
+import and which imports none of them; no module imports itself back through a cycle; and
+``elastic``'s rooms import only downwards (``launch`` -> ``sync`` -> ``ssh`` ->
+``common``/``errors``)."""
 from __future__ import annotations
 
 import ast
@@ -9,7 +11,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("discovery", "elastic", "training", "localcluster")
+PACKAGES = ("discovery", "elastic", "training", "localcluster", "shared")
+SHARED = "shared"  # the one package every other may import
 # room -> rooms of elastic it may import (besides itself)
 ELASTIC_ROOMS = {
     "errors": set(),
@@ -29,20 +32,40 @@ def _modules() -> dict[str, Path]:
     return mods
 
 
+def _imported(name: str, path: Path, node: ast.AST) -> list[str]:
+    """The modules an import statement in module ``name`` (file ``path``) may name, relative
+    imports (``from .x import y``, ``from . import y``) resolved against its package."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    if node.level == 0:
+        base = node.module or ""
+    else:
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        package = package[:len(package) - (node.level - 1)]
+        base = ".".join(package + ([node.module] if node.module else []))
+    return [base, *(f"{base}.{a.name}" for a in node.names)]
+
+
 def _import_graph() -> dict[str, set[str]]:
-    """module -> the project modules it imports (``from a import b`` counts ``a.b`` if a module)."""
+    """module -> the project modules it imports (``from a import b`` counts ``a.b`` if a module;
+    relative imports count as the absolute ones they stand for)."""
     mods = _modules()
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for name, path in mods.items():
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                targets = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
-            elif isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            else:
-                continue
-            graph[name].update(t for t in targets if t in mods and t != name)
+            graph[name].update(t for t in _imported(name, path, node) if t in mods and t != name)
     return graph
+
+
+def test_relative_imports_are_counted():
+    graph = _import_graph()
+    assert "localcluster.statefiles" in graph["localcluster.kubelet"]  # from .statefiles import ...
+    tree = ast.parse("from . import a\nfrom ..b import c\nfrom .d import e\n")
+    found = [_imported("p.q.m", Path("m.py"), node) for node in tree.body]
+    assert found == [["p.q", "p.q.a"], ["p.b", "p.b.c"], ["p.q.d", "p.q.d.e"]]
+    assert _imported("p.q", Path("__init__.py"), tree.body[2]) == ["p.q.d", "p.q.d.e"]
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -97,8 +120,25 @@ def test_cycle_finder_finds_a_cycle():
 
 def test_packages_never_import_each_other():
     crossing = sorted(f"{m} -> {t}" for m, ts in _import_graph().items() for t in ts
-                      if m.split(".")[0] != t.split(".")[0])
+                      if m.split(".")[0] != t.split(".")[0] and t.split(".")[0] != SHARED)
     assert crossing == []
+
+
+def test_shared_imports_only_the_standard_library():
+    """``shared`` is what ``discover-hosts`` and the daemon image carry: no third-party
+    import, at import time or inside a function, and nothing from the four packages."""
+    import sys
+    for name, path in _modules().items():
+        if name.split(".")[0] != SHARED:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                tops = {node.module.split(".")[0]}
+            elif isinstance(node, ast.Import):
+                tops = {a.name.split(".")[0] for a in node.names}
+            else:
+                continue
+            assert tops <= set(sys.stdlib_module_names) | {SHARED}, f"{name} imports {tops}"
 
 
 def _room(module: str) -> str | None:
@@ -113,16 +153,30 @@ def test_elastic_rooms_import_only_downwards():
     assert wrong == []
 
 
+# module -> what it may import inside a function, on a path of its own (never at import time)
+LAZY_NON_STDLIB = {"discovery.discover_api": {"yaml"}}  # PyYAML, for a YAML kubeconfig only
+
+
 @pytest.mark.parametrize("module", ["discovery.discover_hosts", "discovery.discover_api",
-                                    "discovery.errors", "discovery.cli_runner", "discovery.atomicfile",
+                                    "discovery.errors", "discovery.cli_runner",
                                     "discovery.hosts"])
 def test_client_side_modules_import_only_the_standard_library(module):
+    """At import time, only the standard library; inside a function, also what
+    ``LAZY_NON_STDLIB`` lists for the module (a path of its own, e.g. a YAML kubeconfig)."""
     import sys
     path = _modules()[module]
-    imported = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    imported: set[str] = set()
+    lazy: set[str] = set()
+    tree = ast.parse(path.read_text())
+    in_function = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                   for n in ast.walk(f)}
+    for node in ast.walk(tree):
+        names: list[str] = []
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            imported.add(node.module.split(".")[0])
+            names = [node.module.split(".")[0]]
         elif isinstance(node, ast.Import):
-            imported.update(a.name.split(".")[0] for a in node.names)
-    assert imported - set(sys.stdlib_module_names) - {"discovery"} == set()
+            names = [a.name.split(".")[0] for a in node.names]
+        (lazy if id(node) in in_function else imported).update(names)
+    allowed = set(sys.stdlib_module_names) | {"discovery", SHARED}
+    assert imported - allowed == set()
+    assert lazy - allowed - LAZY_NON_STDLIB.get(module, set()) == set()

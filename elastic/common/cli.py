@@ -22,6 +22,7 @@ from typing import NoReturn, overload
 
 from elastic.common.hostlist import Host, parse_entry, parse_host_list, parse_hosts_file
 from elastic.errors import ConfigError, ElasticError, Interrupted
+from shared.exitcodes import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, exit_for_signal
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -90,19 +91,19 @@ def run_main(prog: str, body: Callable[[], int], interrupted: str | None = None)
 
     ``ConfigError`` (bad input) -> 2, ``Interrupted`` -> 128+its signal (130 without one), any
     other ``ElasticError`` -> 1, Ctrl-C -> 130 with ``error: <interrupted>`` (default:
-    ``<prog> interrupted``).
+    ``<prog> interrupted``); the codes are ``shared.exitcodes``'.
     """
     try:
         return body()
     except Interrupted as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 128 + (exc.signum or signal.SIGINT)
+        return exit_for_signal(exc.signum or signal.SIGINT)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except ElasticError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_FAILURE
     except KeyboardInterrupt:
         print(f"error: {interrupted or prog + ' interrupted'}", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED

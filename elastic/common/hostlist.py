@@ -6,8 +6,10 @@ Pure functions, no I/O.  Accepted forms (one entry per item/line):
 * a hosts file: one ``name``, ``name:slots`` (what ``discover-hosts`` prints) or
   ``name slots=N`` (Horovod's hostfile) per line, ``#`` comments and blank lines ignored.
 
-A host name is an IPv4 address in canonical form (``ipaddress``) or an RFC 1123 name
-(labels of letters, digits, ``_`` and inner ``-``, at most 63 characters each and 253 in all, a
+A host name is what ``shared.hosts.host_ok`` (the project's one host rule) accepts -- an
+IPv4 address in canonical form, first octet 1..223, or an RFC 1123 name -- except that
+``_`` is allowed in names here, for the user's own hosts (labels of letters, digits, ``_``
+and inner ``-``, at most 63 characters each and 253 in all, a
 last label that is not all digits): anything else (spaces, shell syntax, ``user@``,
 option-looking names, control characters, IPv6 literals, which Horovod's ``host:slots``
 format cannot carry) raises ``ConfigError`` naming the offending entry, escaped. Slots are
@@ -21,6 +23,7 @@ import re
 from dataclasses import dataclass
 
 from elastic.errors import ConfigError
+from shared.hosts import host_ok
 
 # RFC 1123 labels, plus "_" (found in /etc/hosts and ssh_config aliases; inert for a shell)
 _LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?", re.ASCII)
@@ -54,6 +57,9 @@ def validate_host_name(name: str) -> str:
                 raise ValueError(name)
         except ValueError:
             raise ConfigError(f"host name {name[:80]!r} is not an IPv4 address in canonical form") from None
+    if not host_ok(name.replace("_", "x")):  # the one rule (shared.hosts), "_" allowed as above
+        raise ConfigError(f"host name {name[:80]!r} is not an IPv4 unicast address (first octet 1..223) "
+                          "or an RFC 1123 name")
     return name
 
 

@@ -1,7 +1,8 @@
 """The discovery daemon as the launcher sees it: probe one, or start one and stop it later.
 
 - ``probe(url)`` -> bool: does a daemon answer ``GET url/healthz`` with 200 (blocks up to
-  ``timeout`` seconds; never raises).
+  ``timeout`` seconds; never raises). Every request goes through ``shared.daemon_client``
+  (``http://`` and ``unix:`` URLs; the bearer token from ``DISCOVERY_TOKEN``).
 - ``fetch_hosts(url)`` -> list of ``host:slots`` lines from ``GET url/hosts`` (raises
   ``DaemonUnavailable`` when it does not answer with 200).
 - ``daemon_command(...)`` -> argv (pure).
@@ -20,30 +21,31 @@ import signal
 import socket
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from elastic.common.procs import tied_popen
 from elastic.errors import DaemonStartError, DaemonUnavailable
+from shared import daemon_client
 
 
-def _get(url: str, timeout: float) -> tuple[int, str]:
+def _get(url: str, path: str, timeout: float) -> tuple[int, str]:
+    """``GET {url}{path}`` through ``shared.daemon_client`` (``http://`` or ``unix:`` URL, the
+    bearer token from ``DISCOVERY_TOKEN``) -> (status, body); ``DaemonUnavailable`` when no
+    whole answer comes within ``timeout``."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (loopback/user URL)
-            return response.status, response.read().decode("utf-8", "replace")
-    except urllib.error.HTTPError as exc:
-        return exc.code, ""
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise DaemonUnavailable(f"discovery daemon at {url} does not answer: {exc}") from exc
+        status, _, body = daemon_client.get(url, path, os.environ.get(daemon_client.TOKEN_ENV) or None, timeout)
+    except (daemon_client.Unanswered, daemon_client.BadURL) as exc:
+        raise DaemonUnavailable(f"discovery {exc}" if isinstance(exc, daemon_client.Unanswered) else str(exc)) \
+            from exc
+    return status, body.decode("utf-8", "replace")
 
 
 def probe(url: str, timeout: float = 2.0) -> bool:
     """True when a daemon answers ``GET {url}/healthz`` with 200."""
     try:
-        status, _ = _get(url.rstrip("/") + "/healthz", timeout)
+        status, _ = _get(url, "/healthz", timeout)
     except DaemonUnavailable:
         return False
     return status == 200
@@ -51,7 +53,7 @@ def probe(url: str, timeout: float = 2.0) -> bool:
 
 def fetch_hosts(url: str, timeout: float = 5.0) -> list[str]:
     """The daemon's current ``host:slots`` lines (sorted as served)."""
-    status, body = _get(url.rstrip("/") + "/hosts", timeout)
+    status, body = _get(url, "/hosts", timeout)
     if status != 200:
         raise DaemonUnavailable(f"discovery daemon at {url} answered /hosts with HTTP {status}")
     return [line.strip() for line in body.splitlines() if line.strip()]
@@ -118,7 +120,7 @@ class ManagedDaemon:
             if self._proc.poll() is not None:
                 raise DaemonStartError(f"discovery-daemon exited with {self._proc.returncode}: {self._last_log_line()}")
             try:
-                status, _ = _get(self.url + "/readyz", 1.0)
+                status, _ = _get(self.url, "/readyz", 1.0)
                 if status == 200:
                     return self.url
             except DaemonUnavailable:

@@ -2,10 +2,12 @@
 
 ``DaemonDiscovery(url, default_slots)`` is a Horovod ``HostDiscovery`` that lives in the
 driver's process. ``start()`` starts one thread that long-polls the daemon
-(``GET /hosts?wait=GENERATION``, one kept-alive HTTP connection): the daemon answers as soon
-as it serves a new table, so a change costs one HTTP response and no process. ``stop()``
-ends it. The driver (patched, ``horovod_patches/0002``) blocks in ``wait_for_change`` and
-asks ``find_available_hosts_and_slots`` at once when it returns True.
+(``GET /hosts?wait=GENERATION`` through ``shared.daemon_client``: ``http://`` or ``unix:``
+URLs, the bearer token -- ``token``, default ``DISCOVERY_TOKEN`` --, one connection per
+answer): the daemon answers as soon as it serves a new table, so a change costs one HTTP
+response and no process. ``stop()`` ends it. The driver (patched, ``horovod_patches/0002``)
+blocks in ``wait_for_change`` and asks ``find_available_hosts_and_slots`` at once when it
+returns True.
 
 Fallbacks are the daemon's and ``discover-hosts``': a 503 (not synced), an error or an
 unreachable daemon keeps the last good list (the driver keeps its host set); a body with a
@@ -15,15 +17,15 @@ bad line is rejected whole (never a partial list). Until the first good answer,
 """
 from __future__ import annotations
 
-import http.client
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
-from urllib.parse import urlsplit
 
 from elastic.common.hostlist import MAX_SLOTS, split_host_slots, validate_host_name
 from elastic.errors import BadAnswer, ConfigError
+from shared import daemon_client
 
 log = logging.getLogger("elastic.push")
 
@@ -57,13 +59,14 @@ class DaemonDiscovery:
     """A Horovod HostDiscovery fed by the daemon's long poll (see the module docstring)."""
 
     def __init__(self, url: str, default_slots: int = 1, *, poll_timeout: float = 25.0,
-                 first_timeout: float = 60.0, retry: float = 0.5,
+                 first_timeout: float = 60.0, retry: float = 0.5, token: str | None = None,
                  clock: Callable[[], float] = time.monotonic):
-        parts = urlsplit(url)
-        if parts.scheme != "http" or not parts.hostname:
-            raise ValueError(f"discovery URL must be http://HOST[:PORT], got {url!r}")
-        self._host, self._port = parts.hostname, parts.port or 80
-        self._prefix = parts.path.rstrip("/")
+        try:
+            daemon_client.split_url(url)
+        except daemon_client.BadURL:
+            raise ValueError(f"discovery URL must be http://HOST[:PORT] or unix:/path, got {url!r}") from None
+        self._url = url
+        self._token = token if token is not None else (os.environ.get(daemon_client.TOKEN_ENV) or None)
         self._slots, self._poll_timeout = default_slots, poll_timeout
         self._first_timeout, self._retry, self._clock = first_timeout, retry, clock
         self._cond = threading.Condition()
@@ -96,7 +99,7 @@ class DaemonDiscovery:
                 left = deadline - self._clock()
                 if left <= 0 or self._stop.is_set():
                     raise RuntimeError(f"no host list from the discovery daemon at "
-                                       f"http://{self._host}:{self._port} after {self._first_timeout:.0f}s")
+                                       f"{self._url} after {self._first_timeout:.0f}s")
                 self._cond.wait(left)
             self._changed = False
             return dict(self._hosts)
@@ -115,30 +118,20 @@ class DaemonDiscovery:
 
     # -- the poll thread ---------------------------------------------------------------------
     def _run(self) -> None:
-        conn: http.client.HTTPConnection | None = None
         while not self._stop.is_set():
             try:
-                if conn is None:
-                    conn = http.client.HTTPConnection(self._host, self._port, timeout=self._poll_timeout + 10)
-                self._poll(conn)
-            except (OSError, http.client.HTTPException, ValueError, BadAnswer) as exc:  # bad bytes, a partial answer
+                self._poll()
+            except (OSError, ValueError, BadAnswer) as exc:  # no answer, bad bytes, a partial answer
                 log.debug("discovery poll failed (keeping the last hosts): %s", exc)
-                if conn is not None:
-                    conn.close()
-                    conn = None
                 self._stop.wait(self._retry)
-        if conn is not None:
-            conn.close()
 
-    def _poll(self, conn: http.client.HTTPConnection) -> None:
-        path = f"{self._prefix}/hosts?wait={self._generation}&timeout={self._poll_timeout:g}"
-        conn.request("GET", path)
-        resp = conn.getresponse()
-        body = resp.read()
+    def _poll(self) -> None:
+        path = f"/hosts?wait={self._generation}&timeout={self._poll_timeout:g}"
+        status, headers, body = daemon_client.get(self._url, path, self._token, self._poll_timeout + 10)
         self.polls += 1
-        generation = resp.getheader("X-Discovery-Generation", "")
-        if resp.status != 200:
-            # 503 before the first sync: keep what we have, ask again shortly
+        generation = headers.get("x-discovery-generation", "")
+        if status != 200:
+            # 503 before the first sync (401 with a wrong token): keep what we have, ask again shortly
             if generation.isdigit():
                 self._generation = int(generation)
             self._stop.wait(self._retry)

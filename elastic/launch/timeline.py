@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from elastic.common.hostlist import split_host_slots
-from elastic.common.jsonlines import read_json_lines
 from elastic.launch.events import Record
+from shared.jsonlines import read_json_lines
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
+
+from shared import daemon_client
 
 log = logging.getLogger("elastic.run")
 
@@ -82,15 +83,17 @@ def explain(doc: object, min_slots: int) -> list[str] | None:
 
 
 def fetch_hosts_json(url: str, timeout: float = 5.0) -> dict:
-    """``GET url/hosts.json`` as a dict (a 503 before the first sync answers ``synced: false``);
-    raises ``OSError``/``ValueError`` when the daemon does not answer with JSON."""
-    try:
-        with urllib.request.urlopen(url.rstrip("/") + "/hosts.json", timeout=timeout) as response:  # noqa: S310
-            return json.loads(response.read(4 << 20))
-    except urllib.error.HTTPError as exc:
-        if exc.code == 503:
-            return {"synced": False}
-        raise
+    """``GET url/hosts.json`` through ``shared.daemon_client`` (``http://`` or ``unix:``, the
+    bearer token from ``DISCOVERY_TOKEN``) as a dict (a 503 before the first sync answers
+    ``synced: false``); raises ``OSError``/``ValueError`` when the daemon does not answer
+    with JSON."""
+    status, _, body = daemon_client.get(url, "/hosts.json", os.environ.get(daemon_client.TOKEN_ENV) or None,
+                                        timeout, 4 << 20)
+    if status == 503:
+        return {"synced": False}
+    if status != 200:
+        raise OSError(f"discovery daemon at {url} answered /hosts.json with HTTP {status}")
+    return json.loads(body)  # hostile until shown otherwise: explain() copes with a non-dict
 
 
 class WaitExplainer:

@@ -38,7 +38,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from elastic.common.atomicfile import write_atomic
 from elastic.common.hostlist import Host, merge_hostfile, parse_hosts_file, render_hostfile, validate_host_name
 from elastic.common.table import render_table
 from elastic.errors import ConfigError, SSHError
@@ -47,6 +46,7 @@ from elastic.ssh.exec import SSHClient
 from elastic.ssh.known_hosts import KnownHosts, PinResult, host_key_name, mismatch_error, pin, repin
 from elastic.ssh.pin_owners import is_new_incarnation, parse_pin_owners, render_pin_owners
 from elastic.ssh.probe import fetch_host_key
+from shared.atomicfile import write_atomic
 
 _write_lock = threading.Lock()
 LOCK_NAME = ".lock"

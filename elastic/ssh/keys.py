@@ -18,9 +18,9 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from elastic.common.atomicfile import write_atomic
 from elastic.errors import ConfigError
 from elastic.ssh.known_hosts import fingerprint
+from shared.atomicfile import write_atomic
 
 DEFAULT_SECRET_NAME = "elastic-horovod-ssh"
 PRIVATE_NAME = "id_ed25519"

@@ -31,7 +31,6 @@ import os
 import signal
 import sys
 
-from elastic.common.atomicfile import write_atomic
 from elastic.common.cli import OneLineParser, env_default, env_int, hosts_from_args, run_main, setup_logging
 from elastic.errors import ConfigError
 from elastic.ssh.config import SSH_CONFIG_ENV
@@ -39,6 +38,7 @@ from elastic.sync.cancel import CancelToken
 from elastic.sync.manifest import SYMLINK_MODES
 from elastic.sync.retry import RetryPolicy
 from elastic.sync.safety import DEFAULT_ALLOWED_ROOTS, check_dest, check_source, normalize_root, parse_allowed_roots
+from shared.atomicfile import write_atomic
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -266,7 +266,7 @@ def load_cache(path: str, src_real: str) -> HashCache:
 
 def save_cache(path: str, src_real: str, cache: HashCache) -> None:
     """Write a hash cache atomically; failures are ignored (the cache is only an optimisation)."""
-    from elastic.common.atomicfile import write_atomic
+    from shared.atomicfile import write_atomic
 
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from discovery.discover_api import parse_yaml
+from discovery.discover_api import load_kubeconfig
 from discovery.discover_hosts import parse_args, split_url, validate
 from discovery.errors import Failure, UsageError
 from tests.discovery.conftest import ROOT, SELECTOR, daemon_env, fake_pod
@@ -82,21 +82,31 @@ def test_flags_beat_environment_beat_defaults(monkeypatch: pytest.MonkeyPatch) -
     assert parse_args([])["url"] == "unix:/x" and parse_args([])["max_age"] == 5
 
 
-def test_kubeconfig_yaml_subset_matches_pyyaml(tmp_path: Path) -> None:
-    doc = {"apiVersion": "v1", "kind": "Config", "current-context": "c", "preferences": {},
-           "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:6443",
-                                                   "certificate-authority-data": "TFMwdExTMUNSVWRK" * 20,
-                                                   "insecure-skip-tls-verify": False}}],
-           "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u", "namespace": "ns"}}],
-           "users": [{"name": "u", "user": {"token": "a:b c'd\"e#f", "username": "007"}},
-                     {"name": "empty", "user": {}}, {"name": "n", "user": None}]}
-    text = yaml.safe_dump(doc, default_flow_style=False, sort_keys=False)  # kubectl's style
-    assert parse_yaml(text) == yaml.safe_load(text) == doc
-    indented = yaml.safe_dump(doc, sort_keys=True, indent=4)
-    assert parse_yaml(indented) == doc
-    for unsupported in ("a: |\n  text\n", "a: {b: c}\n", "a: &x 1\n"):
-        with pytest.raises(ValueError, match="unsupported YAML"):
-            parse_yaml(unsupported)
+KUBECONFIG_DOC = {
+    "apiVersion": "v1", "kind": "Config", "current-context": "c", "preferences": {},
+    "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:6443",
+                                            "certificate-authority-data": "TFMwdExTMUNSVWRK" * 20,
+                                            "insecure-skip-tls-verify": False}}],
+    "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u", "namespace": "ns"}}],
+    "users": [{"name": "u", "user": {"token": "a:b c'd\"e#f", "username": "007"}},
+              {"name": "empty", "user": {}}, {"name": "n", "user": None}]}
+
+
+@pytest.mark.parametrize("style", ["block", "flow", "indented", "json", "json-compact"])
+def test_kubeconfig_in_any_style_is_read(style: str) -> None:
+    doc = KUBECONFIG_DOC
+    text = {"block": lambda: yaml.safe_dump(doc, default_flow_style=False, sort_keys=False),  # kubectl's
+            "flow": lambda: yaml.safe_dump(doc, default_flow_style=True),  # older PyYAML's default
+            "indented": lambda: yaml.safe_dump(doc, sort_keys=True, indent=4),
+            "json": lambda: json.dumps(doc, indent=2),
+            "json-compact": lambda: json.dumps(doc)}[style]()
+    assert load_kubeconfig(text, "kc") == doc
+
+
+def test_a_bad_kubeconfig_is_a_one_line_usage_error() -> None:
+    with pytest.raises(UsageError, match=r"^kubeconfig kc: cannot parse at line 2: ") as e:
+        load_kubeconfig("a: [1,\nb: }\n", "kc")
+    assert "\n" not in str(e.value)
 
 
 # -- the command -----------------------------------------------------------------------------
@@ -118,7 +128,7 @@ def test_help_exits_0() -> None:
 def test_imports_only_the_standard_library() -> None:
     code = ("import sys; import discovery.discover_hosts, discovery.discover_api; "
             "bad = sorted(m for m in sys.modules if m.split('.')[0] not in sys.stdlib_module_names "
-            "and m.split('.')[0] not in ('discovery', '__main__', '_distutils_hack') "
+            "and m.split('.')[0] not in ('discovery', 'shared', '__main__', '_distutils_hack') "
             "and not m.startswith('__editable__')); print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=daemon_env(),
                          cwd="/", timeout=60)
@@ -243,6 +253,94 @@ def test_api_fallback_with_client_certificate_data_leaves_no_key_files(cluster, 
     # the decoded certificate and key were written for the TLS context and removed at once,
     # on success and on failure alike
     assert list(scratch.iterdir()) == []
+
+
+PLUGIN = """#!{python}
+import json, os, sys
+seen = {{"argv": sys.argv[1:], "env": os.environ.get("PLUGIN_ENV"), "info": os.environ.get("KUBERNETES_EXEC_INFO"),
+        "stdin": sys.stdin.read() if sys.stdin else None}}
+open({seen!r}, "w").write(json.dumps(seen))
+mode = sys.argv[1]
+if mode == "fail":
+    sys.stderr.write("working...\\nno credentials for you\\n")
+    sys.exit(3)
+if mode == "garbage":
+    print("token: yes")
+    sys.exit(0)
+if mode == "sleep":
+    import time
+    time.sleep(60)
+print(json.dumps({{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
+                  "status": {{"token": {token!r}}}}}))
+"""
+
+
+def _exec_kubeconfig(cluster, tmp_path: Path, mode: str, command: str = "./plugin") -> Path:
+    """The cluster's kubeconfig in flow-style YAML, its user an exec plugin (``tmp_path/plugin``)."""
+    doc = json.loads(cluster.kubeconfig.read_text())
+    token = doc["users"][0]["user"].pop("token")
+    doc["users"][0]["user"]["exec"] = {
+        "apiVersion": "client.authentication.k8s.io/v1", "command": command, "args": [mode, "--flag"],
+        "env": [{"name": "PLUGIN_ENV", "value": "from the kubeconfig"}], "provideClusterInfo": True,
+        "interactiveMode": "Never", "installHint": "install it\nfrom the test"}
+    plugin = tmp_path / "plugin"
+    plugin.write_text(PLUGIN.format(python=sys.executable, seen=str(tmp_path / "seen.json"), token=token))
+    plugin.chmod(0o755)
+    kc = tmp_path / f"{mode}.kubeconfig"
+    kc.write_text(yaml.safe_dump(doc, default_flow_style=True))
+    return kc
+
+
+def test_api_fallback_with_flow_style_json_and_an_exec_plugin(cluster, tmp_path: Path) -> None:
+    fake_pod(cluster, "w-1", "10.9.0.1")
+    env = {"DISCOVERY_URL": "http://127.0.0.1:1"}
+    doc = json.loads(cluster.kubeconfig.read_text())
+    flow, compact = tmp_path / "flow.kubeconfig", tmp_path / "compact.kubeconfig"
+    flow.write_text(yaml.safe_dump(doc, default_flow_style=True))
+    assert flow.read_text().startswith("{")  # what the old subset parser refused
+    compact.write_text(json.dumps(doc, separators=(",", ":")))
+    for kc in (flow, compact):
+        r = run("--fallback", "api", "--selector", SELECTOR, "--kubeconfig", str(kc), env=env)
+        assert (r.returncode, r.stdout, r.stderr) == (0, "10.9.0.1:1\n", ""), kc
+    # an exec plugin, run as kubectl runs it: relative to the kubeconfig, its args and env,
+    # the ExecCredential request in KUBERNETES_EXEC_INFO, stdin closed
+    kc = _exec_kubeconfig(cluster, tmp_path, "ok")
+    r = run("--fallback", "api", "--selector", SELECTOR, "--kubeconfig", str(kc), env=env)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "10.9.0.1:1\n", "")
+    seen = json.loads((tmp_path / "seen.json").read_text())
+    assert seen["argv"] == ["ok", "--flag"] and seen["env"] == "from the kubeconfig" and seen["stdin"] == ""
+    info = json.loads(seen["info"])
+    assert info["kind"] == "ExecCredential" and info["apiVersion"] == "client.authentication.k8s.io/v1"
+    assert info["spec"]["interactive"] is False
+    assert info["spec"]["cluster"]["server"] == doc["clusters"][0]["cluster"]["server"]
+
+
+@pytest.mark.parametrize("mode, command, code, message", [
+    ("ok", "./no-such-plugin", 2, "exec plugin './no-such-plugin' not found (install it from the test)"),
+    ("fail", "./plugin", 1, "exec plugin './plugin' failed (exit 3): no credentials for you"),
+    ("garbage", "./plugin", 2, "exec plugin './plugin' did not print an ExecCredential (not JSON)"),
+])
+def test_api_fallback_with_a_bad_exec_plugin_is_one_line_naming_it(cluster, tmp_path: Path, mode: str,
+                                                                   command: str, code: int, message: str) -> None:
+    kc = _exec_kubeconfig(cluster, tmp_path, mode, command)
+    r = run("--fallback", "api", "--selector", SELECTOR, "--kubeconfig", str(kc),
+            env={"DISCOVERY_URL": "http://127.0.0.1:1"})
+    assert r.returncode == code and r.stdout == "" and len(r.stderr.splitlines()) == 1, r.stderr
+    assert message in r.stderr and f"kubeconfig {kc}" in r.stderr
+
+
+def test_an_exec_plugin_that_hangs_is_stopped_at_its_deadline(tmp_path: Path) -> None:
+    from discovery.discover_api import exec_credential
+    plugin = tmp_path / "plugin"
+    plugin.write_text(PLUGIN.format(python=sys.executable, seen=str(tmp_path / "seen.json"), token="t"))
+    plugin.chmod(0o755)
+    spec = {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": str(plugin), "args": ["sleep"]}
+    with pytest.raises(Failure, match=f"exec plugin '{plugin}' did not answer within 1 s"):
+        exec_credential(spec, {}, str(tmp_path), "kc", 1.0)
+    with pytest.raises(UsageError, match="wants a terminal"):
+        exec_credential({**spec, "interactiveMode": "Always"}, {}, str(tmp_path), "kc", 1.0)
+    with pytest.raises(UsageError, match="apiVersion 'v0' is not one of"):
+        exec_credential({**spec, "apiVersion": "v0"}, {}, str(tmp_path), "kc", 1.0)
 
 
 # -- hostile daemons (issue 13) ---------------------------------------------------------------

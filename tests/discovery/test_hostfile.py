@@ -4,9 +4,9 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from discovery.atomicfile import write_atomic
 from discovery.hostfile import HostfileWriter
 from discovery.hosts import pods_to_hosts
+from shared.atomicfile import write_atomic
 from tests.discovery.podspec import pod
 
 

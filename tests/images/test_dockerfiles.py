@@ -120,7 +120,7 @@ def test_the_image_installs_the_project_and_runs_sshd_with_per_container_host_ke
     install = [rest for word, rest in instructions(IMAGES / "Dockerfile") if word == "RUN" and "openssh-server" in rest]
     assert len(install) == 1 and "rm -rf /var/lib/apt/lists/* /etc/ssh/ssh_host_*" in install[0]
     sources = copy_sources(IMAGES / "Dockerfile")
-    for package in ("discovery", "elastic", "training", "pyproject.toml"):
+    for package in ("discovery", "elastic", "training", "shared", "pyproject.toml"):
         assert package in sources
     assert "localcluster" not in sources
     entry = (IMAGES / "worker-entrypoint.sh").read_text()
@@ -166,7 +166,7 @@ def _third_party_imports(package: Path) -> set:
                 continue
             for name in names:
                 top = name.split(".")[0]
-                if top not in sys.stdlib_module_names and top != package.name:
+                if top not in sys.stdlib_module_names and top not in (package.name, "shared"):
                     found.add(top)
     return found
 
@@ -207,4 +207,4 @@ def test_daemon_image_installs_what_discovery_imports_pinned_and_nothing_heavy()
         name = req.name.lower().replace("_", "-")
         if name in pins:
             assert req.specifier.contains(pins[name]), f"daemon pins {name}=={pins[name]}, pyproject wants {req}"
-    assert copy_sources(IMAGES / "Dockerfile.daemon")[1] == "discovery"
+    assert copy_sources(IMAGES / "Dockerfile.daemon")[1:3] == ["discovery", "shared"]  # shared: its one client

@@ -5,6 +5,7 @@ while the job runs at full size."""
 import pytest
 
 from localcluster.chaos import Progress, after_step, next_step, parse_steps, took_effect
+from shared.driver_events import Record
 
 STEPS = ("add", "delete", "add")
 
@@ -23,7 +24,7 @@ def test_first_step_is_due_at_once_or_once_the_driver_started_a_worker():
 
 
 def ev(t, kind, **detail):
-    return {"time": t, "kind": kind, "detail": detail}
+    return Record(t, kind, detail)
 
 
 def test_later_steps_can_follow_the_driver_events_of_any_script():

@@ -1,5 +1,6 @@
 """JSON-lines files written by other processes while we read them (training metrics, the
-Horovod driver's events): ``read_json_lines(path) -> list[dict]``.
+Horovod driver's events): ``read_json_lines(path) -> list[dict]``. The project's one reader
+(``elastic.launch`` and ``localcluster.chaos`` read the same files with it).
 
 Never raises: a missing or unreadable file is no records, a line that is not a JSON object
 (a partial last line, garbage) is skipped. Pure apart from reading the one file.

@@ -1,0 +1,30 @@
+"""What may be served or passed to a command as a host: the project's one host rule
+(standard library only, no ``re``/``ipaddress``: ``discover-hosts`` imports it).
+
+``host_ok(host)`` is True for an IPv4 literal in canonical dotted-quad form (no leading
+zeros, no short forms) whose first octet is 1..223 (not ``0.0.0.0/8``, multicast or
+reserved: nothing to ssh to), or an RFC 1123 name: labels of ASCII letters, digits and inner
+``-``, 1..63 characters, 253 in all, no trailing dot, the last label not all digits (so no
+resolver reads it as a number). No IPv6 literal: Horovod's ``host:slots`` has no room for
+one. The daemon (``discovery.hosts``), ``discover-hosts`` and ``elastic`` all decide with it.
+"""
+from __future__ import annotations
+
+MAX_NAME = 253
+MAX_LABEL = 63
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.")
+
+
+def host_ok(host: object) -> bool:
+    """See the module docstring."""
+    if not isinstance(host, str) or not host or len(host) > MAX_NAME or not _NAME_CHARS.issuperset(host):
+        return False
+    labels = host.split(".")
+    for label in labels:
+        if not label or len(label) > MAX_LABEL or label[0] == "-" or label[-1] == "-":
+            return False
+    if not labels[-1].isdigit():
+        return True
+    if len(labels) != 4 or not all(label.isdigit() and str(int(label)) == label for label in labels):
+        return False
+    return 0 < int(labels[0]) < 224 and all(int(label) <= 255 for label in labels)
