@@ -41,11 +41,11 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from shared.atomicfile import write_atomic
 from training.errors import DatasetError
 
 CACHE_NAME = ".training-scan.json"
@@ -374,22 +374,11 @@ def save_cache(root: Path, found: ImageSet, stamps: Stamps, root_dirs: list[str]
     except (OSError, ValueError):
         return None
     for path in cache_paths(root):
-        tmp = None
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-            with os.fdopen(fd, "w") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
+            write_atomic(path, text, parents=True)
             return path
         except OSError:
-            if tmp is not None:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
+            continue
     return None
 
 

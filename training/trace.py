@@ -31,11 +31,12 @@ import json
 import os
 import socket
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import torch
+
+from shared.atomicfile import write_atomic
 
 
 def params_checksum(model: torch.nn.Module) -> str:
@@ -72,17 +73,7 @@ def host_name() -> str:
 
 def write_json_atomic(path: Path, payload: dict) -> None:
     """Write ``payload`` as JSON to ``path`` through a temporary file and a rename."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(payload, f)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomic(path, json.dumps(payload))
 
 
 class Tracer:
