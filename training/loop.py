@@ -49,10 +49,10 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset
 
-from training import checkpoint, cpus, loaders, metrics
+from training import checkpoint, cpus, fingerprint, loaders, metrics
 from training.errors import CheckpointError
 from training.layout import LayoutCompression
-from training.schedule import learning_rate
+from training.schedule import learning_rate, ramped, resize_ramp
 from training.seeding import stream_seed
 from training.signals import EXIT_TERM, StopFlags, leave
 from training.trace import Tracer, params_checksum
@@ -130,7 +130,11 @@ class Trainer:
             from training.device_augment import DeviceAugment, collate_bytes
 
             self.augment = DeviceAugment(task.augment_size, self.device)
+            self.augment.self_check()  # DeviceError naming the cause, before any training
             self.collate = collate_bytes
+        # pinned host memory speeds up copies of decoded batches; encoded bytes are read by
+        # the decoder from host memory, so that path is not pinned
+        self.pin = self.cuda and self.augment is None
         self._tick: float | None = None  # start of the training time not yet committed
         self.writer = metrics.MetricsWriter(args.metrics_file)
         self.tracer = Tracer(args.trace_dir)
@@ -139,6 +143,7 @@ class Trainer:
         self._pending_loss = torch.zeros((), dtype=torch.float64, device=self.device)
         self._pending_correct = torch.zeros((), dtype=torch.int64, device=self.device)
         self._pending_count = 0
+        self._samples_hash: str | None = None
 
     # -- setup -------------------------------------------------------------------------
     def build(self):
@@ -153,7 +158,7 @@ class Trainer:
             model = model.to(memory_format=torch.channels_last)
         opt = torch.optim.SGD(param_groups(model, args.weight_decay, args.norm_weight_decay),
                               lr=args.lr, momentum=args.momentum)
-        compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
+        compression = hvd.Compression.fp16 if self.fp16_allreduce() else hvd.Compression.none
         opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(),
                                        compression=LayoutCompression(compression))
         self.model, self.opt = model, opt
@@ -162,6 +167,11 @@ class Trainer:
         self.sampler = StepSampler(self.n, args.batch_size, seed=args.seed)
         fields = {"epoch": 0, "batch": 0, "resets": 0, "stats": (0.0, 0, 0),
                   "clock": (0.0, 0.0), "mark": (0.0, 0, 0),
+                  # the world size the rate was last set for (0: none yet) and the ramp
+                  # after a scale-up (``training.schedule``), the same on every rank
+                  "world": 0, "lr_ramp": None,
+                  # images the device decoder rejected and the CPU decoded, job total
+                  "decode_fallbacks": 0,
                   # the scaler's state belongs to the state from the start: a failure before
                   # the first commit must roll every rank back to the same scale
                   "scaler_state": self.scaler.state_dict() if self.scaler else None}
@@ -172,6 +182,16 @@ class Trainer:
         state = TrainingState(model=model, optimizer=opt, sampler=self.sampler, **fields)
         state.register_reset_callbacks([lambda: self.on_reset(state)])
         return state
+
+    def fp16_allreduce(self) -> bool:
+        """Compress gradients to fp16: ``--allreduce-dtype fp16`` or ``--fp16-allreduce``, or
+        ``auto`` on the GPU path with fp16 mixed precision (the scaled gradients fit fp16,
+        an overflow is an inf the gradient scaler skips). Not with bf16: Horovod 0.28.1
+        cannot allreduce bfloat16, and fp16 without a loss scale flushes small gradients."""
+        a = self.args
+        if a.fp16_allreduce or a.allreduce_dtype == "fp16":
+            return True
+        return a.allreduce_dtype == "auto" and self.amp and a.amp_dtype == "fp16"
 
     def resume(self, directory: str) -> dict:
         """Load the newest checkpoint into the model/optimizer; the state fields it holds."""
@@ -189,16 +209,35 @@ class Trainer:
             self.opt.load_state_dict(payload["optimizer"])
         except (RuntimeError, KeyError, ValueError) as exc:
             raise CheckpointError(f"{path} does not fit the model: {exc}".splitlines()[0]) from exc
+        saved = payload.get("settings")
+        action, notes = checkpoint.resume_action(saved, self.run_settings(), path, processed)
         if self.hvd.rank() == 0:
+            for note in notes:
+                log(note)
             log(f"resuming from {path} (epoch {epoch + 1}, {processed} samples done)")
         stats = tuple(payload.get("stats", (0.0, 0, 0)))
         clock = tuple(payload.get("clock", (0.0, 0.0)))
-        fields = {"epoch": epoch, "processed": processed, "batch": int(payload.get("batch", 0)),
+        batch = int(payload.get("batch", 0))
+        if action == checkpoint.RESTART_EPOCH:
+            processed, batch, stats, clock = 0, 0, (0.0, 0, 0), (0.0, 0.0)
+        ramp = payload.get("lr_ramp")
+        fields = {"epoch": epoch, "processed": processed, "batch": batch,
+                  "decode_fallbacks": int(payload.get("decode_fallbacks", 0)),
                   "resets": int(payload.get("resets", 0)), "stats": stats, "clock": clock,
-                  "mark": (clock[0], stats[2], int(payload.get("batch", 0)))}
+                  "mark": (clock[0], stats[2], batch),
+                  "world": int(payload.get("world") or (saved or {}).get("world_size") or 0),
+                  "lr_ramp": tuple(ramp) if ramp else None}
         if self.scaler is not None and payload.get("scaler_state"):
             fields["scaler_state"] = payload["scaler_state"]
         return fields
+
+    def run_settings(self) -> dict:
+        """This run's settings as checkpoints record them (``checkpoint.settings``)."""
+        if self._samples_hash is None:
+            self._samples_hash = fingerprint.samples_sha256(self.task.train_set) or ""
+        a = self.args
+        return checkpoint.settings(a.seed, a.batch_size, a.lr, self.hvd.size(),
+                                   self._samples_hash or None)
 
     def on_reset(self, state) -> None:
         """Reset callback: count the reset, drop uncommitted work, rescale the rate.
@@ -227,6 +266,7 @@ class Trainer:
         self.sampler.reset()
         self._clear_pending()
         self._tick = None
+        self.follow_world(state)
         if self.scaler is not None and state.scaler_state is not None:
             self.scaler.load_state_dict(state.scaler_state)
         seed = stream_seed(self.args.seed, hvd.rank(), state.epoch, state.resets)
@@ -245,7 +285,7 @@ class Trainer:
         """The training loader (persistent processes on the GPU path), planned by the sampler."""
         if self._train_loader is None:
             self._train_loader = loaders.make_loader(self.task.train_set, self.sampler,
-                                                     self.workers, pin_memory=self.cuda,
+                                                     self.workers, pin_memory=self.pin,
                                                      collate_fn=self.collate)
         return self._train_loader
 
@@ -342,10 +382,29 @@ class Trainer:
             x = x.contiguous(memory_format=torch.channels_last)
         return x, y.to(self.device, non_blocking=True)
 
-    def set_lr(self, state) -> None:
+    def rate(self, state, world: int) -> float:
+        """The learning rate now for ``world`` workers: the schedule, then the state's ramp."""
         a = self.args
         progress = state.epoch + self.sampler.processed_num / self.n
-        lr = learning_rate(progress, a.lr, self.hvd.size(), a.warmup_epochs, a.lr_milestones)
+        target = learning_rate(progress, a.lr, world, a.warmup_epochs, a.lr_milestones)
+        return ramped(target, progress, state.lr_ramp, a.scale_up_ramp)
+
+    def follow_world(self, state) -> None:
+        """On entry with the synced state: when the world size differs from the one the rate
+        was last set for, start a ramp from the rate in use (a scale-up) or drop it (a
+        shrink: immediate). Every rank decides alike from the same synced state; a roll-back
+        restores the previous world and ramp, and the next entry decides again."""
+        size = self.hvd.size()
+        if state.world and state.world != size:
+            progress = state.epoch + self.sampler.processed_num / self.n
+            new_target = learning_rate(progress, self.args.lr, size, self.args.warmup_epochs,
+                                       self.args.lr_milestones)
+            state.lr_ramp = resize_ramp(self.rate(state, state.world), new_target, progress,
+                                        self.args.scale_up_ramp)
+        state.world = size
+
+    def set_lr(self, state) -> None:
+        lr = self.rate(state, self.hvd.size())
         for group in self.opt.param_groups:
             group["lr"] = lr
 
@@ -361,11 +420,13 @@ class Trainer:
             state.clock = (seconds + now - self._tick,
                            worker_seconds + (now - self._tick) * hvd.size())
             self._tick = now
+        fallbacks = self.augment.take_fallbacks() if self.augment is not None else 0
         sums = torch.tensor([float(self._pending_loss), float(self._pending_correct),
-                             float(self._pending_count)], dtype=torch.float64)
+                             float(self._pending_count), float(fallbacks)], dtype=torch.float64)
         sums = hvd.allreduce(sums, op=hvd.Sum, name="training.stats")
         loss, correct, count = state.stats
         state.stats = (loss + float(sums[0]), correct + int(sums[1]), count + int(sums[2]))
+        state.decode_fallbacks += int(sums[3])
         if self.scaler is not None:
             state.scaler_state = self.scaler.state_dict()
         self.maybe_progress(state)
@@ -387,6 +448,8 @@ class Trainer:
         self._pending_loss.zero_()
         self._pending_correct.zero_()
         self._pending_count = 0
+        if self.augment is not None:
+            self.augment.take_fallbacks()
 
     def maybe_progress(self, state) -> None:
         every = self.args.log_every
@@ -401,8 +464,13 @@ class Trainer:
                 "progress", time=time.time(), epoch=state.epoch + 1, batch=state.batch,
                 world_size=self.hvd.size(), samples=count, samples_per_sec=rate,
                 samples_per_sec_per_worker=rate / self.hvd.size(), loss_sum=loss,
-                correct=correct, lr=self.opt.param_groups[0]["lr"], resets=state.resets))
+                correct=correct, lr=self.opt.param_groups[0]["lr"], resets=state.resets,
+                decode_fallbacks=self.fallbacks_metric(state)))
         state.mark = (seconds, state.stats[2], state.batch)
+
+    def fallbacks_metric(self, state) -> int | None:
+        """The job's CPU decode fallbacks so far (``--augment-on-device`` only, else None)."""
+        return state.decode_fallbacks if self.augment is not None else None
 
     def end_epoch(self, state) -> None:
         hvd = self.hvd
@@ -415,7 +483,7 @@ class Trainer:
             world_size=hvd.size(), samples=count, samples_per_sec=metrics.rate(count, seconds),
             samples_per_sec_per_worker=metrics.rate(count, worker_seconds),
             loss_sum=loss, correct=correct, lr=self.opt.param_groups[0]["lr"],
-            resets=state.resets, val_accuracy=val)
+            resets=state.resets, val_accuracy=val, decode_fallbacks=self.fallbacks_metric(state))
         state.epoch += 1
         self.sampler.set_epoch(state.epoch)
         state.batch = 0
@@ -450,7 +518,7 @@ class Trainer:
             hvd = self.hvd
             shards = loaders.ShardBatches(dataset_size(val_set), self.args.val_batch_size,
                                           lambda: (hvd.rank(), hvd.size()))
-            self._val = shards, loaders.make_loader(val_set, shards, self.workers, pin_memory=self.cuda,
+            self._val = shards, loaders.make_loader(val_set, shards, self.workers, pin_memory=self.pin,
                                                     collate_fn=self.collate)
         return self._val
 
@@ -485,7 +553,10 @@ class Trainer:
             "task": self.task.name, "dataset_size": self.n,
             "model": self.model.state_dict(), "optimizer": self.opt.state_dict(),
             "batch": state.batch, "resets": state.resets, "stats": tuple(state.stats),
-            "clock": tuple(state.clock),
+            "clock": tuple(state.clock), "world": state.world,
+            "decode_fallbacks": state.decode_fallbacks,
+            "lr_ramp": tuple(state.lr_ramp) if state.lr_ramp else None,
+            "settings": self.run_settings(),
             "scaler_state": self.scaler.state_dict() if self.scaler is not None else None,
         }
         path = checkpoint.save(self.args.checkpoint_dir, payload, self.sampler.epoch,
