@@ -118,7 +118,7 @@ class PackedImages(NamedTuple):
     shapes: torch.Tensor
 
     @property
-    def count(self) -> int:
+    def num_images(self) -> int:
         """The number of images (``len`` is the tuple's: three tensors)."""
         return int(self.offsets.shape[0]) - 1
 
@@ -166,7 +166,8 @@ def torchcodec_decoder(data: list[torch.Tensor], device: torch.device) -> list[t
     in one ``torchcodec.decoders.decode_jpeg`` call (on CUDA: one nvJPEG batch)."""
     from torchcodec.decoders import decode_jpeg
 
-    return decode_jpeg(list(data), mode="RGB", device=device)
+    out = decode_jpeg(list(data), mode="RGB", device=device)
+    return out if isinstance(out, list) else [out]
 
 
 def cpu_decode(data: torch.Tensor) -> torch.Tensor:
@@ -336,30 +337,32 @@ class DeviceAugment:
 
     def train(self, images: PackedImages | list[torch.Tensor], paths: list[str] | None = None
               ) -> torch.Tensor:
-        """Random resized crops, flipped with probability 1/2, normalised."""
+        """Random resized crops, flipped with probability 1/2, normalised; channels_last."""
         decoded = self.decode(images, paths)
         h, w = _sizes(decoded)
         boxes = crop_boxes(self.generator, h, w)
         flips = torch.rand(len(decoded), generator=self.generator) < 0.5
         out = self._resample(decoded, boxes)
-        flips = flips.to(self.device, non_blocking=True)[:, None, None, None]
-        out = torch.where(flips, out.flip(-1), out)
+        flipped = flips.nonzero()[:, 0]
+        if flipped.numel():  # only the flipped images are copied, in place (channels_last kept)
+            flipped = flipped.to(self.device, non_blocking=True)
+            out[flipped] = out[flipped].flip(-1)
         return self.normalise(out)
 
     def val(self, images: PackedImages | list[torch.Tensor], paths: list[str] | None = None
             ) -> torch.Tensor:
-        """The resize + central crop of validation, normalised."""
+        """The resize + central crop of validation, normalised; channels_last."""
         decoded = self.decode(images, paths)
         h, w = _sizes(decoded)
         return self.normalise(self._resample(decoded, center_boxes(h, w, self.size)))
 
     def _resample(self, images: list[torch.Tensor], boxes: torch.Tensor) -> torch.Tensor:
-        """Each image's box resampled to ``size`` x ``size`` (float32, 0-255): one
-        ``roi_align`` per distinct image size."""
+        """Each image's box resampled to ``size`` x ``size`` (float32, 0-255, allocated
+        channels_last: the layout the model wants): one ``roi_align`` per distinct image size."""
         from torchvision.ops import roi_align
 
         out = torch.empty((len(images), 3, self.size, self.size), dtype=torch.float32,
-                          device=self.device)
+                          device=self.device, memory_format=torch.channels_last)
         groups: dict[tuple[int, int], list[int]] = {}
         for i, t in enumerate(images):
             groups.setdefault((t.shape[1], t.shape[2]), []).append(i)

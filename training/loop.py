@@ -439,6 +439,8 @@ class Trainer:
             self.flags.checkpoint = False
             if hvd.rank() == 0 and self.args.checkpoint_dir:
                 self.write_checkpoint(state)
+            if self._tick is not None:  # the write is not training time
+                self._tick = time.monotonic()
         self.check_signals(state)
         if check_hosts:
             state.check_host_updates()

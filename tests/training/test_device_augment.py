@@ -58,7 +58,7 @@ def test_loading_side_reads_bytes_without_decoding(tmp_path):
     decoded, label, _ = ds[1]  # not a JPEG: decoded here, RGB
     assert decoded.shape == (3, 10, 20) and decoded.dtype == torch.uint8 and int(label) == 2
     images, labels, paths = collate_bytes([ds[0], ds[1]])
-    assert images.count == 2 and labels.tolist() == [1, 2] and paths == [str(path), str(png)]
+    assert images.num_images == 2 and labels.tolist() == [1, 2] and paths == [str(path), str(png)]
     # one uint8 tensor with offsets, not a tensor per image
     assert isinstance(images, PackedImages) and images.data.dtype == torch.uint8
     assert images.data.ndim == 1 and images.offsets.tolist()[0] == 0
@@ -239,3 +239,11 @@ def test_dataset_error_only_when_the_cpu_cannot_decode_either(tmp_path):
     with pytest.raises(DatasetError, match=r"bad.JPEG: cannot decode image: .*\(on cpu: nvjpeg: "
                                            r"unsupported JPEG\)$"):
         aug.train(images, paths)
+
+
+def test_output_is_channels_last(tmp_path):
+    images, _, _ = batch_of(tmp_path, 8)
+    aug = DeviceAugment(64, CPU)
+    aug.reseed(0)
+    for x in (aug.train(images), aug.val(images)):
+        assert x.is_contiguous(memory_format=torch.channels_last)
