@@ -13,7 +13,10 @@ Elastic contract, per step of an epoch:
   ``world / samples in the step`` so the averaged gradient is the step's mean gradient
   whatever the local batch sizes (an empty local batch contributes zeros);
 - the learning rate is set every step from ``schedule.learning_rate`` (world-size scaled,
-  warm-up), and again by a reset callback the moment the world changes;
+  warm-up); on entry after a reset that grew the world, a ramp from the old rate to the new
+  one is started (``schedule.resize_ramp``, kept in the state: ``world``, ``lr_ramp``);
+- a checkpoint records the run's settings; resuming checks them (``checkpoint.resume_action``:
+  another seed is refused, another sample list restarts the epoch);
 - every ``--commit-every`` steps: the epoch's loss/accuracy sums are allreduced into the
   state, the state is saved, the trace is written, then hosts updates are checked (which
   may raise ``HostsUpdatedInterrupt`` and re-enter with the new world);
