@@ -293,12 +293,26 @@ class Trainer:
         return self._train_loader
 
     def train_epoch(self, state) -> None:
-        steps = self.sampler.steps
+        """The epoch's remaining steps. On the GPU path with ``--augment-on-device`` batch
+        k+1 is decoded and augmented in a thread (on a side CUDA stream) during step k
+        (``training.prefetch``); the thread is stopped before this returns or raises."""
         batches = iter(self.train_loader()) if len(self.sampler) else iter(())
+        if self.augment is not None and self.gpu_path:
+            from training.prefetch import Prefetcher
+
+            with Prefetcher(batches, lambda b: self.to_device(b, train=True), self.device) as ready:
+                self._train_steps(state, ready, prepared=True)
+        else:
+            self._train_steps(state, batches, prepared=False)
+
+    def _train_steps(self, state, batches, prepared: bool) -> None:
+        steps = self.sampler.steps
         self._tick = time.monotonic()
         first = True
         for step in steps:
-            batch = self.to_device(next(batches), train=True) if step.indices else None
+            batch = None
+            if step.indices:
+                batch = next(batches) if prepared else self.to_device(next(batches), train=True)
             if first and batch is not None:
                 self.tracer.inputs(epoch=state.epoch, rank=self.hvd.rank(), indices=step.indices,
                                    batch=batch[0])
