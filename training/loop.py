@@ -42,6 +42,7 @@ the training device, from a random stream seeded per rank like the rest.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -103,6 +104,19 @@ def param_groups(model: torch.nn.Module, weight_decay: float, norm_weight_decay:
     groups = [{"params": decay, "weight_decay": weight_decay},
               {"params": other, "weight_decay": norm_weight_decay}]
     return [g for g in groups if g["params"]]
+
+
+@contextlib.contextmanager
+def cudnn_autotune(enabled: bool):
+    """``cudnn.benchmark`` only if ``enabled`` within the block (restored after): a short batch
+    (an epoch's last, whose size changes with the world size) runs on cuDNN's heuristics
+    instead of autotuning every convolution once more for its shape."""
+    before = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = before and enabled
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.benchmark = before
 
 
 def log(msg: str) -> None:
@@ -360,6 +374,11 @@ class Trainer:
     def train_step(self, batch, total: int) -> None:
         """One optimizer step on ``batch``, ``(x, y)`` on the device (``to_device``) or None
         for no sample; ``total`` is the step's sample count over all ranks."""
+        full = batch is not None and int(batch[0].shape[0]) == self.args.batch_size
+        with cudnn_autotune(full):
+            self._step(batch, total)
+
+    def _step(self, batch, total: int) -> None:
         model, opt = self.model, self.opt
         model.train()
         opt.zero_grad()
@@ -554,7 +573,8 @@ class Trainer:
         with torch.no_grad():
             for batch in batches:
                 x, y = self.to_device(batch, train=False)
-                with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp):
+                with cudnn_autotune(int(x.shape[0]) == self.args.val_batch_size), \
+                        torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp):
                     out = self.model(x)
                 correct += (out.argmax(1) == y).sum()
                 count += int(y.shape[0])

@@ -31,3 +31,39 @@ def test_rates_across_a_2_to_4_reset_a_roll_back_and_a_shrink(tmp_path):
         ramp, rate = out[case]
         assert ramp == pytest.approx([0.2, 0.2]) and rate == pytest.approx(0.3), case
     assert out["shrunk"][0] is None and out["shrunk"][1] == pytest.approx(0.2)
+
+
+def test_rates_in_a_real_elastic_scale_up(tmp_path):
+    """horovodrun 2 -> 3: the rate ramps from 0.1 x 2 to 0.1 x 3 over half an epoch after the
+    scale-up (before: it jumped to 0.3 at the first step at 3), on every rank alike."""
+    from tests.training.test_gpu_path import LocalScaleUp
+    from tests.training.trainhelp import check_finished_run, train_args
+
+    n = 480
+    argv = [*train_args("mnist", Path("unused"), tmp_path, 1)[:3], "--synthetic",
+            "--synthetic-size", str(n), "--epochs", "1", "--batch-size", "8", "--lr", "0.1",
+            "--scale-up-ramp", "0.5", "--commit-every", "2", "--host-check-every", "1",
+            "--log-every", "2", "--workers", "0",
+            "--trace-dir", str(tmp_path / "trace"), "--metrics-file", str(tmp_path / "metrics.jsonl"),
+            "--debug-step-delay", "0.2"]
+    run = LocalScaleUp(tmp_path, argv)
+    try:
+        assert run.scale_up_after(64) == 0, run.job.output()[-4000:]
+    finally:
+        run.job.stop()
+    records = check_finished_run(tmp_path, n, 1, final_world=3)
+    progress = [r for r in records if r["event"] == "progress"]
+    at2 = [r["lr"] for r in progress if r["world_size"] == 2]
+    at3 = [(r["samples"], r["lr"]) for r in progress if r["world_size"] == 3]
+    assert at2 and all(lr == pytest.approx(0.2) for lr in at2)
+    assert at3 and at3[-1][1] == pytest.approx(0.3)
+    rates = [lr for _, lr in at3]
+    assert rates == sorted(rates)  # never a jump down, never above the target
+    assert any(0.2 < lr < 0.3 - 1e-9 for lr in rates), at3  # the ramp, not a jump
+    # linear in the samples trained since the scale-up: half an epoch is 240 samples
+    start = max(s for s, lr in at3 if lr == pytest.approx(0.2)) if any(
+        lr == pytest.approx(0.2) for _, lr in at3) else None
+    for samples, lr in at3:
+        assert 0.2 - 1e-9 <= lr <= 0.3 + 1e-9
+        if start is not None and samples - start >= 240:
+            assert lr == pytest.approx(0.3)
