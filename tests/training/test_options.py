@@ -56,8 +56,6 @@ def test_one_line_keeps_a_plain_message_and_unwraps_a_loader_worker_traceback():
 
 
 def test_gpu_defaults_256_per_gpu_and_0_1_per_256():
-    from training import mnist, resnet50
-
     args = options.parse(["--synthetic"], resnet50.DEFAULTS)
     assert (args.batch_size, args.lr) == (32, pytest.approx(0.0125))  # the CPU: 0.1 x 32 / 256
     options.resolve_device_defaults(args, resnet50.DEFAULTS, cuda=True)
