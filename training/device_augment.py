@@ -44,6 +44,7 @@ PIL cannot decode it either.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -254,6 +255,7 @@ class DeviceAugment:
         self.size, self.device = size, device
         self.decoder: Decoder = decoder or torchcodec_decoder
         self.fallbacks = 0  # images decoded on the CPU because the device decoder refused them
+        self._lock = threading.Lock()  # decode may run in a prefetch thread (training.prefetch)
         self.generator = torch.Generator()
         self._norm: tuple[torch.Tensor, torch.Tensor] | None = None  # made at first use
 
@@ -292,7 +294,8 @@ class DeviceAugment:
 
     def take_fallbacks(self) -> int:
         """The CPU fallbacks counted since the last call (and reset the count)."""
-        n, self.fallbacks = self.fallbacks, 0
+        with self._lock:
+            n, self.fallbacks = self.fallbacks, 0
         return n
 
     def decode(self, images: PackedImages | list[torch.Tensor], paths: list[str] | None = None
@@ -332,7 +335,8 @@ class DeviceAugment:
         except (OSError, UnidentifiedImageError, ValueError) as exc:
             raise DatasetError(f"{name}: cannot decode image: {exc} (on {self.device}: "
                                f"{device_error})".splitlines()[0]) from exc
-        self.fallbacks += 1
+        with self._lock:
+            self.fallbacks += 1
         return image.to(self.device, non_blocking=True)
 
     def train(self, images: PackedImages | list[torch.Tensor], paths: list[str] | None = None
