@@ -26,8 +26,8 @@ Geometry, the same as ``training.datasets.image_transforms``:
 
 Each box is resampled to ``size`` x ``size`` by ``torchvision.ops.roi_align`` (bilinear,
 ``aligned=True``; adaptive sampling averages several points per output pixel when the box
-is larger than the output, i.e. it anti-aliases a downscale). Images of different sizes in
-one batch are processed in one call per distinct size.
+is larger than the output, i.e. it anti-aliases a downscale), one call for the whole batch
+padded to its largest image (edges replicated, so the result is the same as per image).
 
 Transfer: ``collate_bytes`` packs a batch into one uint8 tensor with offsets
 (``PackedImages``), so a batch crosses from a loading process as a handful of shared-memory
@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 import threading
+import warnings
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -58,6 +59,7 @@ JPEG_MAGIC = b"\xff\xd8\xff"
 SCALE = (0.08, 1.0)
 RATIO = (3.0 / 4.0, 4.0 / 3.0)
 ATTEMPTS = 10
+PAD_LIMIT = 2.0  # one roi_align over the padded batch while padding at most doubles the pixels
 
 
 def is_jpeg(data: bytes) -> bool:
@@ -361,8 +363,41 @@ class DeviceAugment:
         return self.normalise(self._resample(decoded, center_boxes(h, w, self.size)))
 
     def _resample(self, images: list[torch.Tensor], boxes: torch.Tensor) -> torch.Tensor:
-        """Each image's box resampled to ``size`` x ``size`` (float32, 0-255, allocated
-        channels_last: the layout the model wants): one ``roi_align`` per distinct image size."""
+        """Each image's box resampled to ``size`` x ``size`` (float32, 0-255, channels_last:
+        the layout the model wants).
+
+        One ``roi_align`` for the batch: the images padded to the largest height and width,
+        each padded with copies of its last row and column (``roi_align`` clamps a sample
+        point past the last pixel to the tensor's edge, so this gives the value an image of
+        its own size gives: the same result as one call per size), made by one gather. When
+        that padding would more than double the pixels (a very large image among small
+        ones), one call per distinct size instead (``_resample_groups``)."""
+        from torchvision.ops import roi_align
+
+        hs = [int(t.shape[1]) for t in images]
+        ws = [int(t.shape[2]) for t in images]
+        n, height, width = len(images), max(hs), max(ws)
+        if n * height * width > PAD_LIMIT * sum(h * w for h, w in zip(hs, ws, strict=True)):
+            return self._resample_groups(images, boxes)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # torch.nested's prototype warning
+            padded = torch.nested.to_padded_tensor(torch.nested.nested_tensor(images), 0)
+        dev = padded.device
+        last_row = torch.tensor(hs, device=dev)[:, None] - 1
+        last_col = torch.tensor(ws, device=dev)[:, None] - 1
+        rows = torch.minimum(torch.arange(height, device=dev)[None, :], last_row)  # (N, H)
+        cols = torch.minimum(torch.arange(width, device=dev)[None, :], last_col)   # (N, W)
+        which = torch.arange(n, device=dev)[:, None, None]
+        edged = padded[which, :, rows[:, :, None], cols[:, None, :]]  # (N, H, W, 3)
+        stack = edged.permute(0, 3, 1, 2).float()
+        rois = torch.cat([torch.arange(n, dtype=torch.float64)[:, None], boxes], dim=1)
+        resampled = roi_align(stack, rois.float().to(self.device, non_blocking=True),
+                              (self.size, self.size), spatial_scale=1.0, sampling_ratio=-1,
+                              aligned=True)
+        return resampled.contiguous(memory_format=torch.channels_last)
+
+    def _resample_groups(self, images: list[torch.Tensor], boxes: torch.Tensor) -> torch.Tensor:
+        """``_resample`` with one ``roi_align`` per distinct image size."""
         from torchvision.ops import roi_align
 
         out = torch.empty((len(images), 3, self.size, self.size), dtype=torch.float32,

@@ -247,3 +247,22 @@ def test_output_is_channels_last(tmp_path):
     aug.reseed(0)
     for x in (aug.train(images), aug.val(images)):
         assert x.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_one_padded_roi_align_equals_one_call_per_size(tmp_path):
+    images, _, _ = batch_of(tmp_path, 6, sizes=((64, 64), (80, 60), (50, 70), (64, 48)))
+    aug = DeviceAugment(48, CPU)
+    decoded = aug.decode(images)
+    h = torch.tensor([t.shape[1] for t in decoded])
+    w = torch.tensor([t.shape[2] for t in decoded])
+    boxes = crop_boxes(torch.Generator().manual_seed(4), h, w)
+    boxes[0] = torch.tensor([0.0, 0.0, 64.0, 64.0], dtype=torch.float64)  # to the edges
+    boxes[1] = torch.tensor([30.0, 20.0, 80.0, 60.0], dtype=torch.float64)  # bottom-right corner
+    one = aug._resample(decoded, boxes)
+    per_size = aug._resample_groups(decoded, boxes)
+    assert one.is_contiguous(memory_format=torch.channels_last)
+    assert torch.allclose(one, per_size, atol=1e-4)
+    # a large image among small ones: padding would more than double the pixels, so per size
+    big = [torch.zeros((3, 400, 400), dtype=torch.uint8), *decoded[:3]]
+    big_boxes = torch.cat([torch.tensor([[0.0, 0.0, 400.0, 400.0]], dtype=torch.float64), boxes[:3]])
+    assert torch.allclose(aug._resample(big, big_boxes), aug._resample_groups(big, big_boxes))
