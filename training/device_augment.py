@@ -379,17 +379,20 @@ class DeviceAugment:
         n, height, width = len(images), max(hs), max(ws)
         if n * height * width > PAD_LIMIT * sum(h * w for h, w in zip(hs, ws, strict=True)):
             return self._resample_groups(images, boxes)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # torch.nested's prototype warning
-            padded = torch.nested.to_padded_tensor(torch.nested.nested_tensor(images), 0)
-        dev = padded.device
-        last_row = torch.tensor(hs, device=dev)[:, None] - 1
-        last_col = torch.tensor(ws, device=dev)[:, None] - 1
-        rows = torch.minimum(torch.arange(height, device=dev)[None, :], last_row)  # (N, H)
-        cols = torch.minimum(torch.arange(width, device=dev)[None, :], last_col)   # (N, W)
-        which = torch.arange(n, device=dev)[:, None, None]
-        edged = padded[which, :, rows[:, :, None], cols[:, None, :]]  # (N, H, W, 3)
-        stack = edged.permute(0, 3, 1, 2).float()
+        if len(set(hs)) == 1 and len(set(ws)) == 1:  # one size (tiny-imagenet): no padding
+            stack = torch.stack(images).float()
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # torch.nested's prototype warning
+                padded = torch.nested.to_padded_tensor(torch.nested.nested_tensor(images), 0)
+            dev = padded.device
+            last_row = torch.tensor(hs, device=dev)[:, None] - 1
+            last_col = torch.tensor(ws, device=dev)[:, None] - 1
+            rows = torch.minimum(torch.arange(height, device=dev)[None, :], last_row)  # (N, H)
+            cols = torch.minimum(torch.arange(width, device=dev)[None, :], last_col)   # (N, W)
+            which = torch.arange(n, device=dev)[:, None, None]
+            edged = padded[which, :, rows[:, :, None], cols[:, None, :]]  # (N, H, W, 3)
+            stack = edged.permute(0, 3, 1, 2).float()
         rois = torch.cat([torch.arange(n, dtype=torch.float64)[:, None], boxes], dim=1)
         resampled = roi_align(stack, rois.float().to(self.device, non_blocking=True),
                               (self.size, self.size), spatial_scale=1.0, sampling_ratio=-1,
