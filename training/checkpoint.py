@@ -7,6 +7,23 @@ checkpoint is ``(epoch + 1, 0)``). Writing goes to a temporary file in the same 
 is flushed to disk and renamed over the final name, so a reader never sees half a file;
 older checkpoints beyond ``keep`` are removed after the rename. ``latest`` orders names by
 ``(epoch, processed)``; files of any other name are ignored.
+
+Every checkpoint also records the run's settings (``settings``: seed, batch size, learning
+rate, world size and a hash of the sample list, ``training.fingerprint``);
+``resume_action`` compares them with the new run's before it resumes:
+
+- another ``--seed``: refused (``ConfigError``, exit 2). The seed fixes every epoch's
+  shuffle, so mid-epoch the rest of the new order would skip samples of the old one and
+  repeat others, and later epochs would not be the ones the run started;
+- another sample list (same size, other files or order): the epoch in progress restarts
+  from its first sample (its partial position means nothing in the new list); at an epoch
+  boundary nothing is lost, so it resumes;
+- another batch size or learning rate: resumed, with a note (the plan of the rest of the
+  epoch counts samples, not steps, so no sample is skipped or repeated; the rate is what the
+  new flags ask for);
+- another world size: the elastic case, resumed (the rate ramps up to a larger world's,
+  ``training.schedule``);
+- a checkpoint written before settings were recorded: resumed, with a note.
 """
 
 from __future__ import annotations
@@ -18,7 +35,7 @@ from pathlib import Path
 
 import torch
 
-from training.errors import CheckpointError
+from training.errors import CheckpointError, ConfigError
 
 NAME = re.compile(r"^ckpt-(\d{5,})-(\d{10,})\.pt$")
 
@@ -98,3 +115,45 @@ def load(path: str | Path) -> dict:
     if not isinstance(payload, dict) or "model" not in payload:
         raise CheckpointError(f"{path} is not a training checkpoint")
     return payload
+
+
+RESUME = "resume"
+RESTART_EPOCH = "restart-epoch"
+
+
+def settings(seed: int, batch_size: int, lr: float, world_size: int,
+             samples_sha256: str | None) -> dict:
+    """The run's settings as a checkpoint records them."""
+    return {"seed": int(seed), "batch_size": int(batch_size), "lr": float(lr),
+            "world_size": int(world_size), "samples_sha256": samples_sha256}
+
+
+def resume_action(saved: dict | None, current: dict, path: str | Path, processed: int
+                  ) -> tuple[str, list[str]]:
+    """What to do with the checkpoint at ``path`` (``processed`` samples into its epoch) whose
+    recorded ``settings`` are ``saved`` (None: not recorded), for a run with ``current``
+    settings: ``(RESUME or RESTART_EPOCH, notes to log)``. Pure.
+
+    Raises ``ConfigError`` (one line naming both seeds and the way out) for another seed.
+    """
+    if not saved:
+        return RESUME, [f"{path} records no run settings: seed and sample list not checked"]
+    if saved.get("seed") != current["seed"]:
+        raise ConfigError(
+            f"{path} was trained with --seed {saved.get('seed')}, this run has --seed "
+            f"{current['seed']}: the epochs' sample order would differ; resume with --seed "
+            f"{saved.get('seed')} or start in another --checkpoint-dir")
+    notes = []
+    action = RESUME
+    old_hash, new_hash = saved.get("samples_sha256"), current["samples_sha256"]
+    if old_hash and new_hash and old_hash != new_hash:
+        if processed:
+            action = RESTART_EPOCH
+            notes.append(f"the sample list differs from the one {path} was trained on: "
+                         f"the epoch restarts from its first sample ({processed} were done)")
+        else:
+            notes.append(f"the sample list differs from the one {path} was trained on")
+    for key, flag in (("batch_size", "--batch-size"), ("lr", "--lr")):
+        if saved.get(key) is not None and saved.get(key) != current[key]:
+            notes.append(f"{flag} {current[key]} (the checkpoint was trained with {saved[key]})")
+    return action, notes

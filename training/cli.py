@@ -61,7 +61,9 @@ def train_command(argv: list[str] | None, defaults: options.Defaults, make_task:
     def body() -> int:
         args = options.parse(argv, defaults)
         task = make_task(args)
-        from training.loop import run
+        from training.loop import run, use_cuda
+
+        options.resolve_device_defaults(args, defaults, cuda=use_cuda(args))
 
         return run(task, args)
     return guarded(body)

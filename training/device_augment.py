@@ -26,24 +26,40 @@ Geometry, the same as ``training.datasets.image_transforms``:
 
 Each box is resampled to ``size`` x ``size`` by ``torchvision.ops.roi_align`` (bilinear,
 ``aligned=True``; adaptive sampling averages several points per output pixel when the box
-is larger than the output, i.e. it anti-aliases a downscale). Images of different sizes in
-one batch are processed in one call per distinct size.
+is larger than the output, i.e. it anti-aliases a downscale), one call for the whole batch
+padded to its largest image (edges replicated, so the result is the same as per image).
+
+Transfer: ``collate_bytes`` packs a batch into one uint8 tensor with offsets
+(``PackedImages``), so a batch crosses from a loading process as a handful of shared-memory
+tensors instead of one per image; it is not pinned (the decoder reads host memory).
+
+Failures: ``DeviceAugment.self_check`` decodes a tiny JPEG on the device at start-up and
+raises ``DeviceError`` naming the cause (no torchcodec, a torchcodec without CUDA, nvJPEG
+that does not start). In training, an image the device decoder rejects (nvJPEG refuses
+CMYK JPEGs, ImageNet holds ~22) is decoded on the CPU with PIL instead and counted
+(``fallbacks``, reported as ``decode_fallbacks`` in the metrics); ``DatasetError`` only when
+PIL cannot decode it either.
 """
 
 from __future__ import annotations
 
 import math
+import threading
+import warnings
+from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 from torch.utils.data import Dataset
 
 from training.datasets import IMAGENET_MEAN, IMAGENET_STD
-from training.errors import DatasetError
+from training.errors import DatasetError, DeviceError
 
 JPEG_MAGIC = b"\xff\xd8\xff"
 SCALE = (0.08, 1.0)
 RATIO = (3.0 / 4.0, 4.0 / 3.0)
 ATTEMPTS = 10
+PAD_LIMIT = 2.0  # one roi_align over the padded batch while padding at most doubles the pixels
 
 
 def is_jpeg(data: bytes) -> bool:
@@ -94,12 +110,80 @@ def _decode_other(path: str, data: bytes) -> torch.Tensor:
     return torch.from_numpy(rgb.copy()).permute(2, 0, 1).contiguous()
 
 
+class PackedImages(NamedTuple):
+    """A batch of ``JpegBytesDataset`` images in three tensors: ``data`` (uint8, every item
+    back to back), ``offsets`` (int64, N + 1: item ``i`` is ``data[offsets[i]:offsets[i+1]]``)
+    and ``shapes`` (int64, N x 3: ``(3, H, W)`` of an item decoded in the loading process,
+    stored as its pixels; zeros for JPEG bytes)."""
+
+    data: torch.Tensor
+    offsets: torch.Tensor
+    shapes: torch.Tensor
+
+    @property
+    def num_images(self) -> int:
+        """The number of images (``len`` is the tuple's: three tensors)."""
+        return int(self.offsets.shape[0]) - 1
+
+    def unpack(self) -> list[torch.Tensor]:
+        """The items as views of ``data``: 1-D JPEG bytes, or (3, H, W) uint8 pixels."""
+        bounds = self.offsets.tolist()
+        out = []
+        for i, shape in enumerate(self.shapes.tolist()):
+            item = self.data[bounds[i]:bounds[i + 1]]
+            out.append(item.view(shape) if shape[0] else item)
+        return out
+
+
+def pack(images: list[torch.Tensor]) -> PackedImages:
+    """``images`` (1-D JPEG bytes or (3, H, W) uint8 pixels) as one ``PackedImages``."""
+    flat = [t.reshape(-1) for t in images]
+    sizes = torch.tensor([0] + [t.numel() for t in flat], dtype=torch.int64)
+    shapes = torch.tensor([list(t.shape) if t.ndim == 3 else [0, 0, 0] for t in images],
+                          dtype=torch.int64).reshape(len(images), 3)
+    data = torch.cat(flat) if flat else torch.empty(0, dtype=torch.uint8)
+    return PackedImages(data, torch.cumsum(sizes, 0), shapes)
+
+
 def collate_bytes(batch):
-    """DataLoader ``collate_fn``: ``(list of image tensors, int64 labels, list of paths)``;
-    the images differ in length (or size), so they are not stacked."""
-    images = [item[0] for item in batch]
+    """DataLoader ``collate_fn``: ``(PackedImages, int64 labels, list of paths)``: the
+    images differ in length (or size), so they are packed with offsets, not stacked."""
     labels = torch.stack([item[1] for item in batch])
-    return images, labels, [item[2] for item in batch]
+    return pack([item[0] for item in batch]), labels, [item[2] for item in batch]
+
+
+def tiny_jpeg() -> tuple[bytes, tuple[int, int, int]]:
+    """A 16 x 16 JPEG of one colour and that colour, for the device self-check."""
+    import io
+
+    from PIL import Image
+
+    colour = (200, 40, 120)
+    buf = io.BytesIO()
+    Image.new("RGB", (16, 16), colour).save(buf, "JPEG", quality=95)
+    return buf.getvalue(), colour
+
+
+def torchcodec_decoder(data: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
+    """Decode JPEG bytes (1-D uint8 tensors on the CPU) to (3, H, W) uint8 RGB on ``device``
+    in one ``torchcodec.decoders.decode_jpeg`` call (on CUDA: one nvJPEG batch)."""
+    from torchcodec.decoders import decode_jpeg
+
+    out = decode_jpeg(list(data), mode="RGB", device=device)
+    return out if isinstance(out, list) else [out]
+
+
+def cpu_decode(data: torch.Tensor) -> torch.Tensor:
+    """JPEG bytes decoded with PIL (any JPEG it reads, CMYK included) as (3, H, W) uint8 RGB;
+    ``OSError`` or ``UnidentifiedImageError`` when it cannot."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data.numpy().tobytes())) as img:
+        rgb = np.asarray(img.convert("RGB"))
+    return torch.from_numpy(rgb.copy()).permute(2, 0, 1).contiguous()
 
 
 def crop_boxes(generator: torch.Generator, heights: torch.Tensor, widths: torch.Tensor
@@ -152,40 +236,87 @@ def center_boxes(heights: torch.Tensor, widths: torch.Tensor, size: int) -> torc
     return torch.stack([left, top, left + size / (rw / w_img), top + size / (rh / h_img)], dim=1)
 
 
+Decoder = Callable[[list[torch.Tensor], torch.device], list[torch.Tensor]]
+
+
 class DeviceAugment:
     """Decode and augment batches of ``JpegBytesDataset`` items on ``device``.
 
-    ``train(images)`` and ``val(images)`` take the list a loader batch holds and return a
-    float32 tensor ``(N, 3, size, size)`` on ``device``, normalised with the ImageNet mean
-    and standard deviation. ``reseed(seed)`` restarts the random stream of the crops and
-    flips. A JPEG that cannot be decoded raises ``DatasetError`` (``paths``, when given,
-    names the file). Nothing here blocks on the device beyond what the decode does.
+    ``train(images)`` and ``val(images)`` take the images a loader batch holds
+    (``PackedImages``, or a list of tensors) and return a float32 tensor ``(N, 3, size, size)``
+    on ``device``, normalised with the ImageNet mean and standard deviation. ``reseed(seed)``
+    restarts the random stream of the crops and flips. ``decoder`` decodes a list of JPEGs
+    on the device (default: ``torchcodec_decoder``; tests pass one that fails). A JPEG the
+    decoder rejects is decoded on the CPU and counted in ``fallbacks``; one that PIL cannot
+    decode either raises ``DatasetError`` (``paths``, when given, names the file).
+    ``self_check()`` raises ``DeviceError`` when the decoder cannot decode on ``device`` at
+    all. Nothing here blocks on the device beyond what the decode does.
     """
 
-    def __init__(self, size: int, device: torch.device):
+    def __init__(self, size: int, device: torch.device, decoder: Decoder | None = None):
         self.size, self.device = size, device
+        self.decoder: Decoder = decoder or torchcodec_decoder
+        self.fallbacks = 0  # images decoded on the CPU because the device decoder refused them
+        self._lock = threading.Lock()  # decode may run in a prefetch thread (training.prefetch)
         self.generator = torch.Generator()
-        self.mean = torch.tensor(IMAGENET_MEAN, device=device).view(1, 3, 1, 1) * 255.0
-        self.std = torch.tensor(IMAGENET_STD, device=device).view(1, 3, 1, 1) * 255.0
+        self._norm: tuple[torch.Tensor, torch.Tensor] | None = None  # made at first use
+
+    def normalise(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` (0-255) normalised in place with the ImageNet mean and deviation."""
+        if self._norm is None:
+            self._norm = (torch.tensor(IMAGENET_MEAN, device=self.device).view(1, 3, 1, 1) * 255.0,
+                          torch.tensor(IMAGENET_STD, device=self.device).view(1, 3, 1, 1) * 255.0)
+        mean, std = self._norm
+        return x.sub_(mean).div_(std)
 
     def reseed(self, seed: int) -> None:
         self.generator.manual_seed(seed)
 
-    def decode(self, images: list[torch.Tensor], paths: list[str] | None = None
+    def self_check(self) -> None:
+        """Decode a tiny JPEG on the device and check its colour; ``DeviceError`` naming the
+        cause when that fails (blocks until the decode is done)."""
+        data, colour = tiny_jpeg()
+        where = f"--augment-on-device cannot decode JPEGs on {self.device}"
+        try:
+            out = self.decoder([torch.frombuffer(bytearray(data), dtype=torch.uint8)], self.device)
+            got = out[0].float().mean(dim=(1, 2)).cpu().tolist()
+        except ImportError as exc:
+            raise DeviceError(f"{where}: torchcodec is not installed ({exc})") from exc
+        except Exception as exc:  # whatever the decoder raises, say so in one line
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            hint = (" (a torchcodec built without CUDA, or nvJPEG failed to start)"
+                    if self.device.type == "cuda" else "")
+            raise DeviceError(f"{where}: {type(exc).__name__}: {first}{hint}; without "
+                              "--augment-on-device the loading processes decode on the CPU"
+                              ) from exc
+        if len(out[0].shape) != 3 or tuple(out[0].shape) != (3, 16, 16) or any(
+                abs(g - c) > 8 for g, c in zip(got, colour, strict=True)):
+            raise DeviceError(f"{where}: a 16x16 test JPEG of colour {colour} decoded as "
+                              f"shape {tuple(out[0].shape)}, mean colour {[round(g) for g in got]}")
+
+    def take_fallbacks(self) -> int:
+        """The CPU fallbacks counted since the last call (and reset the count)."""
+        with self._lock:
+            n, self.fallbacks = self.fallbacks, 0
+        return n
+
+    def decode(self, images: PackedImages | list[torch.Tensor], paths: list[str] | None = None
                ) -> list[torch.Tensor]:
         """(3, H, W) uint8 images on the device: JPEG bytes decoded in one batched call
-        (on CUDA by nvJPEG), already decoded images moved there."""
-        from torchcodec.decoders import decode_jpeg
-
+        (on CUDA by nvJPEG), already decoded images moved there. When the batched call fails,
+        each image is decoded alone; what the device decoder rejects is decoded by PIL on
+        the CPU (counted in ``fallbacks``); ``DatasetError`` when PIL fails too."""
+        if isinstance(images, PackedImages):
+            images = images.unpack()
         jpeg = [i for i, t in enumerate(images) if t.ndim == 1]
         out: list[torch.Tensor | None] = [None] * len(images)
         if jpeg:
             data = [images[i] for i in jpeg]
             try:
-                decoded = decode_jpeg(data, mode="RGB", device=self.device)
-            except RuntimeError:
-                self._find_bad_jpeg(data, [paths[i] for i in jpeg] if paths else None)
-                raise
+                decoded = self.decoder(data, self.device)
+            except (RuntimeError, ValueError):
+                decoded = [self._decode_one(t, paths[i] if paths else f"image {i} of the batch")
+                           for i, t in zip(jpeg, data, strict=True)]
             for i, t in zip(jpeg, decoded, strict=True):
                 out[i] = t
         for i, t in enumerate(images):
@@ -193,41 +324,87 @@ class DeviceAugment:
                 out[i] = t.to(self.device, non_blocking=True)
         return [t for t in out if t is not None]
 
-    def _find_bad_jpeg(self, data: list[torch.Tensor], paths: list[str] | None) -> None:
-        """Raise ``DatasetError`` for the first of ``data`` that does not decode."""
-        from torchcodec.decoders import decode_jpeg
+    def _decode_one(self, data: torch.Tensor, name: str) -> torch.Tensor:
+        """One JPEG on the device, else with PIL on the CPU (counted), else ``DatasetError``."""
+        from PIL import UnidentifiedImageError
 
-        for k, t in enumerate(data):
-            try:
-                decode_jpeg(t, mode="RGB", device=self.device)
-            except RuntimeError as exc:
-                name = paths[k] if paths else f"image {k} of the batch"
-                raise DatasetError(f"{name}: cannot decode image: {exc}".splitlines()[0]) from exc
+        try:
+            return self.decoder([data], self.device)[0]
+        except (RuntimeError, ValueError) as exc:
+            device_error = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        try:
+            image = cpu_decode(data)
+        except (OSError, UnidentifiedImageError, ValueError) as exc:
+            raise DatasetError(f"{name}: cannot decode image: {exc} (on {self.device}: "
+                               f"{device_error})".splitlines()[0]) from exc
+        with self._lock:
+            self.fallbacks += 1
+        return image.to(self.device, non_blocking=True)
 
-    def train(self, images: list[torch.Tensor], paths: list[str] | None = None) -> torch.Tensor:
-        """Random resized crops, flipped with probability 1/2, normalised."""
+    def train(self, images: PackedImages | list[torch.Tensor], paths: list[str] | None = None
+              ) -> torch.Tensor:
+        """Random resized crops, flipped with probability 1/2, normalised; channels_last."""
         decoded = self.decode(images, paths)
         h, w = _sizes(decoded)
         boxes = crop_boxes(self.generator, h, w)
         flips = torch.rand(len(decoded), generator=self.generator) < 0.5
         out = self._resample(decoded, boxes)
-        flips = flips.to(self.device, non_blocking=True)[:, None, None, None]
-        out = torch.where(flips, out.flip(-1), out)
-        return out.sub_(self.mean).div_(self.std)
+        flipped = flips.nonzero()[:, 0]
+        if flipped.numel():  # only the flipped images are copied, in place (channels_last kept)
+            flipped = flipped.to(self.device, non_blocking=True)
+            out[flipped] = out[flipped].flip(-1)
+        return self.normalise(out)
 
-    def val(self, images: list[torch.Tensor], paths: list[str] | None = None) -> torch.Tensor:
-        """The resize + central crop of validation, normalised."""
+    def val(self, images: PackedImages | list[torch.Tensor], paths: list[str] | None = None
+            ) -> torch.Tensor:
+        """The resize + central crop of validation, normalised; channels_last."""
         decoded = self.decode(images, paths)
         h, w = _sizes(decoded)
-        return self._resample(decoded, center_boxes(h, w, self.size)).sub_(self.mean).div_(self.std)
+        return self.normalise(self._resample(decoded, center_boxes(h, w, self.size)))
 
     def _resample(self, images: list[torch.Tensor], boxes: torch.Tensor) -> torch.Tensor:
-        """Each image's box resampled to ``size`` x ``size`` (float32, 0-255): one
-        ``roi_align`` per distinct image size."""
+        """Each image's box resampled to ``size`` x ``size`` (float32, 0-255, channels_last:
+        the layout the model wants).
+
+        One ``roi_align`` for the batch: the images padded to the largest height and width,
+        each padded with copies of its last row and column (``roi_align`` clamps a sample
+        point past the last pixel to the tensor's edge, so this gives the value an image of
+        its own size gives: the same result as one call per size), made by one gather. When
+        that padding would more than double the pixels (a very large image among small
+        ones), one call per distinct size instead (``_resample_groups``)."""
+        from torchvision.ops import roi_align
+
+        hs = [int(t.shape[1]) for t in images]
+        ws = [int(t.shape[2]) for t in images]
+        n, height, width = len(images), max(hs), max(ws)
+        if n * height * width > PAD_LIMIT * sum(h * w for h, w in zip(hs, ws, strict=True)):
+            return self._resample_groups(images, boxes)
+        if len(set(hs)) == 1 and len(set(ws)) == 1:  # one size (tiny-imagenet): no padding
+            stack = torch.stack(images).float()
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # torch.nested's prototype warning
+                padded = torch.nested.to_padded_tensor(torch.nested.nested_tensor(images), 0)
+            dev = padded.device
+            last_row = torch.tensor(hs, device=dev)[:, None] - 1
+            last_col = torch.tensor(ws, device=dev)[:, None] - 1
+            rows = torch.minimum(torch.arange(height, device=dev)[None, :], last_row)  # (N, H)
+            cols = torch.minimum(torch.arange(width, device=dev)[None, :], last_col)   # (N, W)
+            which = torch.arange(n, device=dev)[:, None, None]
+            edged = padded[which, :, rows[:, :, None], cols[:, None, :]]  # (N, H, W, 3)
+            stack = edged.permute(0, 3, 1, 2).float()
+        rois = torch.cat([torch.arange(n, dtype=torch.float64)[:, None], boxes], dim=1)
+        resampled = roi_align(stack, rois.float().to(self.device, non_blocking=True),
+                              (self.size, self.size), spatial_scale=1.0, sampling_ratio=-1,
+                              aligned=True)
+        return resampled.contiguous(memory_format=torch.channels_last)
+
+    def _resample_groups(self, images: list[torch.Tensor], boxes: torch.Tensor) -> torch.Tensor:
+        """``_resample`` with one ``roi_align`` per distinct image size."""
         from torchvision.ops import roi_align
 
         out = torch.empty((len(images), 3, self.size, self.size), dtype=torch.float32,
-                          device=self.device)
+                          device=self.device, memory_format=torch.channels_last)
         groups: dict[tuple[int, int], list[int]] = {}
         for i, t in enumerate(images):
             groups.setdefault((t.shape[1], t.shape[2]), []).append(i)

@@ -5,6 +5,8 @@
     |   +-- ConfigError        a bad flag or environment value
     |   +-- DatasetError       a missing or malformed dataset (names the path and what is wrong)
     +-- CheckpointError        a checkpoint that cannot be read or written: exit 1
+    +-- DeviceError            the training device cannot do what was asked (e.g. decode
+                               JPEGs for --augment-on-device): exit 1
 
 Every other failure while training is a runtime failure, exit 1; a worker ended by signal N
 exits 128 + N (SIGTERM: 143, see ``training.signals``). Library errors (OSError, torch/PIL
@@ -40,3 +42,8 @@ class DatasetError(InputError):
 
 class CheckpointError(TrainingError):
     """A checkpoint cannot be read or written (a runtime failure, exit 1)."""
+
+
+class DeviceError(TrainingError):
+    """The training device cannot do what the flags ask (a runtime failure, exit 1); the
+    message names the cause and the way out."""

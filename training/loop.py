@@ -17,7 +17,10 @@ Elastic contract, per step of an epoch:
   ``world / samples in the step`` so the averaged gradient is the step's mean gradient
   whatever the local batch sizes (an empty local batch contributes zeros);
 - the learning rate is set every step from ``schedule.learning_rate`` (world-size scaled,
-  warm-up), and again by a reset callback the moment the world changes;
+  warm-up); on entry after a reset that grew the world, a ramp from the old rate to the new
+  one is started (``schedule.resize_ramp``, kept in the state: ``world``, ``lr_ramp``);
+- a checkpoint records the run's settings; resuming checks them (``checkpoint.resume_action``:
+  another seed is refused, another sample list restarts the epoch);
 - every ``--commit-every`` steps: the epoch's loss/accuracy sums are allreduced into the
   state, the state is saved, the trace is written, then hosts updates are checked (which
   may raise ``HostsUpdatedInterrupt`` and re-enter with the new world);
@@ -43,6 +46,7 @@ the training device, from a random stream seeded per rank like the rest.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -54,10 +58,10 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset
 
-from training import checkpoint, cpus, loaders, metrics
+from training import checkpoint, cpus, fingerprint, loaders, metrics
 from training.errors import CheckpointError
 from training.layout import LayoutCompression
-from training.schedule import learning_rate
+from training.schedule import learning_rate, ramped, resize_ramp
 from training.seeding import stream_seed
 from training.signals import EXIT_TERM, StopFlags, leave
 from training.trace import Tracer, dynamo_imported, params_checksum, process_start
@@ -105,6 +109,19 @@ def param_groups(model: torch.nn.Module, weight_decay: float, norm_weight_decay:
     groups = [{"params": decay, "weight_decay": weight_decay},
               {"params": other, "weight_decay": norm_weight_decay}]
     return [g for g in groups if g["params"]]
+
+
+@contextlib.contextmanager
+def cudnn_autotune(enabled: bool):
+    """``cudnn.benchmark`` only if ``enabled`` within the block (restored after): a short batch
+    (an epoch's last, whose size changes with the world size) runs on cuDNN's heuristics
+    instead of autotuning every convolution once more for its shape."""
+    before = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = before and enabled
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.benchmark = before
 
 
 def log(msg: str) -> None:
@@ -159,12 +176,16 @@ class Trainer:
             from training.device_augment import collate_bytes
 
             self.collate = collate_bytes
+        # pinned host memory speeds up copies of decoded batches; encoded bytes are read by
+        # the decoder from host memory, so that path is not pinned
+        self.pin = self.cuda and task.augment_size is None
         self._tick: float | None = None  # start of the training time not yet committed
         self.writer = metrics.MetricsWriter(args.metrics_file)
         self.tracer = tracer or Tracer(args.trace_dir)
         self.n = dataset_size(task.train_set)
         self._pending: list[int] = []
         self._pending_count = 0
+        self._samples_hash: str | None = None
         self._stepped = False  # this process made an optimizer step
         self.prepare(torch.device("cuda", local_rank_hint()) if self.cuda else torch.device("cpu"))
 
@@ -185,6 +206,7 @@ class Trainer:
             from training.device_augment import DeviceAugment
 
             self.augment = DeviceAugment(self.task.augment_size, device)
+            self.augment.self_check()  # DeviceError naming the cause, before any training
         self._pending_loss = torch.zeros((), dtype=torch.float64, device=device)
         self._pending_correct = torch.zeros((), dtype=torch.int64, device=device)
         torch.manual_seed(args.seed)
@@ -217,11 +239,16 @@ class Trainer:
         else:
             self.workers = loaders.default_workers(self.gpu_path, hvd.local_size(),
                                                    cpus.usable_cpus(), cpus.cgroup_cpu_limit())
-        compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
+        compression = hvd.Compression.fp16 if self.fp16_allreduce() else hvd.Compression.none
         self.opt = hvd.DistributedOptimizer(self.opt, named_parameters=self.model.named_parameters(),
                                             compression=LayoutCompression(compression))
         fields = {"epoch": 0, "batch": 0, "resets": 0, "stats": (0.0, 0, 0),
                   "clock": (0.0, 0.0), "mark": (0.0, 0, 0),
+                  # the world size the rate was last set for (0: none yet) and the ramp
+                  # after a scale-up (``training.schedule``), the same on every rank
+                  "world": 0, "lr_ramp": None,
+                  # images the device decoder rejected and the CPU decoded, job total
+                  "decode_fallbacks": 0,
                   # the scaler's state belongs to the state from the start: a failure before
                   # the first commit must roll every rank back to the same scale
                   "scaler_state": self.scaler.state_dict() if self.scaler else None}
@@ -232,6 +259,16 @@ class Trainer:
         state = TrainingState(model=self.model, optimizer=self.opt, sampler=self.sampler, **fields)
         state.register_reset_callbacks([lambda: self.on_reset(state)])
         return state
+
+    def fp16_allreduce(self) -> bool:
+        """Compress gradients to fp16: ``--allreduce-dtype fp16`` or ``--fp16-allreduce``, or
+        ``auto`` on the GPU path with fp16 mixed precision (the scaled gradients fit fp16,
+        an overflow is an inf the gradient scaler skips). Not with bf16: Horovod 0.28.1
+        cannot allreduce bfloat16, and fp16 without a loss scale flushes small gradients."""
+        a = self.args
+        if a.fp16_allreduce or a.allreduce_dtype == "fp16":
+            return True
+        return a.allreduce_dtype == "auto" and self.amp and a.amp_dtype == "fp16"
 
     def resume(self, directory: str) -> dict:
         """Load the newest checkpoint into the model/optimizer; the state fields it holds
@@ -251,15 +288,34 @@ class Trainer:
             self.opt.load_state_dict(payload["optimizer"])
         except (RuntimeError, KeyError, ValueError) as exc:
             raise CheckpointError(f"{path} does not fit the model: {exc}".splitlines()[0]) from exc
+        saved = payload.get("settings")
+        action, notes = checkpoint.resume_action(saved, self.run_settings(), path, processed)
+        for note in notes:
+            log(note)
         log(f"resuming from {path} (epoch {epoch + 1}, {processed} samples done)")
         stats = tuple(payload.get("stats", (0.0, 0, 0)))
         clock = tuple(payload.get("clock", (0.0, 0.0)))
-        fields = {"epoch": epoch, "processed": processed, "batch": int(payload.get("batch", 0)),
+        batch = int(payload.get("batch", 0))
+        if action == checkpoint.RESTART_EPOCH:
+            processed, batch, stats, clock = 0, 0, (0.0, 0, 0), (0.0, 0.0)
+        ramp = payload.get("lr_ramp")
+        fields = {"epoch": epoch, "processed": processed, "batch": batch,
+                  "decode_fallbacks": int(payload.get("decode_fallbacks", 0)),
                   "resets": int(payload.get("resets", 0)), "stats": stats, "clock": clock,
-                  "mark": (clock[0], stats[2], int(payload.get("batch", 0)))}
+                  "mark": (clock[0], stats[2], batch),
+                  "world": int(payload.get("world") or (saved or {}).get("world_size") or 0),
+                  "lr_ramp": tuple(ramp) if ramp else None}
         if self.scaler is not None and payload.get("scaler_state"):
             fields["scaler_state"] = payload["scaler_state"]
         return fields
+
+    def run_settings(self) -> dict:
+        """This run's settings as checkpoints record them (``checkpoint.settings``)."""
+        if self._samples_hash is None:
+            self._samples_hash = fingerprint.samples_sha256(self.task.train_set) or ""
+        a = self.args
+        return checkpoint.settings(a.seed, a.batch_size, a.lr, self.hvd.size(),
+                                   self._samples_hash or None)
 
     def on_reset(self, state) -> None:
         """Reset callback: count the reset, drop uncommitted work, rescale the rate.
@@ -288,6 +344,7 @@ class Trainer:
         self.sampler.reset()
         self._clear_pending()
         self._tick = None
+        self.follow_world(state)
         if self.scaler is not None and state.scaler_state is not None:
             self.scaler.load_state_dict(state.scaler_state)
         seed = stream_seed(self.args.seed, hvd.rank(), state.epoch, state.resets)
@@ -306,17 +363,31 @@ class Trainer:
         """The training loader (persistent processes on the GPU path), planned by the sampler."""
         if self._train_loader is None:
             self._train_loader = loaders.make_loader(self.task.train_set, self.sampler,
-                                                     self.workers, pin_memory=self.cuda,
+                                                     self.workers, pin_memory=self.pin,
                                                      collate_fn=self.collate)
         return self._train_loader
 
     def train_epoch(self, state) -> None:
-        steps = self.sampler.steps
+        """The epoch's remaining steps. On the GPU path with ``--augment-on-device`` batch
+        k+1 is decoded and augmented in a thread (on a side CUDA stream) during step k
+        (``training.prefetch``); the thread is stopped before this returns or raises."""
         batches = iter(self.train_loader()) if len(self.sampler) else iter(())
+        if self.augment is not None and self.gpu_path:
+            from training.prefetch import Prefetcher
+
+            with Prefetcher(batches, lambda b: self.to_device(b, train=True), self.device) as ready:
+                self._train_steps(state, ready, prepared=True)
+        else:
+            self._train_steps(state, batches, prepared=False)
+
+    def _train_steps(self, state, batches, prepared: bool) -> None:
+        steps = self.sampler.steps
         self._tick = time.monotonic()
         first = True
         for step in steps:
-            batch = self.to_device(next(batches), train=True) if step.indices else None
+            batch = None
+            if step.indices:
+                batch = next(batches) if prepared else self.to_device(next(batches), train=True)
             if first and batch is not None:
                 self.tracer.inputs(epoch=state.epoch, rank=self.hvd.rank(), indices=step.indices,
                                    batch=batch[0])
@@ -364,6 +435,11 @@ class Trainer:
     def train_step(self, batch, total: int) -> None:
         """One optimizer step on ``batch``, ``(x, y)`` on the device (``to_device``) or None
         for no sample; ``total`` is the step's sample count over all ranks."""
+        full = batch is not None and int(batch[0].shape[0]) == self.args.batch_size
+        with cudnn_autotune(full):
+            self._step(batch, total)
+
+    def _step(self, batch, total: int) -> None:
         model, opt = self.model, self.opt
         model.train()
         opt.zero_grad()
@@ -406,10 +482,29 @@ class Trainer:
             x = x.contiguous(memory_format=torch.channels_last)
         return x, y.to(self.device, non_blocking=True)
 
-    def set_lr(self, state) -> None:
+    def rate(self, state, world: int) -> float:
+        """The learning rate now for ``world`` workers: the schedule, then the state's ramp."""
         a = self.args
         progress = state.epoch + self.sampler.processed_num / self.n
-        lr = learning_rate(progress, a.lr, self.hvd.size(), a.warmup_epochs, a.lr_milestones)
+        target = learning_rate(progress, a.lr, world, a.warmup_epochs, a.lr_milestones)
+        return ramped(target, progress, state.lr_ramp, a.scale_up_ramp)
+
+    def follow_world(self, state) -> None:
+        """On entry with the synced state: when the world size differs from the one the rate
+        was last set for, start a ramp from the rate in use (a scale-up) or drop it (a
+        shrink: immediate). Every rank decides alike from the same synced state; a roll-back
+        restores the previous world and ramp, and the next entry decides again."""
+        size = self.hvd.size()
+        if state.world and state.world != size:
+            progress = state.epoch + self.sampler.processed_num / self.n
+            new_target = learning_rate(progress, self.args.lr, size, self.args.warmup_epochs,
+                                       self.args.lr_milestones)
+            state.lr_ramp = resize_ramp(self.rate(state, state.world), new_target, progress,
+                                        self.args.scale_up_ramp)
+        state.world = size
+
+    def set_lr(self, state) -> None:
+        lr = self.rate(state, self.hvd.size())
         for group in self.opt.param_groups:
             group["lr"] = lr
 
@@ -425,11 +520,13 @@ class Trainer:
             state.clock = (seconds + now - self._tick,
                            worker_seconds + (now - self._tick) * hvd.size())
             self._tick = now
+        fallbacks = self.augment.take_fallbacks() if self.augment is not None else 0
         sums = torch.tensor([float(self._pending_loss), float(self._pending_correct),
-                             float(self._pending_count)], dtype=torch.float64)
+                             float(self._pending_count), float(fallbacks)], dtype=torch.float64)
         sums = hvd.allreduce(sums, op=hvd.Sum, name="training.stats")
         loss, correct, count = state.stats
         state.stats = (loss + float(sums[0]), correct + int(sums[1]), count + int(sums[2]))
+        state.decode_fallbacks += int(sums[3])
         if self.scaler is not None:
             state.scaler_state = self.scaler.state_dict()
         self.maybe_progress(state)
@@ -442,6 +539,8 @@ class Trainer:
             self.flags.checkpoint = False
             if hvd.rank() == 0 and self.args.checkpoint_dir:
                 self.write_checkpoint(state)
+            if self._tick is not None:  # the write is not training time
+                self._tick = time.monotonic()
         self.check_signals(state)
         if check_hosts:
             state.check_host_updates()
@@ -451,6 +550,8 @@ class Trainer:
         self._pending_loss.zero_()
         self._pending_correct.zero_()
         self._pending_count = 0
+        if self.augment is not None:
+            self.augment.take_fallbacks()
 
     def maybe_progress(self, state) -> None:
         every = self.args.log_every
@@ -465,8 +566,13 @@ class Trainer:
                 "progress", time=time.time(), epoch=state.epoch + 1, batch=state.batch,
                 world_size=self.hvd.size(), samples=count, samples_per_sec=rate,
                 samples_per_sec_per_worker=rate / self.hvd.size(), loss_sum=loss,
-                correct=correct, lr=self.opt.param_groups[0]["lr"], resets=state.resets))
+                correct=correct, lr=self.opt.param_groups[0]["lr"], resets=state.resets,
+                decode_fallbacks=self.fallbacks_metric(state)))
         state.mark = (seconds, state.stats[2], state.batch)
+
+    def fallbacks_metric(self, state) -> int | None:
+        """The job's CPU decode fallbacks so far (``--augment-on-device`` only, else None)."""
+        return state.decode_fallbacks if self.augment is not None else None
 
     def end_epoch(self, state) -> None:
         hvd = self.hvd
@@ -479,7 +585,7 @@ class Trainer:
             world_size=hvd.size(), samples=count, samples_per_sec=metrics.rate(count, seconds),
             samples_per_sec_per_worker=metrics.rate(count, worker_seconds),
             loss_sum=loss, correct=correct, lr=self.opt.param_groups[0]["lr"],
-            resets=state.resets, val_accuracy=val)
+            resets=state.resets, val_accuracy=val, decode_fallbacks=self.fallbacks_metric(state))
         state.epoch += 1
         self.sampler.set_epoch(state.epoch)
         state.batch = 0
@@ -514,7 +620,7 @@ class Trainer:
             hvd = self.hvd
             shards = loaders.ShardBatches(dataset_size(val_set), self.args.val_batch_size,
                                           lambda: (hvd.rank(), hvd.size()))
-            self._val = shards, loaders.make_loader(val_set, shards, self.workers, pin_memory=self.cuda,
+            self._val = shards, loaders.make_loader(val_set, shards, self.workers, pin_memory=self.pin,
                                                     collate_fn=self.collate)
         return self._val
 
@@ -531,7 +637,8 @@ class Trainer:
         with torch.no_grad():
             for batch in batches:
                 x, y = self.to_device(batch, train=False)
-                with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp):
+                with cudnn_autotune(int(x.shape[0]) == self.args.val_batch_size), \
+                        torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp):
                     out = self.model(x)
                 correct += (out.argmax(1) == y).sum()
                 count += int(y.shape[0])
@@ -549,7 +656,10 @@ class Trainer:
             "task": self.task.name, "dataset_size": self.n,
             "model": self.model.state_dict(), "optimizer": self.opt.state_dict(),
             "batch": state.batch, "resets": state.resets, "stats": tuple(state.stats),
-            "clock": tuple(state.clock),
+            "clock": tuple(state.clock), "world": state.world,
+            "decode_fallbacks": state.decode_fallbacks,
+            "lr_ramp": tuple(state.lr_ramp) if state.lr_ramp else None,
+            "settings": self.run_settings(),
             "scaler_state": self.scaler.state_dict() if self.scaler is not None else None,
         }
         path = checkpoint.save(self.args.checkpoint_dir, payload, self.sampler.epoch,

@@ -12,6 +12,8 @@ training steps only, not BatchNorm averaging, validation or checkpoint writes),
 ``samples_per_sec_per_worker`` (the same per worker, i.e. per GPU), ``loss`` and
 ``accuracy`` (training, over the epoch so far), ``lr``, ``resets`` (elastic resets since the
 job started) and ``val_accuracy`` (epoch records only; null without a validation split).
+With ``--augment-on-device`` also ``decode_fallbacks``: the images since the job started that
+the device decoder rejected and the CPU decoded (``training.device_augment``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from training.errors import ConfigError
 
 def record(event: str, *, time: float, epoch: int, batch: int, world_size: int, samples: int,
            samples_per_sec: float, samples_per_sec_per_worker: float, loss_sum: float, correct: int,
-           lr: float, resets: int, val_accuracy: float | None = None) -> dict:
+           lr: float, resets: int, val_accuracy: float | None = None,
+           decode_fallbacks: int | None = None) -> dict:
     """One metrics record; ``loss`` and ``accuracy`` are means over ``samples`` (null if none)."""
     if event not in ("progress", "epoch"):
         raise ValueError(f"unknown metrics event {event!r}")
@@ -46,6 +49,8 @@ def record(event: str, *, time: float, epoch: int, batch: int, world_size: int, 
     }
     if event == "epoch":
         out["val_accuracy"] = None if val_accuracy is None else round(val_accuracy, 6)
+    if decode_fallbacks is not None:
+        out["decode_fallbacks"] = decode_fallbacks
     return out
 
 

@@ -39,6 +39,11 @@ class Defaults:
     num_classes: int | None = None
     label_smoothing: float = 0.0
     norm_weight_decay: float | None = None  # None: the same as weight_decay
+    # on CUDA, when --batch-size is not given (NVIDIA's ResNet-50 reference: 256 per GPU)
+    gpu_batch_size: int | None = None
+    # when set and --lr is not given: the rate per worker is lr_per_256 * batch size / 256
+    # (Goyal et al.'s linear rule; 0.1 per 256 for ResNet-50), ``lr`` is then unused
+    lr_per_256: float | None = None
 
 
 class _Parser(argparse.ArgumentParser):
@@ -103,6 +108,14 @@ def amp_dtype(text: str) -> str:
 
 
 AMP_DTYPES = ("fp16", "bf16")
+ALLREDUCE_DTYPES = ("auto", "fp32", "fp16")
+
+
+def allreduce_dtype(text: str) -> str:
+    """``auto``, ``fp32`` or ``fp16`` (argparse ``type``)."""
+    if text not in ALLREDUCE_DTYPES:
+        raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(ALLREDUCE_DTYPES)}")
+    return text
 
 
 def _fraction(kind):
@@ -153,11 +166,12 @@ _FLAGS = (
     Flag("--synthetic-size", int, MODEL, "training samples with --synthetic (default %(default)s)",
          _positive),
     Flag("--epochs", int, MODEL, "epochs to train (default %(default)s)", _positive),
-    Flag("--batch-size", int, MODEL, "samples per worker per step (default %(default)s)", _positive),
+    Flag("--batch-size", int, None, "samples per worker per step (default: the model's, "
+         "larger on CUDA; see --help's epilog)", _positive),
     Flag("--val-batch-size", int, MODEL,
          "samples per worker per validation step (default %(default)s)", _positive),
-    Flag("--lr", float, MODEL,
-         "learning rate of one worker; scaled by the world size (default %(default)s)", _non_negative),
+    Flag("--lr", float, None, "learning rate of one worker; scaled by the world size (default: "
+         "the model's; see --help's epilog)", _non_negative),
     Flag("--momentum", float, MODEL, "SGD momentum (default %(default)s)", _non_negative),
     Flag("--weight-decay", float, MODEL, "SGD weight decay (default %(default)s)", _non_negative),
     Flag("--norm-weight-decay", float, MODEL, "weight decay of normalisation weights and biases "
@@ -166,6 +180,9 @@ _FLAGS = (
          "(default %(default)s)", _fraction),
     Flag("--warmup-epochs", float, MODEL,
          "epochs of linear warm-up to the scaled rate (default %(default)s)", _non_negative),
+    Flag("--scale-up-ramp", float, 0.25, "after the world grows, ramp the rate linearly from the "
+         "old world's to the new one's over this part of an epoch (0: at once; a smaller world "
+         "takes its rate at once; default %(default)s)", _non_negative),
     Flag("--lr-milestones", str, MODEL,
          "epochs after which the rate is multiplied by 0.1, e.g. 30,60,80"),
     Flag("--commit-every", int, 100, "commit the elastic state every N steps: a commit copies the "
@@ -180,7 +197,11 @@ _FLAGS = (
     Flag("--keep-checkpoints", int, 3, "checkpoints kept in --checkpoint-dir (default %(default)s)",
          _positive),
     Flag("--metrics-file", str, None, "append JSON-lines metrics here (rank 0; also printed on stdout)"),
-    Flag("--fp16-allreduce", bool, False, "compress gradients to fp16 for the allreduce"),
+    Flag("--fp16-allreduce", bool, False, "compress gradients to fp16 for the allreduce (the "
+         "same as --allreduce-dtype fp16)"),
+    Flag("--allreduce-dtype", str, "auto", "type of the gradients in the allreduce: fp32, fp16 "
+         "or auto: fp16 on the GPU path with fp16 mixed precision (the gradient scaler catches "
+         "an overflow), else fp32 (default %(default)s)", lambda kind: allreduce_dtype),
     Flag("--no-cuda", bool, False, "train on the CPU even when CUDA is available"),
     Flag("--no-amp", bool, False, "no automatic mixed precision on CUDA"),
     Flag("--amp-dtype", str, "fp16", "mixed-precision type on CUDA: fp16 (with a gradient scaler) "
@@ -215,10 +236,23 @@ _IMAGE_FLAGS = (  # the image models' flags (``Defaults.image_size`` set)
 )
 
 
+def resolve_device_defaults(args: argparse.Namespace, d: Defaults, cuda: bool) -> None:
+    """Fill ``--batch-size`` and ``--lr`` when they were not given: the model's batch size
+    (``gpu_batch_size`` on CUDA), and the rate ``lr_per_256 * batch / 256`` (else ``lr``).
+    ``parse`` calls it for the CPU; the command calls it again once it knows CUDA is used."""
+    if not args.batch_size_given:
+        args.batch_size = d.gpu_batch_size if cuda and d.gpu_batch_size else d.batch_size
+    if not args.lr_given:
+        args.lr = d.lr_per_256 * args.batch_size / 256 if d.lr_per_256 else d.lr
+
+
 def parse(argv: list[str] | None, d: Defaults) -> argparse.Namespace:
     """Parse ``argv`` (None = sys.argv[1:]) with the environment as defaults."""
     p = _Parser(prog=d.prog, description=d.description,
-                epilog="Every flag may also be set as TRAIN_<FLAG> in the environment.")
+                epilog=f"Defaults: --batch-size {d.batch_size}"
+                + (f" ({d.gpu_batch_size} on CUDA)" if d.gpu_batch_size else "")
+                + (f", --lr {d.lr_per_256} x batch size / 256" if d.lr_per_256 else f", --lr {d.lr}")
+                + ". Every flag may also be set as TRAIN_<FLAG> in the environment.")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--data-dir", default=_env("data-dir", None, str),
                      help="dataset directory (read only; nothing is downloaded)")
@@ -227,6 +261,8 @@ def parse(argv: list[str] | None, d: Defaults) -> argparse.Namespace:
     for spec in _FLAGS + (_IMAGE_FLAGS if d.image_size is not None else ()):
         spec.add_to(p, d)
     args = p.parse_args(argv)
+    args.batch_size_given, args.lr_given = args.batch_size is not None, args.lr is not None
+    resolve_device_defaults(args, d, cuda=False)
     if not args.data_dir and not args.synthetic:
         raise ConfigError("one of --data-dir DIR or --synthetic is required")
     args.lr_milestones = milestones(args.lr_milestones)

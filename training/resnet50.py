@@ -21,6 +21,7 @@ DEFAULTS = options.Defaults(
     prog="train-resnet50",
     description="Elastic ResNet-50 training on Horovod (horovodrun ... python -m training.resnet50).",
     epochs=90, batch_size=32, val_batch_size=32, lr=0.0125, momentum=0.9, weight_decay=5e-5,
+    gpu_batch_size=256, lr_per_256=0.1,
     norm_weight_decay=0.0, label_smoothing=0.1,
     warmup_epochs=5.0, lr_milestones="30,60,80", synthetic_size=1280, image_size=224,
     num_classes=1000)

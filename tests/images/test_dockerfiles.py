@@ -72,15 +72,21 @@ def test_horovod_is_built_by_the_setup_script_with_nccl():
 
 def _setup_pins() -> dict:
     setup = (ROOT / "scripts" / "setup").read_text()
-    return dict(re.findall(r"^(torch_version|torchvision_version|horovod_version)=(\S+)$", setup, re.M))
+    return dict(re.findall(r"^(torch_version|torchvision_version|torchcodec_version|horovod_version)=(\S+)$",
+                           setup, re.M))
 
 
 def test_torch_and_horovod_pins_agree_with_setup():
     pins = _setup_pins()
-    args = re.findall(r"^ARG (TORCH_VERSION|TORCHVISION_VERSION|HOROVOD_VERSION)=(\S+)$",
+    args = re.findall(r"^ARG (TORCH_VERSION|TORCHVISION_VERSION|TORCHCODEC_VERSION|HOROVOD_VERSION)=(\S+)$",
                       (IMAGES / "Dockerfile").read_text(), re.M)
     assert set(args) == {("TORCH_VERSION", pins["torch_version"]), ("TORCHVISION_VERSION", pins["torchvision_version"]),
+                         ("TORCHCODEC_VERSION", pins["torchcodec_version"]),
                          ("HOROVOD_VERSION", pins["horovod_version"])}
+    # the runtime stage installs the pinned torchcodec, and not a second, unpinned one
+    dockerfile = (IMAGES / "Dockerfile").read_text()
+    assert '"torchcodec==${TORCHCODEC_VERSION}"' in dockerfile
+    assert "torchcodec" in (IMAGES / "runtime-requirements").read_text()
 
 
 def test_the_cuda_base_is_the_cuda_release_torchs_wheel_is_built_for():

@@ -116,8 +116,9 @@ def test_resnet50_on_tiny_imagenet_with_two_workers(tmp_path):
     assert all(0.0 <= r["val_accuracy"] <= 1.0 for r in epochs)
     progress = [r for r in records if r["event"] == "progress"]
     assert progress and all(r["samples_per_sec"] > 0 for r in progress)
-    # warm-up: the rate ramps from the base (0.0125) towards 2 x base over the first epoch
-    assert progress[0]["lr"] < epochs[-1]["lr"] == pytest.approx(0.025)
+    # the rate of one worker is 0.1 per 256 samples (0.1 x 4 / 256); warm-up ramps it from
+    # there towards 2 x that over the first epoch
+    assert progress[0]["lr"] < epochs[-1]["lr"] == pytest.approx(2 * 0.1 * 4 / 256)
 
 
 @pytest.mark.parametrize("module, argv, code, message", [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,10 +14,13 @@ from training.datasets import IMAGENET_MEAN, IMAGENET_STD
 from training.device_augment import (
     DeviceAugment,
     JpegBytesDataset,
+    PackedImages,
     collate_bytes,
+    cpu_decode,
     crop_boxes,
+    torchcodec_decoder,
 )
-from training.errors import DatasetError
+from training.errors import DatasetError, DeviceError
 from training.imagefolder import scan
 from training.seeding import stream_seed
 
@@ -54,7 +58,12 @@ def test_loading_side_reads_bytes_without_decoding(tmp_path):
     decoded, label, _ = ds[1]  # not a JPEG: decoded here, RGB
     assert decoded.shape == (3, 10, 20) and decoded.dtype == torch.uint8 and int(label) == 2
     images, labels, paths = collate_bytes([ds[0], ds[1]])
-    assert len(images) == 2 and labels.tolist() == [1, 2] and paths == [str(path), str(png)]
+    assert images.num_images == 2 and labels.tolist() == [1, 2] and paths == [str(path), str(png)]
+    # one uint8 tensor with offsets, not a tensor per image
+    assert isinstance(images, PackedImages) and images.data.dtype == torch.uint8
+    assert images.data.ndim == 1 and images.offsets.tolist()[0] == 0
+    first, second = images.unpack()
+    assert bytes(first.numpy()) == path.read_bytes() and torch.equal(second, decoded)
 
 
 @pytest.mark.parametrize("size", [64, 96])
@@ -87,7 +96,7 @@ def test_validation_equals_resize_and_center_crop(tmp_path):
     x = DeviceAugment(64, CPU).val(images)
     mean = torch.tensor(IMAGENET_MEAN).view(3, 1, 1)
     std = torch.tensor(IMAGENET_STD).view(3, 1, 1)
-    for k, data in enumerate(images):
+    for k, data in enumerate(images.unpack()):
         ref = F.center_crop(F.resize(decode_jpeg(data).float(), 73), 64)
         assert torch.allclose((ref / 255 - mean) / std, x[k], atol=1e-3)
 
@@ -142,3 +151,118 @@ def test_tiny_imagenet_layout_reads_through_the_dataset(tmp_path):
     aug = DeviceAugment(64, CPU)
     assert aug.train(images).shape == (6, 3, 64, 64)
     assert labels.tolist() == [label for _, label in found.train]
+
+
+def test_packed_batches_cross_from_real_loader_processes(tmp_path):
+    """Through forkserver loading processes (``training.loaders``), a batch arrives as one
+    data tensor plus offsets, and decodes to what the files hold."""
+    from training.loaders import make_loader
+
+    samples = [(str(textured(tmp_path / f"{k}.JPEG", 40 + 8 * k, 32, seed=k)), k) for k in range(5)]
+    samples.append((str(textured(tmp_path / "p.png", 24, 16, fmt="PNG")), 5))
+    ds = JpegBytesDataset(samples)
+    loader = make_loader(ds, [[0, 1, 2], [3, 4, 5]], workers=1, pin_memory=False,
+                         collate_fn=collate_bytes)
+    batches = list(loader)
+    assert len(batches) == 2
+    for (images, labels, paths), idx in zip(batches, [[0, 1, 2], [3, 4, 5]], strict=True):
+        assert isinstance(images, PackedImages) and images.data.ndim == 1
+        assert images.offsets.shape == (4,) and labels.tolist() == idx
+        assert paths == [samples[i][0] for i in idx]
+        for item, i in zip(images.unpack(), idx, strict=True):
+            if samples[i][0].endswith(".JPEG"):
+                assert bytes(item.numpy()) == Path(samples[i][0]).read_bytes()
+            else:
+                assert item.shape == (3, 16, 24)
+        out = DeviceAugment(32, CPU).val(images, paths)
+        assert out.shape == (3, 3, 32, 32)
+
+
+def failing_decoder(data, device):
+    raise RuntimeError("nvjpeg: NVJPEG_STATUS_NOT_INITIALIZED\nmore detail")
+
+
+def rejecting(reject: set[bytes]):
+    """A device decoder (torchcodec on the CPU) that refuses the JPEGs in ``reject``, as
+    nvJPEG refuses CMYK files, and counts its calls."""
+    calls = []
+
+    def decode(data, device):
+        calls.append(len(data))
+        if any(bytes(t.numpy()) in reject for t in data):
+            raise RuntimeError("nvjpeg: unsupported JPEG")
+        return torchcodec_decoder(data, device)
+    decode.calls = calls  # type: ignore[attr-defined]
+    return decode
+
+
+def test_self_check_fails_with_the_cause():
+    with pytest.raises(DeviceError) as err:
+        DeviceAugment(64, torch.device("cuda"), decoder=failing_decoder).self_check()
+    message = str(err.value)
+    assert message == ("--augment-on-device cannot decode JPEGs on cuda: RuntimeError: nvjpeg: "
+                       "NVJPEG_STATUS_NOT_INITIALIZED (a torchcodec built without CUDA, or nvJPEG "
+                       "failed to start); without --augment-on-device the loading processes "
+                       "decode on the CPU")
+
+    def wrong_colours(data, device):
+        return [torch.zeros((3, 16, 16), dtype=torch.uint8)]
+    with pytest.raises(DeviceError, match="decoded as shape"):
+        DeviceAugment(64, CPU, decoder=wrong_colours).self_check()
+    DeviceAugment(64, CPU).self_check()  # torchcodec on the CPU works
+
+
+def test_rejected_images_fall_back_to_the_cpu_and_are_counted(tmp_path):
+    rgb = [textured(tmp_path / f"{k}.JPEG", 48, 40, seed=k) for k in range(4)]
+    cmyk = tmp_path / "cmyk.JPEG"
+    Image.open(rgb[0]).convert("CMYK").save(cmyk, "JPEG", quality=95)
+    samples = [(str(p), 0) for p in [rgb[0], cmyk, rgb[1], rgb[2], rgb[3]]]
+    ds = JpegBytesDataset(samples)
+    images, _, paths = collate_bytes([ds[i] for i in range(len(ds))])
+    decoder = rejecting({cmyk.read_bytes(), rgb[2].read_bytes()})
+    aug = DeviceAugment(32, CPU, decoder=decoder)
+    decoded = aug.decode(images, paths)
+    assert aug.fallbacks == 2 and decoder.calls == [5, 1, 1, 1, 1, 1]
+    for item, t in zip(images.unpack(), decoded, strict=True):
+        assert torch.equal(t, cpu_decode(item)) or (t.float() - cpu_decode(item).float()).abs().mean() < 2
+    assert aug.val(images, paths).shape == (5, 3, 32, 32) and aug.take_fallbacks() == 4
+    assert aug.fallbacks == 0
+
+
+def test_dataset_error_only_when_the_cpu_cannot_decode_either(tmp_path):
+    good = textured(tmp_path / "good.JPEG")
+    bad = tmp_path / "bad.JPEG"
+    bad.write_bytes(good.read_bytes()[:40] + b"\x00" * 100)
+    ds = JpegBytesDataset([(str(good), 0), (str(bad), 1)])
+    images, _, paths = collate_bytes([ds[0], ds[1]])
+    aug = DeviceAugment(64, CPU, decoder=rejecting({bad.read_bytes()}))
+    with pytest.raises(DatasetError, match=r"bad.JPEG: cannot decode image: .*\(on cpu: nvjpeg: "
+                                           r"unsupported JPEG\)$"):
+        aug.train(images, paths)
+
+
+def test_output_is_channels_last(tmp_path):
+    images, _, _ = batch_of(tmp_path, 8)
+    aug = DeviceAugment(64, CPU)
+    aug.reseed(0)
+    for x in (aug.train(images), aug.val(images)):
+        assert x.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_one_padded_roi_align_equals_one_call_per_size(tmp_path):
+    images, _, _ = batch_of(tmp_path, 6, sizes=((64, 64), (80, 60), (50, 70), (64, 48)))
+    aug = DeviceAugment(48, CPU)
+    decoded = aug.decode(images)
+    h = torch.tensor([t.shape[1] for t in decoded])
+    w = torch.tensor([t.shape[2] for t in decoded])
+    boxes = crop_boxes(torch.Generator().manual_seed(4), h, w)
+    boxes[0] = torch.tensor([0.0, 0.0, 64.0, 64.0], dtype=torch.float64)  # to the edges
+    boxes[1] = torch.tensor([30.0, 20.0, 80.0, 60.0], dtype=torch.float64)  # bottom-right corner
+    one = aug._resample(decoded, boxes)
+    per_size = aug._resample_groups(decoded, boxes)
+    assert one.is_contiguous(memory_format=torch.channels_last)
+    assert torch.allclose(one, per_size, atol=1e-4)
+    # a large image among small ones: padding would more than double the pixels, so per size
+    big = [torch.zeros((3, 400, 400), dtype=torch.uint8), *decoded[:3]]
+    big_boxes = torch.cat([torch.tensor([[0.0, 0.0, 400.0, 400.0]], dtype=torch.float64), boxes[:3]])
+    assert torch.allclose(aug._resample(big, big_boxes), aug._resample_groups(big, big_boxes))

@@ -53,3 +53,20 @@ def test_one_line_keeps_a_plain_message_and_unwraps_a_loader_worker_traceback():
                            " (most recent call last):\n  File \"a.py\", line 1\n"
                            "training.errors.DatasetError: x.jpg: cannot decode image\n")
     assert one_line(wrapped) == "x.jpg: cannot decode image"
+
+
+def test_gpu_defaults_256_per_gpu_and_0_1_per_256():
+    args = options.parse(["--synthetic"], resnet50.DEFAULTS)
+    assert (args.batch_size, args.lr) == (32, pytest.approx(0.0125))  # the CPU: 0.1 x 32 / 256
+    options.resolve_device_defaults(args, resnet50.DEFAULTS, cuda=True)
+    assert (args.batch_size, args.lr) == (256, pytest.approx(0.1))
+    args = options.parse(["--synthetic", "--batch-size", "128"], resnet50.DEFAULTS)
+    options.resolve_device_defaults(args, resnet50.DEFAULTS, cuda=True)
+    assert (args.batch_size, args.lr) == (128, pytest.approx(0.05))  # the rate follows the batch
+    args = options.parse(["--synthetic", "--lr", "0.3"], resnet50.DEFAULTS)
+    options.resolve_device_defaults(args, resnet50.DEFAULTS, cuda=True)
+    assert (args.batch_size, args.lr) == (256, 0.3)  # given flags win
+    args = options.parse(["--synthetic"], mnist.DEFAULTS)
+    options.resolve_device_defaults(args, mnist.DEFAULTS, cuda=True)
+    assert (args.batch_size, args.lr) == (64, 0.01)  # MNIST keeps its own
+    assert args.allreduce_dtype == "auto" and args.scale_up_ramp == 0.25
