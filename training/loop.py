@@ -59,7 +59,7 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset
 
 from training import checkpoint, cpus, fingerprint, loaders, metrics
-from training.errors import CheckpointError
+from training.errors import CheckpointError, ConfigError
 from training.layout import LayoutCompression
 from training.schedule import learning_rate, ramped, resize_ramp
 from training.seeding import stream_seed
@@ -252,8 +252,14 @@ class Trainer:
                   # the scaler's state belongs to the state from the start: a failure before
                   # the first commit must roll every rank back to the same scale
                   "scaler_state": self.scaler.state_dict() if self.scaler else None}
+        # rank 0's refusal to resume (another --seed, a checkpoint that does not fit) must end
+        # every rank: it travels in the state, and every rank raises it after the sync
+        fields["refused"] = None
         if args.checkpoint_dir and hvd.rank() == 0:
-            fields.update(self.resume(args.checkpoint_dir))
+            try:
+                fields.update(self.resume(args.checkpoint_dir))
+            except (ConfigError, CheckpointError) as exc:
+                fields["refused"] = (type(exc).__name__, str(exc))
         self.sampler.load_state_dict({"epoch": fields["epoch"],
                                       "processed_num": fields.pop("processed", 0)})
         state = TrainingState(model=self.model, optimizer=self.opt, sampler=self.sampler, **fields)
@@ -341,6 +347,9 @@ class Trainer:
         """(Re-)entering training with the synced state: this world's plan, the state's loss
         scale, this rank's random stream; leave now if a SIGTERM came during the reset."""
         hvd = self.hvd
+        if state.refused:
+            kind, message = state.refused
+            raise (ConfigError if kind == "ConfigError" else CheckpointError)(message)
         self.sampler.reset()
         self._clear_pending()
         self._tick = None

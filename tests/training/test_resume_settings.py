@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.training.trainhelp import run_env
+from tests.training.trainhelp import HOROVODRUN, Job, run_env
 from training import checkpoint
 from training.datasets import SyntheticDataset
 from training.device_augment import JpegBytesDataset
@@ -49,6 +49,34 @@ def test_resume_with_another_seed_is_refused(tmp_path):
     assert "--lr 0.02 (the checkpoint was trained with 0.01)" in same.stderr
     assert checkpoint.latest(tmp_path / "ckpt")[0] == (2, 0)
 
+
+
+def test_a_refusal_on_rank_0_ends_every_rank_of_an_elastic_job(tmp_path):
+    """Only rank 0 reads the checkpoint; its refusal travels in the synced state, so every rank
+    ends with the same line (before, the other ranks trained on from fresh weights)."""
+    first = mnist(tmp_path, "--epochs", "1", "--seed", "42")
+    assert first.returncode == 0, first.stderr[-3000:]
+    (pos, path) = checkpoint.latest(tmp_path / "ckpt")
+    discover = tmp_path / "discover.sh"
+    discover.write_text("#!/bin/sh\necho localhost:2\n")
+    discover.chmod(0o755)
+    argv = [HOROVODRUN, "-np", "2", "--min-np", "1", "--max-np", "2",
+            "--host-discovery-script", str(discover), "--network-interface", "lo",
+            sys.executable, "-m", "training.mnist", "--synthetic", "--synthetic-size", "64",
+            "--batch-size", "16", "--workers", "0", "--epochs", "2", "--seed", "7",
+            "--checkpoint-dir", str(tmp_path / "ckpt")]
+    job = Job(argv, tmp_path / "job.log", cwd=ROOT, env=run_env())
+    try:
+        code = job.finish(240)
+    finally:
+        job.stop()
+    out = job.output()
+    assert code != 0, out[-3000:]
+    refusal = f"error: {path} was trained with --seed 42, this run has --seed 7"
+    for rank in (0, 1):
+        assert any(line.startswith(f"[{rank}]<stderr>:{refusal}") for line in out.splitlines()), \
+            out[-3000:]
+    assert checkpoint.latest(tmp_path / "ckpt")[0] == pos  # nothing trained
 
 SETTINGS = checkpoint.settings(42, 32, 0.1, 2, "a" * 64)
 
