@@ -42,26 +42,6 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.filterwarnings(LEAKED_SOCKET))
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _close_rendezvous_sockets():
-    """``RendezvousServer.stop()`` also closes its listening socket while these tests run:
-    a socket still referenced when ``_collect_leaked_sockets`` runs (a server thread not yet
-    gone, a failed test's traceback) was otherwise finalized later, its ``ResourceWarning``
-    failing an unrelated test or the session's end."""
-    from horovod.runner.http.http_server import RendezvousServer
-    original = RendezvousServer.stop
-
-    def stop(self):
-        original(self)
-        httpd = getattr(self, "_httpd", None)
-        if httpd is not None:
-            httpd.server_close()
-
-    RendezvousServer.stop = stop
-    yield
-    RendezvousServer.stop = original
-
-
 @pytest.fixture(autouse=True)
 def _collect_leaked_sockets():
     """After each test, garbage-collect the sockets Horovod left open, that warning ignored."""
