@@ -85,6 +85,49 @@ class Job:
             self.proc.wait()
 
 
+def kill_round(work: Path, n: int, victim: int) -> None:
+    """One round: a job of NP ranks, ``victim`` SIGKILLed KILL_OFFSETS[n] s after it entered
+    its third step or later; fails the test unless every survivor left with
+    HorovodInternalError and shut down, and none died."""
+    job = Job(work)
+    out = job.out
+
+    def steps_done(rank: int) -> int:
+        done = last(out, rank, "step_done")
+        return -1 if done is None else done["step"]
+
+    survivors = [r for r in range(NP) if r != victim]
+    try:
+        wait_for(lambda: min(steps_done(r) for r in range(NP)) >= 1, 240,
+                 f"round {n}: {NP} ranks to finish 2 steps of 64 MB allreduces", alive=job.alive,
+                 detail=job.detail)
+        start = last(out, victim, "start")
+        entered = last(out, victim, "step")
+        assert start is not None and entered is not None
+
+        def next_step() -> dict | None:
+            e = last(out, victim, "step")
+            return e if e is not None and e["step"] > entered["step"] else None
+
+        step = wait_for(next_step, 60, f"round {n}: rank {victim} to enter a step", alive=job.alive,
+                        detail=job.detail)
+        # not a wait for a condition: where in the step the kill lands, tried in turn
+        time.sleep(max(0.0, step["t"] + KILL_OFFSETS[n % len(KILL_OFFSETS)] - time.time()))
+        os.kill(start["pid"], signal.SIGKILL)
+        wait_for(lambda: all(last(out, r, "shutdown_done") for r in survivors), PROMPT,
+                 f"round {n}: ranks {survivors} to leave the collective (HorovodInternalError) and shut "
+                 f"Horovod down after rank {victim} was killed; Gloo's own timeout is {GLOO_TIMEOUT} s",
+                 interval=0.1, alive=job.alive, detail=job.detail)
+        job.proc.wait(timeout=60)
+    finally:
+        job.close()
+    output = job.log.read_text()
+    assert "terminate called" not in output, f"round {n}: a survivor crashed:\n{output[-3000:]}"
+    assert job.proc.returncode == 0, f"round {n}: horovodrun exited {job.proc.returncode}:\n{output[-3000:]}"
+    for r in survivors:
+        assert last(out, r, "error") is not None, f"round {n}: rank {r}: {events(out, r)[-3:]}"
+
+
 @pytest.mark.timeout(ROUNDS * 200)
 def test_a_rank_killed_mid_allreduce_costs_no_survivor(tmp_path):
     """0016/0017: in each round a rank (each in turn, rank 0 too) is SIGKILLed a little after
@@ -92,35 +135,4 @@ def test_a_rank_killed_mid_allreduce_costs_no_survivor(tmp_path):
     and return from hvd.shutdown within PROMPT s, and none may die (no ``terminate called``
     in horovodrun's output)."""
     for n in range(ROUNDS):
-        victim = (n + 1) % NP
-        job = Job(tmp_path / f"round-{n}")
-        out = job.out
-        try:
-            def steps_done(rank: int, out=out) -> int:
-                done = last(out, rank, "step_done")
-                return -1 if done is None else done["step"]
-
-            wait_for(lambda: min(steps_done(r) for r in range(NP)) >= 1, 240,
-                     f"round {n}: {NP} ranks to finish 2 steps of 64 MB allreduces", alive=job.alive,
-                     detail=job.detail)
-            start = last(out, victim, "start")
-            assert start is not None
-            entered = last(out, victim, "step")["step"]
-            step = wait_for(lambda: (e := last(out, victim, "step")) and e["step"] > entered and e, 60,
-                            f"round {n}: rank {victim} to enter a step", alive=job.alive, detail=job.detail)
-            # not a wait for a condition: where in the step the kill lands, tried in turn
-            time.sleep(max(0.0, step["t"] + KILL_OFFSETS[n % len(KILL_OFFSETS)] - time.time()))
-            os.kill(start["pid"], signal.SIGKILL)
-            survivors = [r for r in range(NP) if r != victim]
-            wait_for(lambda: all(last(out, r, "shutdown_done") for r in survivors), PROMPT,
-                     f"round {n}: ranks {survivors} to leave the collective (HorovodInternalError) and shut "
-                     f"Horovod down after rank {victim} was killed; Gloo's own timeout is {GLOO_TIMEOUT} s",
-                     interval=0.1, alive=job.alive, detail=job.detail)
-            job.proc.wait(timeout=60)
-        finally:
-            job.close()
-        output = job.log.read_text()
-        assert "terminate called" not in output, f"round {n}: a survivor crashed:\n{output[-3000:]}"
-        assert job.proc.returncode == 0, f"round {n}: horovodrun exited {job.proc.returncode}:\n{output[-3000:]}"
-        for r in survivors:
-            assert last(out, r, "error") is not None, f"round {n}: rank {r}: {events(out, r)[-3:]}"
+        kill_round(tmp_path / f"round-{n}", n, (n + 1) % NP)
