@@ -6,21 +6,14 @@ folder, which upstream's rootdir-less pytest layout put on the path. Both are do
 every test below this folder gets the ``horovod_upstream`` marker, so ``pytest -m
 horovod_upstream`` (or ``scripts/test-horovod-upstream``) runs them alone.
 
-The suite's warnings-are-errors stays on here, with one exception, scoped to this folder:
-Horovod's ``RendezvousServer.stop()`` shuts its HTTP server down without closing the listening
-socket (stock 0.28.1 and the patched build alike), and these tests (and ``horovodrun``, which
-the integration tests run in-process) never close it, so a ``ResourceWarning: unclosed
-<socket.socket ...>`` fires whenever the garbage collector gets to it: inside whatever test
-runs then, anywhere in the suite. That one warning is ignored in the tests here (a
-``filterwarnings`` mark), and ``_collect_leaked_sockets`` collects the sockets after each
-test here, so the leak neither fails a test nor escapes into tests elsewhere.
-Likewise ``_shut_horovod_down``: ``test_torch_elastic.py`` calls ``hvd.init()`` in the pytest
-process (upstream ran each file in a process of its own) and never shuts it down.
+The suite's warnings-are-errors applies here too, with no exception: stock Horovod's
+``RendezvousServer.stop()`` left its listening socket open (a ``ResourceWarning: unclosed
+<socket.socket ...>`` whenever the garbage collector got to it, in whatever test ran then);
+patch 0019 closes it. ``_shut_horovod_down``: ``test_torch_elastic.py`` calls ``hvd.init()``
+in the pytest process (upstream ran each file in a process of its own) and never shuts it down.
 """
-import gc
 import os
 import sys
-import warnings
 
 import pytest
 
@@ -31,44 +24,11 @@ for _sub in ("utils", "integration"):
         sys.path.append(_path)
 
 
-LEAKED_SOCKET = r"ignore:unclosed <socket\.socket:ResourceWarning"
-
-
 def pytest_collection_modifyitems(config, items):
-    """Mark every test under this folder ``horovod_upstream``, and ignore the leaked socket's warning."""
+    """Mark every test under this folder ``horovod_upstream``."""
     for item in items:
         if str(item.path).startswith(_HERE + os.sep):
             item.add_marker(pytest.mark.horovod_upstream)
-            item.add_marker(pytest.mark.filterwarnings(LEAKED_SOCKET))
-
-
-@pytest.fixture(autouse=True, scope="session")
-def _close_rendezvous_sockets():
-    """``RendezvousServer.stop()`` also closes its listening socket while these tests run:
-    a socket still referenced when ``_collect_leaked_sockets`` runs (a server thread not yet
-    gone, a failed test's traceback) was otherwise finalized later, its ``ResourceWarning``
-    failing an unrelated test or the session's end."""
-    from horovod.runner.http.http_server import RendezvousServer
-    original = RendezvousServer.stop
-
-    def stop(self):
-        original(self)
-        httpd = getattr(self, "_httpd", None)
-        if httpd is not None:
-            httpd.server_close()
-
-    RendezvousServer.stop = stop
-    yield
-    RendezvousServer.stop = original
-
-
-@pytest.fixture(autouse=True)
-def _collect_leaked_sockets():
-    """After each test, garbage-collect the sockets Horovod left open, that warning ignored."""
-    yield
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r"unclosed <socket\.socket", category=ResourceWarning)
-        gc.collect()
 
 
 @pytest.fixture(autouse=True)

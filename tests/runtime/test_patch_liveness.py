@@ -142,6 +142,42 @@ def test_a_vanished_host_leaves_the_world_without_waiting_for_its_process(tmp_pa
 
 
 @pytest.mark.timeout(400)
+def test_a_silent_worker_whose_host_left_is_lost_without_the_grace(tmp_path):
+    """0018: a worker freezes (SIGSTOP) and its host then leaves discovery (a node gone, marked
+    NotReady). Its liveness pings have gone unanswered, so it is not finishing a graceful
+    leave: the driver loses it at once instead of after the leave grace. The grace and the
+    liveness timeout are both 150 s here and the Gloo timeout 300 s, so only the new path can
+    free the survivors within the 90 s they are given. Before 0018 the frozen worker stayed in
+    the world for the whole grace."""
+    me = socket.gethostname()
+    script, hosts, _ = discovery_script(tmp_path, f"localhost:1\n127.0.0.1:1\n{me}:1\n")
+    log, events = tmp_path / "live.jsonl", tmp_path / "events.jsonl"
+    env = run_env(LIVE_LOG=str(log), LIVE_STEPS="250", LIVE_DIE_HOST="127.0.0.1", LIVE_DIE_AT_STEP="20",
+                  LIVE_DIE_SIGNAL="STOP", HOROVOD_GLOO_TIMEOUT_SECONDS="300",
+                  HOROVOD_ELASTIC_LIVENESS_TIMEOUT_SECONDS="150", HOROVOD_ELASTIC_EVENTS_FILE=str(events))
+    job = Job(tmp_path, job_argv(script, 3, 2, "--elastic-leave-grace", "150"), env)
+    stopped = None
+    try:
+        died = Path(str(log) + ".died")
+        wait_for(died.exists, 240, "the worker on 127.0.0.1 to freeze", alive=alive_check(job))
+        stopped = int(died.read_text())
+        hosts.write_text(f"localhost:1\n{me}:1\n")
+        wait_for(lambda: {("localhost", 2), (me, 2)} <= sizes_after(log, 0), 90,
+                 "the survivors to train at world size 2 (before 0018: after the 150 s leave grace)",
+                 alive=alive_check(job), detail=job.output)
+        wait_for(lambda: pid_gone(stopped), 30, "the driver to end the frozen process")
+        stopped = None
+        job.proc.wait(timeout=240)
+        assert job.proc.returncode == 0, job.output()
+    finally:
+        kill_quietly(stopped)
+        job.close()
+    lost = [r for r in read_log(events) if r["kind"] == "worker_lost"]
+    assert [r["detail"]["host"] for r in lost] == ["127.0.0.1"], lost
+    assert "no answer from it" in lost[0]["detail"]["reason"], lost
+
+
+@pytest.mark.timeout(400)
 @pytest.mark.parametrize("frozen", ["127.0.0.1", "localhost"], ids=["rank1", "coordinator"])
 def test_a_frozen_worker_on_a_listed_host_is_lost_and_its_host_gets_no_new_worker(tmp_path, frozen):
     """0008: a worker freezes (SIGSTOP) and its host stays in discovery (a hung process on a
