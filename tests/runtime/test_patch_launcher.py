@@ -1,4 +1,4 @@
-"""Horovod patch 0023: horovodrun starts each worker without a Python middleman and without a
+"""Horovod patches 0023 and 0024: horovodrun starts each worker without a Python middleman and without a
 shell (safe_shell_exec), relays every worker's output from one thread, and ends a worker as
 before: SIGTERM to its process group, SIGKILL after 5 s.
 
@@ -128,3 +128,36 @@ def test_no_per_worker_process_on_the_launcher(tmp_path):
     finally:
         (tmp_path / "stop").touch()
     assert finish(proc, 120) == 0, out.read_text()
+
+
+@pytest.mark.timeout(120)
+def test_a_hung_discovery_script_is_ended_and_the_poll_fails(tmp_path):
+    """Patch 0024: a discovery script that hangs (here with a child of its own) is ended after
+    the timeout, its whole process group with it, and the poll fails with a one-line reason
+    (the driver logs it and polls again). Fails on stock Horovod and 0001-0023: no timeout, the
+    poll (and the driver with it) waited forever."""
+    from horovod.runner.elastic.discovery import HostDiscoveryScript
+
+    pidfile = tmp_path / "child.pid"
+    script = tmp_path / "discover.sh"
+    script.write_text(f"#!/bin/sh\nsleep 600 &\necho $! > {pidfile}\necho localhost:1\nwait\n")
+    script.chmod(0o755)
+    discovery = HostDiscoveryScript(str(script), 1, timeout=1)
+    with pytest.raises(RuntimeError, match=r"^Discovery script timed out after 1 s and was terminated: "):
+        discovery.find_available_hosts_and_slots()
+    child = int(pidfile.read_text())
+    wait_for(lambda: not alive(child), timeout=30, what="the discovery script's child to be gone")
+
+
+def test_a_bad_discovery_timeout_is_a_usage_error(tmp_path):
+    """Patch 0024: HOROVOD_ELASTIC_DISCOVERY_TIMEOUT_SECONDS is validated like the other elastic
+    variables: one line, exit 2, no traceback."""
+    script = tmp_path / "discover.sh"
+    script.write_text("#!/bin/sh\necho localhost:1\n")
+    script.chmod(0o755)
+    res = subprocess.run([HOROVODRUN, "-np", "1", "--host-discovery-script", str(script), "true"],
+                         capture_output=True, text=True, timeout=60,
+                         env=run_env(HOROVOD_ELASTIC_DISCOVERY_TIMEOUT_SECONDS="soon"))
+    assert res.returncode == 2, res.stderr
+    assert "HOROVOD_ELASTIC_DISCOVERY_TIMEOUT_SECONDS='soon': expected a number of seconds" in res.stderr
+    assert "Traceback" not in res.stderr
