@@ -4,7 +4,7 @@
 the environment, the Horovod driver's ``--host-discovery-script`` is replaced by an
 in-process ``elastic.launch.push.DaemonDiscovery`` on that daemon: no process per poll, and
 the driver hears of a change as soon as the daemon serves it (Horovod's own loop runs the
-script once a second through a Python middleman). Without ``DISCOVERY_URL`` this is plain
+script once a second; before patch 0023 through a Python middleman). Without ``DISCOVERY_URL`` this is plain
 horovodrun. Everything else (arguments, exit code) is horovodrun's.
 
 The hook: horovodrun's launcher builds its discovery as
@@ -14,8 +14,8 @@ that name for a factory before handing over to ``horovod.runner.launch.run_comma
 When the launcher dies: ``elastic-run`` starts this with ``PR_SET_PDEATHSIG`` =
 ``LAUNCHER_GONE_SIGNAL`` (SIGUSR2), so the kernel tells it when ``elastic-run`` is gone,
 ``kill -9`` included. It then prints one line saying so and stops the job: SIGTERM to
-itself (Horovod's own shutdown: each worker's local ssh client or process is ended by its
-middleman), at the same time the job's processes on the hosts it last discovered are
+itself (Horovod's own shutdown: each worker's local ssh client or process is ended through
+its process group, patch 0023), at the same time the job's processes on the hosts it last discovered are
 stopped (``elastic.launch.reap``, through the ssh argv in ``ELASTIC_REAP_SSH``, as
 ``elastic-run`` does at a normal end: a command run over ssh without a terminal outlives its
 ssh client), and at most 1.5 x ``GONE_EXIT_AFTER`` seconds later it exits (128+SIGTERM) whatever

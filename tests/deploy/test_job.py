@@ -194,3 +194,14 @@ def test_the_scaler_decides_within_the_launcher_pods_grace(objects):
     argv = [expand(a, scaler, pod_labels(job)) for a in scaler["args"]][3:]
     args = scaler_parser().parse_args([a.replace("$(POD_NAME)", "p") for a in argv])
     assert args.finish_timeout + 10 <= pod_spec(job)["terminationGracePeriodSeconds"]
+
+
+def test_the_launcher_is_sized_by_the_formula_for_its_max_np(objects):
+    """deploy/README.md, "Sizing the launcher": cpu 1000m + 2m x N, memory 1024Mi + 8Mi x N for
+    --max-np N (Horovod patch 0023: one ssh client, 8 MB RSS, per worker on the launcher)."""
+    launcher = container(pod_spec(one(objects, "Job")), "launcher")
+    n = int(flag(launcher["args"], "--max-np"))
+    for kind in ("requests", "limits"):
+        res = launcher["resources"][kind]
+        assert res["cpu"] == f"{1000 + 2 * n}m", (kind, res)
+        assert res["memory"] == f"{1024 + 8 * n}Mi", (kind, res)
