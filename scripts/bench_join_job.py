@@ -36,7 +36,7 @@ def emit(ev, t=None, **fields):
 
 emit("start", t=T_START)
 import horovod.torch as hvd  # noqa: E402
-import torch  # noqa: E402
+from torch.optim.optimizer import register_optimizer_step_post_hook  # noqa: E402
 
 emit("imported")
 _init = hvd.init
@@ -61,7 +61,7 @@ def after_step(optimizer, args, kwargs):
 
 
 hvd.init = init
-torch.optim.optimizer.register_optimizer_step_post_hook(after_step)
+register_optimizer_step_post_hook(after_step)
 
 if len(sys.argv) < 2:
     sys.exit("usage: bench_join_job.py SCRIPT.py ARGS... | -m MODULE ARGS...")
