@@ -8,14 +8,15 @@ moments a join is made of, then runs the script as ``python SCRIPT``/``python -m
 
   start        the interpreter runs this wrapper (before any import)
   imported     horovod.torch (and so torch) is imported
-  init_called  the script calls hvd.init() (its own set-up before it is done)
+  init_called  the script calls hvd.init() (its own set-up before it is done; the slow
+               joiner's sleep below included)
   init         hvd.init() returned (a joiner: it was taken into a world)
   step         an optimizer step returned (torch's global step hook), at most every
                $BENCH_STEP_LOG_S (0.1) seconds and at every new world size
 
 A process started once the file $BENCH_SLOW_AFTER exists (a joiner, on any build) sleeps
-$BENCH_JOINER_SLEEP seconds in hvd.init() before it goes on, standing in for a long set-up
-(CUDA init, a dataset scan) that the script does before hvd.init().
+$BENCH_JOINER_SLEEP seconds when the script calls hvd.init(), before Horovod's own init,
+standing in for a long set-up (CUDA init, a dataset scan) the script does before hvd.init().
 """
 import json
 import os
@@ -45,9 +46,9 @@ EVERY = float(os.environ.get("BENCH_STEP_LOG_S", "0.1"))
 
 
 def init(*args, **kwargs):
-    emit("init_called", slow=SLOW)
-    if SLOW:
+    if SLOW:  # the script's own set-up before hvd.init, made longer
         time.sleep(float(os.environ.get("BENCH_JOINER_SLEEP", "20")))
+    emit("init_called", slow=SLOW)
     result = _init(*args, **kwargs)
     emit("init", size=hvd.size(), rank=hvd.rank())
     return result
