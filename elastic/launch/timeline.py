@@ -18,7 +18,11 @@ Inputs are plain values, so a test builds them by hand:
   kinds (and their detail): ``hosts`` the driver's host set changed {hosts: [host:slots],
   update: added|removed|mixed}; ``notify`` a host change delivered to the coordinator
   {timestamp, to}; ``reset`` new assignments in effect {world_size, rendezvous, hosts,
-  new_workers}; ``worker_start`` {host, slot, rank}; ``worker_registered`` (its
+  new_workers}; ``worker_start`` {host, slot, rank, joiner} (a joiner, patch 0020, is started
+  while the world trains, rank None); ``joiner_ready`` it waits in hvd.init {host, slot,
+  startup}; ``joiner_taken`` a reset took it in {host, slot, rank, rendezvous, waited};
+  ``joiner_dropped`` it died, hung or lost its host first {host, slot, reason};
+  ``worker_registered`` (its
   notification service is up) {host, slot}; ``worker_ready`` (asked for its rank, i.e.
   hvd.init / rendezvous) {host, slot}; ``progress`` a worker's commits {host, slot,
   commits}; ``worker_exit`` {host, slot, exit_code}; ``abort`` collectives aborted because

@@ -19,6 +19,9 @@ import bench_elastic_faults as bf  # noqa: E402
     (["--scenario", "freeze-ready,bogus"], "--scenario wants a comma list of"),
     (["--kill-rounds", "0"], "--kill-rounds must be at least 1"),
     (["--round-timeout", "-1"], "--round-timeout must be positive"),
+    (["--join-rounds", "0"], "--join-rounds must be at least 1"),
+    (["--joiner-sleep", "0"], "--joiner-sleep must be positive"),
+    (["--scenario", "join", "--synthetic-example", "/nonexistent/example.py"], "--synthetic-example: no such file"),
 ])
 def test_bad_flags_are_one_line_errors(argv, message):
     proc = subprocess.run([sys.executable, str(SCRIPTS / "bench-elastic"), *argv], capture_output=True, text=True,
