@@ -55,6 +55,8 @@ def init(*args, **kwargs):
 
 
 def after_step(optimizer, args, kwargs):
+    if not hvd.is_initialized():  # a step before hvd.init (a script warming its optimizer up)
+        return
     now, size = time.time(), hvd.size()
     if size != _last[1] or now - _last[0] >= EVERY:
         _last[0], _last[1] = now, size
