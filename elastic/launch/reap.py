@@ -9,6 +9,8 @@ tag -- those of this job only -- and SIGKILL to any left after ``grace`` seconds
 
 ``reap_command(run_id, grace)`` is pure; ``reap_hosts(hosts, ssh_argv, run_id)`` blocks until
 every host answered or ``timeout`` passed and returns the hosts where it failed (never raises).
+Its ssh clients are not tied to the caller: a reap the launcher started finishes (within
+``timeout``) even if the launcher is killed meanwhile.
 """
 from __future__ import annotations
 
@@ -16,8 +18,6 @@ import re
 import subprocess
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-
-from elastic.common.procs import tied_run
 
 RUN_ID_ENV = "ELASTIC_RUN_ID"
 _ID = re.compile(r"^[A-Za-z0-9-]+$")
@@ -42,9 +42,14 @@ def reap_hosts(hosts: Sequence[str], ssh_argv: Sequence[str], run_id: str, grace
     command = reap_command(run_id, grace)
 
     def one(host: str) -> str | None:
+        # Not tied to this process: a reap must finish even if the launcher is killed during
+        # it (a host whose reap was cut off kept a worker that ignores SIGTERM). It bounds
+        # itself instead (coreutils' timeout, in a session of its own), so it outlives the
+        # launcher by at most ``timeout`` seconds.
+        argv = ["timeout", "-s", "KILL", f"{timeout:g}", *ssh_argv, host, command]
         try:
-            proc = tied_run([*ssh_argv, host, command], stdin=subprocess.DEVNULL,
-                            capture_output=True, timeout=timeout)
+            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
+                                  timeout=timeout + 5, start_new_session=True)
         except (OSError, subprocess.TimeoutExpired):
             return host
         return None if proc.returncode == 0 else host

@@ -52,8 +52,8 @@ def enter_after_reset(trainer, state, size: int) -> None:
     trainer.enter(state)
 
 
-trainer = Trainer(task, args, hvd, StopFlags())
-state = trainer.build()
+trainer = Trainer(task, args, StopFlags())
+state = trainer.attach(hvd)
 state.sync()
 trainer.enter(state)
 out = {"before": rate_at(trainer, state, 200)}
@@ -71,8 +71,8 @@ out["rolled_back"] = [list(state.lr_ramp), rate_at(trainer, state, 450)]
 # a new job resuming from a checkpoint written mid-ramp, at the same size
 args.checkpoint_dir = sys.argv[1]
 trainer.write_checkpoint(state)
-resumed = Trainer(task, args, hvd, StopFlags())
-resumed_state = resumed.build()
+resumed = Trainer(task, args, StopFlags())
+resumed_state = resumed.attach(hvd)
 resumed_state.sync()
 resumed.enter(resumed_state)
 out["resumed"] = [list(resumed_state.lr_ramp), rate_at(resumed, resumed_state, 450)]
