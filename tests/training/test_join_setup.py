@@ -35,6 +35,7 @@ from training import checkpoint
 
 pytestmark = pytest.mark.timeout(900)
 ROOT = str(Path(__file__).parents[2])
+EPOCHS = 10  # 53 s of slow steps after the scale-up at the most
 STARTUP = ["start", "prepared", "init", "initialized", "first-step"]
 
 
@@ -49,6 +50,9 @@ def startup_order(recs: list[dict]) -> list[str]:
 
 
 def test_a_joiner_is_ready_before_hvd_init_and_does_not_read_the_checkpoint(tmp_path):
+    # The driver starts a joiner while the world trains and takes it in once it waits in
+    # hvd.init (patch 0020): the run must last long enough at world size 1 for the joiner's
+    # start-up (10-50 s on a loaded machine), so the steps are slow until it is in (the hold).
     n = 192
     trace, ckpt = tmp_path / "trace", tmp_path / "ckpt"
     hosts = tmp_path / "hosts"
@@ -61,12 +65,12 @@ def test_a_joiner_is_ready_before_hvd_init_and_does_not_read_the_checkpoint(tmp_
     argv = [HOROVODRUN, "-np", "1", "--min-np", "1", "--max-np", "2",
             "--host-discovery-script", str(discover), "--network-interface", "lo",
             "--elastic-timeout", "300", sys.executable, "-m", "training.mnist", "--synthetic",
-            "--synthetic-size", str(n), "--epochs", "2", "--batch-size", "16",
+            "--synthetic-size", str(n), "--epochs", str(EPOCHS), "--batch-size", "16",
             "--commit-every", "2", "--host-check-every", "1", "--log-every", "0",
             "--weight-decay", "0.01", "--momentum", "0.9", "--workers", "0",
             "--checkpoint-dir", str(ckpt), "--trace-dir", str(trace),
             "--metrics-file", str(tmp_path / "metrics.jsonl"),
-            "--debug-step-delay", "0.2", "--debug-hold-file", str(hold)]
+            "--debug-step-delay", "0.5", "--debug-hold-file", str(hold)]
     # stock Horovod's driver starts the joiner and resets the world at once: the survivors
     # wait in Gloo's rendezvous for the joiner's whole start-up, now including its model and
     # optimizer; on a heavily loaded machine that exceeds Gloo's default 30 s
@@ -85,7 +89,7 @@ def test_a_joiner_is_ready_before_hvd_init_and_does_not_read_the_checkpoint(tmp_
         assert job.finish(600) == 0, job.output()[-4000:]
     finally:
         job.stop()
-    check_finished_run(tmp_path, n, 2, final_world=2)
+    check_finished_run(tmp_path, n, EPOCHS, final_world=2)
 
     by_stem = events(trace)
     assert len(by_stem) == 2, by_stem
