@@ -60,6 +60,25 @@ def freeze_self() -> None:
     os.kill(os.getpid(), signal.SIGSTOP)
 
 
+def peer_stopped(rank: int) -> bool:
+    """Whether the process of ``rank`` (same machine: its pid from its ``start`` event) is
+    stopped (SIGSTOP: state T in /proc/PID/stat)."""
+    try:
+        lines = (OUT / f"events.{rank}.jsonl").read_text().splitlines()
+        pid = next(json.loads(line)["pid"] for line in lines if '"start"' in line)
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, StopIteration, ValueError, KeyError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] == "T"
+
+
+def wait_peer_stopped(rank: int) -> None:
+    """Until ``rank`` is stopped (or the job's deadline): the shutdown must meet a frozen peer,
+    not race with its last background cycle before the SIGSTOP lands."""
+    while not peer_stopped(rank) and time.monotonic() < DEADLINE:
+        time.sleep(0.01)
+
+
 def main() -> int:
     record("start", pid=os.getpid())
     threading.Thread(target=aborter, daemon=True).start()
@@ -80,6 +99,8 @@ def main() -> int:
         if MODE == "shutdown" and step == 3:
             if RANK == 1:
                 freeze_self()
+            else:
+                wait_peer_stopped(1)
             break
         record("step", step=step)
         try:
