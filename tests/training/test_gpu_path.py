@@ -46,10 +46,9 @@ class LocalScaleUp:
         cmd = [HOROVODRUN, "-np", "2", "--min-np", "2", "--max-np", "3",
                "--host-discovery-script", str(discover), "--network-interface", "lo",
                "--elastic-timeout", "300", *argv, "--debug-hold-file", str(self.hold)]
-        # the survivors wait in Gloo's rendezvous for a joiner's start-up (model and optimizer
-        # included: they are built before hvd.init()); under heavy load that exceeds 30 s
-        self.job = Job(cmd, tmp / "horovodrun.log", cwd=ROOT,
-                       env=run_env(HOROVOD_GLOO_TIMEOUT_SECONDS="300"))
+        # Gloo's default rendezvous timeout: the driver takes a joiner in only once it waits
+        # in hvd.init (patch 0020), so the survivors never wait there for its start-up
+        self.job = Job(cmd, tmp / "horovodrun.log", cwd=ROOT, env=run_env())
 
     def set_slots(self, n: int) -> None:
         tmp = self.hosts.with_suffix(".tmp")
