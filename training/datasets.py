@@ -59,7 +59,10 @@ class SyntheticDataset(Dataset):
 
 
 class ImageListDataset(Dataset):
-    """Images from ``(path, label)`` pairs, decoded with PIL and passed through ``transform``."""
+    """Images from ``(path, label)`` pairs, decoded with PIL and passed through ``transform``.
+
+    A transform with a ``load(path)`` method (``CropToUint8``) opens the file itself (to
+    decode a large JPEG at a reduced scale); any other is called on the RGB image."""
 
     def __init__(self, samples, transform):
         self.samples = tuple(samples)
@@ -73,18 +76,133 @@ class ImageListDataset(Dataset):
 
         path, label = self.samples[i]
         try:
-            with Image.open(path) as img:
-                img = img.convert("RGB")
+            if hasattr(self.transform, "load"):
+                x = self.transform.load(path)
+            else:
+                with Image.open(path) as img:
+                    x = self.transform(img.convert("RGB"))
         except (OSError, UnidentifiedImageError) as exc:
             raise DatasetError(f"{path}: cannot decode image: {exc}") from exc
-        return self.transform(img), torch.tensor(label, dtype=torch.int64)
+        return x, torch.tensor(label, dtype=torch.int64)
 
 
 def image_transforms(size: int):
-    """(train, val) torchvision transforms for square inputs of ``size`` pixels."""
+    """(train, val) torchvision transforms for square inputs of ``size`` pixels, to normalised
+    float tensors (the reference the uint8 pipeline, ``uint8_transforms``, is checked against)."""
     from torchvision import transforms as T
 
     norm = T.Normalize(IMAGENET_MEAN, IMAGENET_STD)
     train = T.Compose([T.RandomResizedCrop(size), T.RandomHorizontalFlip(), T.ToTensor(), norm])
     val = T.Compose([T.Resize(int(round(size * 256 / 224))), T.CenterCrop(size), T.ToTensor(), norm])
     return train, val
+
+
+class CropToUint8:
+    """Open, crop and resize one image to a ``size`` x ``size`` uint8 tensor (3, H, W), left
+    unnormalised: the training process normalises whole batches on its device
+    (``Normalizer``), so a loading process sends a quarter of the bytes and does no float work.
+
+    ``train``: torchvision's ``RandomResizedCrop(size)`` then ``RandomHorizontalFlip()``,
+    drawing from torch's random stream in the same order and on the same (original) image
+    size; ``val``: ``Resize(round(size * 256 / 224))`` then ``CenterCrop(size)``. Without a
+    reduced decode the pixels are those of the torchvision transforms (``image_transforms``).
+
+    Reduced decode: when the region to resample is at least twice the output in both
+    directions, a JPEG is decoded at 1/2, 1/4 or 1/8 scale (``Image.draft``: the decoder skips
+    the DCT coefficients it does not need) to the smallest scale that still leaves the region
+    at least ``size`` pixels across. The crop box is computed on the original size first and
+    mapped onto the reduced image (as fractional coordinates: ``Image.resize``'s ``box``), so
+    the geometry, and the random stream, do not depend on whether the decode was reduced.
+    ``draft=False`` turns it off (the reference in tests)."""
+
+    def __init__(self, size: int, train: bool, draft: bool = True):
+        self.size, self.train, self.draft = size, train, draft
+        self.resize_to = int(round(size * 256 / 224))
+
+    def box(self, width: int, height: int) -> tuple[int, int, int, int]:
+        """(left, top, right, bottom) in the original image of the region that becomes the
+        output (drawn from torch's random stream in training)."""
+        if self.train:
+            from torchvision.transforms import RandomResizedCrop
+
+            top, left, h, w = RandomResizedCrop.get_params(
+                torch.empty(0, height, width), [0.08, 1.0], [3.0 / 4.0, 4.0 / 3.0])
+            return left, top, left + w, top + h
+        short, long = (width, height) if width <= height else (height, width)
+        new_short, new_long = self.resize_to, int(self.resize_to * long / short)
+        new_w, new_h = (new_short, new_long) if width <= height else (new_long, new_short)
+        top = int(round((new_h - self.size) / 2.0))
+        left = int(round((new_w - self.size) / 2.0))
+        # the central crop of the resized image, in original coordinates (fractional)
+        sx, sy = width / new_w, height / new_h
+        return (left * sx, top * sy, (left + self.size) * sx, (top + self.size) * sy)  # type: ignore[return-value]
+
+    def load(self, path) -> torch.Tensor:
+        from PIL import Image
+
+        with Image.open(path) as img:
+            width, height = img.size
+            left, top, right, bottom = self.box(width, height)
+            flip = self.train and bool(torch.rand(1) < 0.5)
+            if self.draft and img.format == "JPEG":
+                bw, bh = right - left, bottom - top
+                if bw >= 2 * self.size and bh >= 2 * self.size:
+                    img.draft("RGB", (-(-width * self.size // int(bw)), -(-height * self.size // int(bh))))
+            img = img.convert("RGB")
+            out = self.resample(img, (width, height), (left, top, right, bottom))
+        if flip:
+            out = out.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+        return pil_to_uint8(out)
+
+    def resample(self, img, original: tuple[int, int], box):
+        """``img`` (maybe decoded at a reduced scale) resampled from ``box`` (original
+        coordinates) to the output size."""
+        from PIL import Image
+
+        size = (self.size, self.size)
+        if img.size == original:
+            if self.train:  # as torchvision: crop, then resize the crop
+                return img.crop(box).resize(size, Image.Resampling.BILINEAR)
+            from torchvision.transforms import functional as F
+
+            return F.center_crop(F.resize(img, self.resize_to), [self.size, self.size])
+        # the decoder's scale is 1/2, 1/4 or 1/8, its output rounded up to whole pixels
+        f = 1.0 / max(1, round(original[0] / img.size[0]))
+        left, top, right, bottom = box
+        return img.resize(size, Image.Resampling.BILINEAR,
+                          box=(left * f, top * f, min(right * f, img.size[0]), min(bottom * f, img.size[1])))
+
+
+def pil_to_uint8(img) -> torch.Tensor:
+    """An RGB PIL image as a uint8 tensor (3, H, W) (torchvision's ``pil_to_tensor``)."""
+    from torchvision.transforms.functional import pil_to_tensor
+
+    return pil_to_tensor(img)
+
+
+def uint8_transforms(size: int, draft: bool = True) -> tuple[CropToUint8, CropToUint8]:
+    """(train, val) uint8 transforms for ``ImageListDataset``: the crops of
+    ``image_transforms``, normalised later on the device by ``Normalizer``."""
+    return CropToUint8(size, train=True, draft=draft), CropToUint8(size, train=False, draft=draft)
+
+
+class Normalizer:
+    """Batches of uint8 images (N, C, H, W) to normalised floats on the training device, in
+    one fused elementwise step: ``x * (1 / (255 std)) - mean / std`` (one ``addcmul`` that
+    reads uint8 and writes ``dtype``, e.g. the mixed-precision type, into an output allocated
+    channels_last when ``channels_last``). The result equals ``ToTensor`` + ``Normalize`` on
+    the CPU within float rounding."""
+
+    def __init__(self, mean, std, device: torch.device, dtype: torch.dtype = torch.float32,
+                 channels_last: bool = False):
+        m = torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1)
+        s = torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1)
+        self.scale = (1.0 / (255.0 * s)).to(device)
+        self.shift = (-m / s).to(device)
+        self.device, self.dtype, self.channels_last = device, dtype, channels_last
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.to(self.device, non_blocking=True)
+        fmt = torch.channels_last if self.channels_last and x.dim() == 4 else torch.contiguous_format
+        out = torch.empty(x.shape, dtype=self.dtype, device=self.device, memory_format=fmt)
+        return torch.addcmul(self.shift, x, self.scale, out=out)

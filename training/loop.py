@@ -79,6 +79,9 @@ class Task:
     # decode and augment on the device (``training.device_augment``) at this image size: the
     # datasets are then ``JpegBytesDataset``s
     augment_size: int | None = None
+    # (mean, std) per channel when the loaders send uint8 images (``training.datasets``'
+    # ``uint8_transforms``): the training process normalises each batch on its device
+    normalize: tuple[tuple[float, ...], tuple[float, ...]] | None = None
 
 
 def dataset_size(dataset: Dataset) -> int:
@@ -207,6 +210,15 @@ class Trainer:
 
             self.augment = DeviceAugment(self.task.augment_size, device)
             self.augment.self_check()  # DeviceError naming the cause, before any training
+        self.normalizer = None
+        if self.task.normalize is not None:
+            from training.datasets import Normalizer
+
+            mean, std = self.task.normalize
+            # the input in the type autocast would cast it to, in the model's layout
+            self.normalizer = Normalizer(mean, std, device,
+                                         self.amp_dtype if self.amp else torch.float32,
+                                         channels_last=self.channels_last)
         self._pending_loss = torch.zeros((), dtype=torch.float64, device=device)
         self._pending_correct = torch.zeros((), dtype=torch.int64, device=device)
         torch.manual_seed(args.seed)
@@ -480,13 +492,17 @@ class Trainer:
     def to_device(self, batch, train: bool):
         """A loader batch as ``(x, y)`` on the training device (x channels-last when wanted).
         With ``--augment-on-device`` the batch holds encoded images: they are decoded and
-        augmented (``train``) or resized and cropped (validation) there."""
+        augmented (``train``) or resized and cropped (validation) there; uint8 images (a
+        ``Task`` with ``normalize``) are normalised there in one step (``Normalizer``)."""
         if self.augment is not None:
             images, y, paths = batch
             x = self.augment.train(images, paths) if train else self.augment.val(images, paths)
         else:
             x, y = batch
-            x = x.to(self.device, non_blocking=True)
+            if self.normalizer is not None and x.dtype == torch.uint8:
+                x = self.normalizer(x)
+            else:
+                x = x.to(self.device, non_blocking=True)
         if self.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
         return x, y.to(self.device, non_blocking=True)

@@ -34,12 +34,19 @@ def make_task(args):
         from training.imagefolder import scan
 
         found = scan(args.data_dir)  # checked before torch and Horovod are imported
-    from training.datasets import ImageListDataset, SyntheticDataset, image_transforms
+    from training.datasets import (
+        IMAGENET_MEAN,
+        IMAGENET_STD,
+        ImageListDataset,
+        SyntheticDataset,
+        uint8_transforms,
+    )
     from training.loop import Task
     from training.models import resnet50
 
     shape = (3, args.image_size, args.image_size)
     augment_size = None
+    normalize = None
     if found is not None and args.augment_on_device:
         from training.device_augment import JpegBytesDataset
 
@@ -48,7 +55,9 @@ def make_task(args):
         classes = len(found.classes)
         augment_size = args.image_size
     elif found is not None:
-        train_tf, val_tf = image_transforms(args.image_size)
+        # uint8 crops from the loading processes, normalised on the device
+        train_tf, val_tf = uint8_transforms(args.image_size)
+        normalize = (IMAGENET_MEAN, IMAGENET_STD)
         train = ImageListDataset(found.train, train_tf)
         val = ImageListDataset(found.val, val_tf) if found.val else None
         classes = len(found.classes)
@@ -58,7 +67,7 @@ def make_task(args):
         val = SyntheticDataset(max(1, args.synthetic_size // 10), shape, classes, seed=args.seed + 1)
     return Task(name="resnet50", train_set=train, val_set=val,
                 build_model=partial(resnet50, classes, args.zero_init_residual), channels_last=True,
-                augment_size=augment_size)
+                augment_size=augment_size, normalize=normalize)
 
 
 def main(argv: list[str] | None = None) -> int:

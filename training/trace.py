@@ -97,7 +97,9 @@ class Tracer:
 
     def inputs(self, epoch: int, rank: int, indices, batch: torch.Tensor) -> None:
         if self.dir is not None:
-            digest = hashlib.sha256(batch.detach().cpu().contiguous().numpy().tobytes()).hexdigest()
+            # the raw bytes: numpy has no bfloat16 (the GPU path's inputs may be in it)
+            raw = batch.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
+            digest = hashlib.sha256(raw.numpy().tobytes()).hexdigest()
             self._append("inputs", {"epoch": epoch, "rank": rank, "indices": list(indices),
                                     "sha256": digest})
 
