@@ -14,6 +14,7 @@ import signal
 import sys
 import traceback
 from collections.abc import Callable
+from typing import Any
 
 from training import options
 from training.errors import EXIT_FAILURE, TrainingError
@@ -55,15 +56,15 @@ def guarded(body: Callable[[], int]) -> int:
         return fail(f"{type(exc).__name__}: {one_line(exc)}", EXIT_FAILURE)
 
 
-def train_command(argv: list[str] | None, defaults: options.Defaults, make_task: Callable) -> int:
-    """A command's ``main``: parse ``argv`` with ``defaults``, ``make_task(args)`` (which checks
-    the data before torch and Horovod are imported), then ``training.loop.run``; ``guarded``."""
+def train_command(argv: list[str] | None, defaults: options.Defaults,
+                  make_task: Callable[[options.TrainConfig], Any]) -> int:
+    """A command's ``main``: parse ``argv`` with ``defaults`` into a ``TrainConfig``,
+    ``make_task(args)`` (which checks the data before torch and Horovod are imported), then
+    ``training.loop.run``; ``guarded``."""
     def body() -> int:
         args = options.parse(argv, defaults)
         task = make_task(args)
         from training.loop import run, use_cuda
 
-        options.resolve_device_defaults(args, defaults, cuda=use_cuda(args))
-
-        return run(task, args)
+        return run(task, options.resolve_device_defaults(args, defaults, cuda=use_cuda(args)))
     return guarded(body)

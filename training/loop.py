@@ -1,6 +1,7 @@
 """The elastic training loop on horovod.torch, shared by the MNIST and ResNet50 commands.
 
-``run(task, args) -> int`` builds the model and optimizer (and the CUDA context) before
+``run(task, args) -> int`` (``args``: the run's frozen ``training.options.TrainConfig``)
+builds the model and optimizer (and the CUDA context) before
 initialising Horovod, so that a worker joining a running job can do that while the others
 train (when the driver starts it before it stops the world, a join costs the world only the
 rendezvous and the state sync), then resumes
@@ -61,6 +62,7 @@ from torch.utils.data import DataLoader, Dataset
 from training import checkpoint, cpus, fingerprint, loaders, metrics
 from training.errors import CheckpointError, ConfigError
 from training.layout import LayoutCompression
+from training.options import TrainConfig
 from training.schedule import learning_rate, ramped, resize_ramp
 from training.seeding import stream_seed
 from training.signals import EXIT_TERM, StopFlags, leave
@@ -91,12 +93,12 @@ def dataset_size(dataset: Dataset) -> int:
     return len(dataset)
 
 
-def use_cuda(args) -> bool:
+def use_cuda(args: TrainConfig) -> bool:
     """Train on CUDA: a GPU is there and ``--no-cuda`` is not given."""
     return torch.cuda.is_available() and not args.no_cuda
 
 
-def gpu_path(args) -> bool:
+def gpu_path(args: TrainConfig) -> bool:
     """Take the GPU code path: on CUDA, or on the CPU with ``--debug-gpu-path``."""
     return use_cuda(args) or bool(args.debug_gpu_path)
 
@@ -162,7 +164,7 @@ class Trainer:
     gradient scaler, sampler); ``attach(hvd)`` runs after it (Horovod's optimizer wrapper,
     loading processes' count, the checkpoint, which only rank 0 reads, and the state)."""
 
-    def __init__(self, task: Task, args, flags: StopFlags, tracer: Tracer | None = None):
+    def __init__(self, task: Task, args: TrainConfig, flags: StopFlags, tracer: Tracer | None = None):
         self.task, self.args, self.flags = task, args, flags
         self.hvd: Any = None  # horovod.torch, set by attach after hvd.init()
         self.cuda = use_cuda(args)
@@ -677,6 +679,9 @@ class Trainer:
         self.writer.open().write(rec)
 
     def write_checkpoint(self, state) -> None:
+        """Write ``state`` as a checkpoint in ``--checkpoint-dir`` (nothing without one)."""
+        if self.args.checkpoint_dir is None:
+            return
         payload = {
             "task": self.task.name, "dataset_size": self.n,
             "model": self.model.state_dict(), "optimizer": self.opt.state_dict(),
@@ -711,7 +716,7 @@ class Trainer:
         self.writer.close()
 
 
-def run(task: Task, args) -> int:
+def run(task: Task, args: TrainConfig) -> int:
     """Train ``task`` as one Horovod worker; 0 when all epochs are done.
 
     What needs no rank is done before ``hvd.init()`` (``Trainer``): a worker that joins a

@@ -19,16 +19,20 @@ DEFAULTS = options.Defaults(
     warmup_epochs=0.0, lr_milestones="", synthetic_size=6000)
 
 
-def make_task(args):
+def make_task(args: options.TrainConfig):
     """The MNIST ``Task``: datasets (checked now) and the model factory."""
     if args.data_dir:
         from training.idx import load_mnist
 
         splits = load_mnist(args.data_dir)  # checked before torch and Horovod are imported
+    from torch.utils.data import Dataset
+
     from training.datasets import MnistDataset, SyntheticDataset
     from training.loop import Task
     from training.models import MnistNet
 
+    train: Dataset
+    val: Dataset
     if args.data_dir:
         train, val = MnistDataset(splits["train"]), MnistDataset(splits["test"])
     else:

@@ -2,8 +2,10 @@
 
 Every flag can also be given as an environment variable ``TRAIN_<FLAG>`` (upper case,
 dashes as underscores, e.g. ``TRAIN_EPOCHS=3``, ``TRAIN_SYNTHETIC=1``); a flag on the
-command line wins. ``parse(argv, defaults)`` returns an ``argparse.Namespace`` or raises
-``ConfigError`` with a one-line message; ``--help`` prints and exits 0 (``SystemExit``).
+command line wins. ``parse(argv, defaults)`` returns a frozen ``TrainConfig`` (built once
+from argparse's namespace, after every check) or raises ``ConfigError`` with a one-line
+message; ``--help`` prints and exits 0 (``SystemExit``). The loop and the commands read
+only the ``TrainConfig``, whose typed fields mypy checks.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from typing import Any, NamedTuple
 
 from training.errors import ConfigError
@@ -44,6 +46,66 @@ class Defaults:
     # when set and --lr is not given: the rate per worker is lr_per_256 * batch size / 256
     # (Goyal et al.'s linear rule; 0.1 per 256 for ResNet-50), ``lr`` is then unused
     lr_per_256: float | None = None
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One run's settings, checked and complete: built once by ``parse``, never changed
+    (``resolve_device_defaults`` returns a new one). A field per flag, named like it
+    (``--batch-size`` -> ``batch_size``); the image models' flags have their MNIST values
+    (None/False) when the command has no such flag."""
+
+    data_dir: str | None
+    synthetic: bool
+    synthetic_size: int
+    epochs: int
+    batch_size: int
+    val_batch_size: int
+    lr: float
+    momentum: float
+    weight_decay: float
+    norm_weight_decay: float
+    label_smoothing: float
+    warmup_epochs: float
+    scale_up_ramp: float
+    lr_milestones: tuple[int, ...]
+    commit_every: int
+    host_check_every: int
+    log_every: int
+    checkpoint_dir: str | None
+    keep_checkpoints: int
+    metrics_file: str | None
+    fp16_allreduce: bool
+    allreduce_dtype: str
+    no_cuda: bool
+    no_amp: bool
+    amp_dtype: str
+    workers: int | None
+    seed: int
+    term_grace: float
+    trace_dir: str | None
+    debug_step_delay: float
+    debug_hold_file: str | None
+    debug_gpu_path: bool
+    # whether --batch-size / --lr were given (else the device decides: resolve_device_defaults)
+    batch_size_given: bool
+    lr_given: bool
+    # the image models' flags (``Defaults.image_size`` set)
+    image_size: int | None = None
+    num_classes: int | None = None
+    zero_init_residual: bool = False
+    augment_on_device: bool = False
+
+    @classmethod
+    def from_namespace(cls, ns: argparse.Namespace) -> TrainConfig:
+        """The config of a parsed, checked namespace; ``TypeError`` when a flag has no field
+        (a flag added without its field) or a field without a default is missing."""
+        values = vars(ns)
+        known = {f.name for f in fields(cls)}
+        extra = sorted(set(values) - known)
+        if extra:
+            raise TypeError(f"flags without a TrainConfig field: {', '.join(extra)}")
+        return cls(**values)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -236,17 +298,29 @@ _IMAGE_FLAGS = (  # the image models' flags (``Defaults.image_size`` set)
 )
 
 
-def resolve_device_defaults(args: argparse.Namespace, d: Defaults, cuda: bool) -> None:
-    """Fill ``--batch-size`` and ``--lr`` when they were not given: the model's batch size
-    (``gpu_batch_size`` on CUDA), and the rate ``lr_per_256 * batch / 256`` (else ``lr``).
-    ``parse`` calls it for the CPU; the command calls it again once it knows CUDA is used."""
-    if not args.batch_size_given:
-        args.batch_size = d.gpu_batch_size if cuda and d.gpu_batch_size else d.batch_size
-    if not args.lr_given:
-        args.lr = d.lr_per_256 * args.batch_size / 256 if d.lr_per_256 else d.lr
+def _device_defaults(given_batch: int | None, given_lr: float | None, d: Defaults,
+                     cuda: bool) -> tuple[int, float]:
+    """(batch size, rate): the given ones, else the model's batch size (``gpu_batch_size`` on
+    CUDA) and the rate ``lr_per_256 * batch / 256`` (else ``lr``)."""
+    if given_batch is not None:
+        batch = given_batch
+    else:
+        batch = d.gpu_batch_size if cuda and d.gpu_batch_size else d.batch_size
+    if given_lr is not None:
+        return batch, given_lr
+    return batch, d.lr_per_256 * batch / 256 if d.lr_per_256 else d.lr
 
 
-def parse(argv: list[str] | None, d: Defaults) -> argparse.Namespace:
+def resolve_device_defaults(cfg: TrainConfig, d: Defaults, cuda: bool) -> TrainConfig:
+    """``cfg`` with ``--batch-size`` and ``--lr`` filled for the device when they were not
+    given (``_device_defaults``). ``parse`` fills them for the CPU; the command calls this
+    once it knows CUDA is used."""
+    batch, lr = _device_defaults(cfg.batch_size if cfg.batch_size_given else None,
+                                 cfg.lr if cfg.lr_given else None, d, cuda)
+    return replace(cfg, batch_size=batch, lr=lr)
+
+
+def parse(argv: list[str] | None, d: Defaults) -> TrainConfig:
     """Parse ``argv`` (None = sys.argv[1:]) with the environment as defaults."""
     p = _Parser(prog=d.prog, description=d.description,
                 epilog=f"Defaults: --batch-size {d.batch_size}"
@@ -262,7 +336,7 @@ def parse(argv: list[str] | None, d: Defaults) -> argparse.Namespace:
         spec.add_to(p, d)
     args = p.parse_args(argv)
     args.batch_size_given, args.lr_given = args.batch_size is not None, args.lr is not None
-    resolve_device_defaults(args, d, cuda=False)
+    args.batch_size, args.lr = _device_defaults(args.batch_size, args.lr, d, cuda=False)
     if not args.data_dir and not args.synthetic:
         raise ConfigError("one of --data-dir DIR or --synthetic is required")
     args.lr_milestones = milestones(args.lr_milestones)
@@ -275,4 +349,4 @@ def parse(argv: list[str] | None, d: Defaults) -> argparse.Namespace:
                           "not --synthetic")
     if d.image_size is not None and args.image_size < 64:
         raise ConfigError(f"--image-size {args.image_size} is below the minimum of 64")
-    return args
+    return TrainConfig.from_namespace(args)

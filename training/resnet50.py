@@ -16,6 +16,7 @@ from functools import partial
 
 from training import options
 from training.cli import train_command
+from training.errors import ConfigError
 
 DEFAULTS = options.Defaults(
     prog="train-resnet50",
@@ -27,13 +28,15 @@ DEFAULTS = options.Defaults(
     num_classes=1000)
 
 
-def make_task(args):
+def make_task(args: options.TrainConfig):
     """The ResNet-50 ``Task``: datasets (scanned now) and the model factory."""
     found = None
     if args.data_dir:
         from training.imagefolder import scan
 
         found = scan(args.data_dir)  # checked before torch and Horovod are imported
+    from torch.utils.data import Dataset
+
     from training.datasets import (
         IMAGENET_MEAN,
         IMAGENET_STD,
@@ -44,25 +47,30 @@ def make_task(args):
     from training.loop import Task
     from training.models import resnet50
 
-    shape = (3, args.image_size, args.image_size)
+    size, num_classes = args.image_size, args.num_classes
+    if size is None or num_classes is None:  # parse sets both for this command's DEFAULTS
+        raise ConfigError("train-resnet50 needs --image-size and --num-classes")
+    shape = (3, size, size)
     augment_size = None
     normalize = None
+    train: Dataset
+    val: Dataset | None
     if found is not None and args.augment_on_device:
         from training.device_augment import JpegBytesDataset
 
         train = JpegBytesDataset(found.train)
         val = JpegBytesDataset(found.val) if found.val else None
         classes = len(found.classes)
-        augment_size = args.image_size
+        augment_size = size
     elif found is not None:
         # uint8 crops from the loading processes, normalised on the device
-        train_tf, val_tf = uint8_transforms(args.image_size)
+        train_tf, val_tf = uint8_transforms(size)
         normalize = (IMAGENET_MEAN, IMAGENET_STD)
         train = ImageListDataset(found.train, train_tf)
         val = ImageListDataset(found.val, val_tf) if found.val else None
         classes = len(found.classes)
     else:
-        classes = args.num_classes
+        classes = num_classes
         train = SyntheticDataset(args.synthetic_size, shape, classes, seed=args.seed)
         val = SyntheticDataset(max(1, args.synthetic_size // 10), shape, classes, seed=args.seed + 1)
     return Task(name="resnet50", train_set=train, val_set=val,

@@ -6,6 +6,7 @@ reset callbacks, sync, enter: what ``hvd.elastic.run`` does on ``HorovodInternal
 new job resuming from a checkpoint written mid-ramp (``argv[1]``: its directory), and after
 a shrink back to 2."""
 
+import dataclasses
 import json
 import sys
 import types
@@ -69,7 +70,7 @@ state.restore()
 enter_after_reset(trainer, state, 4)
 out["rolled_back"] = [list(state.lr_ramp), rate_at(trainer, state, 450)]
 # a new job resuming from a checkpoint written mid-ramp, at the same size
-args.checkpoint_dir = sys.argv[1]
+args = dataclasses.replace(args, checkpoint_dir=sys.argv[1])
 trainer.write_checkpoint(state)
 resumed = Trainer(task, args, StopFlags())
 resumed_state = resumed.attach(hvd)

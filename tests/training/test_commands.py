@@ -149,5 +149,5 @@ def test_augment_on_device_needs_image_files(tmp_path):
     assert_one_line_error(r, "--augment-on-device", "--data-dir")
     root = write_tiny_imagenet(tmp_path / "tiny", classes=2, per_class=1, val_per_class=1)
     assert "--augment-on-device" in command("resnet50", "--help").stdout
-    assert "augment_on_device" not in vars(options.parse(["--synthetic"], mnist.DEFAULTS))
+    assert not options.parse(["--synthetic"], mnist.DEFAULTS).augment_on_device
     assert options.parse(["--data-dir", str(root), "--augment-on-device"], resnet50.DEFAULTS).augment_on_device
