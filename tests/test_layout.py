@@ -180,3 +180,84 @@ def test_client_side_modules_import_only_the_standard_library(module):
     allowed = set(sys.stdlib_module_names) | {"discovery", SHARED}
     assert imported - allowed == set()
     assert lazy - allowed - LAZY_NON_STDLIB.get(module, set()) == set()
+
+
+# -- training/: layers, and what may be imported before the data is checked ----------------
+
+# training's layers, lowest first: a module imports (at import time or inside a function)
+# only modules of its own layer or of lower ones
+TRAINING_LAYERS = (
+    # settings, errors and pure helpers: no data, no model
+    ("base", {"errors", "options", "cpus", "seeding", "schedule", "accounting", "metrics",
+              "signals", "fingerprint", "trace"}),
+    # finding, reading, decoding and ordering samples
+    ("data", {"idx", "imagefolder", "datasets", "device_augment", "datagen", "loaders",
+              "sampler"}),
+    # the networks and their memory layout
+    ("model", {"models", "layout"}),
+    # the elastic loop and what only it uses
+    ("loop", {"loop", "state", "prefetch", "checkpoint"}),
+    # the commands
+    ("cli", {"cli", "mnist", "resnet50"}),
+)
+# what the commands load before they have checked the data (a missing dataset is one line
+# and exit 2 within a second, before torch and Horovod are imported)
+TRAINING_ENTRIES = ("training.mnist", "training.resnet50", "training.idx", "training.imagefolder")
+HEAVY = {"torch", "torchvision", "torchcodec", "horovod", "numpy", "PIL"}
+# the only modules that import Horovod at import time (its elastic state and sampler classes
+# are their base classes); nothing imports them at import time, so ``import training.loop``
+# does not load Horovod: ``loop.run`` imports it once the start-up trace is written
+HOROVOD_AT_IMPORT = {"training.sampler", "training.state"}
+
+
+def _training_imports() -> dict[str, tuple[set[str], set[str]]]:
+    """training module -> (what it imports at import time, what inside a function): project
+    modules by name, other packages by their top-level name."""
+    mods = {m: p for m, p in _modules().items() if m.split(".")[0] == "training"}
+    out: dict[str, tuple[set[str], set[str]]] = {}
+    for name, path in mods.items():
+        tree = ast.parse(path.read_text(), str(path))
+        in_function = {id(n) for f in ast.walk(tree)
+                       if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+                       for n in ast.walk(f) if n is not f}
+        at_import: set[str] = set()
+        lazy: set[str] = set()
+        for node in ast.walk(tree):
+            targets = _imported(name, path, node)
+            found = {t for t in targets if t in mods and t != name}
+            if not found and targets:
+                found = {targets[0].split(".")[0]}
+            (lazy if id(node) in in_function else at_import).update(found)
+        out[name] = (at_import, lazy)
+    return out
+
+
+def test_training_layers_and_import_time_rules():
+    """training/'s internal rule: (1) layers base -> data -> model -> loop -> cli
+    (``TRAINING_LAYERS``): no module imports one of a higher layer, even inside a function;
+    (2) what the commands load at import time before the dataset is checked
+    (``TRAINING_ENTRIES`` and everything they import at import time, transitively) imports
+    none of torch, torchvision, torchcodec, Horovod, NumPy or PIL, so bad input fails fast
+    with one line; (3) Horovod is imported at import time only by ``HOROVOD_AT_IMPORT``, and
+    no module imports those at import time."""
+    imports = _training_imports()
+    layer = {f"training.{m}": i for i, (_, members) in enumerate(TRAINING_LAYERS) for m in members}
+    layer["training"] = 0
+    assert sorted(set(imports) - set(layer)) == [], "a training module without a layer"
+    upward = sorted(f"{m} -> {t}" for m, (now, later) in imports.items() for t in now | later
+                    if t in layer and layer[t] > layer[m])
+    assert upward == []
+
+    seen, todo = set(), list(TRAINING_ENTRIES)
+    while todo:
+        m = todo.pop()
+        if m not in seen:
+            seen.add(m)
+            todo.extend(t for t in imports[m][0] if t in imports)
+    heavy = sorted(f"{m} imports {t}" for m in seen for t in imports[m][0] & HEAVY)
+    assert heavy == [], "loaded before the data is checked"
+
+    horovod = {m for m, (now, _) in imports.items() if "horovod" in now}
+    assert horovod <= HOROVOD_AT_IMPORT
+    eager = sorted(f"{m} -> {t}" for m, (now, _) in imports.items() for t in now & HOROVOD_AT_IMPORT)
+    assert eager == []
