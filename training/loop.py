@@ -679,9 +679,9 @@ class Trainer:
         self.writer.open().write(rec)
 
     def write_checkpoint(self, state) -> None:
-        """Write ``state`` as a checkpoint in ``--checkpoint-dir`` (nothing without one)."""
+        """Write ``state`` as a checkpoint in ``--checkpoint-dir`` (callers check there is one)."""
         if self.args.checkpoint_dir is None:
-            return
+            raise CheckpointError("no --checkpoint-dir to write a checkpoint to")
         payload = {
             "task": self.task.name, "dataset_size": self.n,
             "model": self.model.state_dict(), "optimizer": self.opt.state_dict(),

@@ -71,6 +71,7 @@ enter_after_reset(trainer, state, 4)
 out["rolled_back"] = [list(state.lr_ramp), rate_at(trainer, state, 450)]
 # a new job resuming from a checkpoint written mid-ramp, at the same size
 args = dataclasses.replace(args, checkpoint_dir=sys.argv[1])
+trainer.args = args
 trainer.write_checkpoint(state)
 resumed = Trainer(task, args, StopFlags())
 resumed_state = resumed.attach(hvd)
