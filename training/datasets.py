@@ -119,7 +119,7 @@ class CropToUint8:
         self.size, self.train, self.draft = size, train, draft
         self.resize_to = int(round(size * 256 / 224))
 
-    def box(self, width: int, height: int) -> tuple[int, int, int, int]:
+    def box(self, width: int, height: int) -> tuple[float, float, float, float]:
         """(left, top, right, bottom) in the original image of the region that becomes the
         output (drawn from torch's random stream in training)."""
         if self.train:
@@ -135,7 +135,7 @@ class CropToUint8:
         left = int(round((new_w - self.size) / 2.0))
         # the central crop of the resized image, in original coordinates (fractional)
         sx, sy = width / new_w, height / new_h
-        return (left * sx, top * sy, (left + self.size) * sx, (top + self.size) * sy)  # type: ignore[return-value]
+        return (left * sx, top * sy, (left + self.size) * sx, (top + self.size) * sy)
 
     def load(self, path) -> torch.Tensor:
         from PIL import Image

@@ -40,6 +40,9 @@ precision of ``--amp-dtype`` (fp16 with a gradient scaler whose state is part of
 state from the start, bf16 without), channels_last for models that want it (made safe for
 Horovod by ``training.layout``), ``cudnn.benchmark``, persistent loading processes started by
 forkserver (``training.loaders``). The elastic state is a ``training.state.TrainingState``.
+A ``Task`` with ``normalize`` gets uint8 image batches from its loading processes and
+normalises them on the training device in one step (``training.datasets.Normalizer``: into
+the mixed-precision type and channels_last on the GPU path, fp32 otherwise).
 With ``--augment-on-device`` (a ``Task`` with ``augment_size``) the loading processes only
 read the encoded images and ``training.device_augment`` decodes and augments each batch on
 the training device, from a random stream seeded per rank like the rest.
