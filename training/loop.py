@@ -410,7 +410,10 @@ class Trainer:
         steps = self.sampler.steps
         self._tick = time.monotonic()
         first = True
-        for step in steps:
+        last = len(steps) - 1 if state.epoch == self.args.epochs - 1 else -1
+        for i, step in enumerate(steps):
+            if i == last:
+                self.debug_hold(state)
             batch = None
             if step.indices:
                 batch = next(batches) if prepared else self.to_device(next(batches), train=True)
@@ -440,18 +443,35 @@ class Trainer:
             if self.any_leaving():
                 self.commit(state)
                 return
-            from horovod.common.exceptions import HostsUpdatedInterrupt
+            self.check_host_updates(state)
 
-            try:
-                state.check_host_updates()
-            except HostsUpdatedInterrupt:
-                self.commit(state, check_hosts=False)  # keep what was trained since the last
-                raise
+    def check_host_updates(self, state) -> None:
+        """Raise HostsUpdatedInterrupt on a host change, after committing what was trained
+        since the last commit (a collective: every rank must call it)."""
+        from horovod.common.exceptions import HostsUpdatedInterrupt
+
+        try:
+            state.check_host_updates()
+        except HostsUpdatedInterrupt:
+            self.commit(state, check_hosts=False)  # keep what was trained since the last
+            raise
 
     def any_leaving(self) -> bool:
         """Whether any rank got a SIGTERM (a collective: every rank must call it)."""
         flag = torch.tensor([1.0 if self.flags.term else 0.0])
         return float(self.hvd.allreduce(flag, op=self.hvd.Max, name="training.leaving")[0]) > 0
+
+    def debug_hold(self, state) -> None:
+        """``--debug-hold-file``: before the run's last step every rank waits while the file
+        exists (decided together, by an allreduce), checking for host changes meanwhile, so a
+        test's scale-up or fault lands before the end however slowly a joiner starts."""
+        path = self.args.debug_hold_file
+        while path:
+            here = torch.tensor([1.0 if os.path.exists(path) else 0.0])
+            if float(self.hvd.allreduce(here, op=self.hvd.Max, name="training.hold")[0]) == 0:
+                return
+            time.sleep(self.args.debug_step_delay or 0.05)
+            self.check_host_updates(state)
 
     def debug_delay(self) -> None:
         a = self.args

@@ -279,7 +279,8 @@ _FLAGS = (
          "final parameter checksum here (also TRAINING_TRACE_DIR)", env="TRAINING_TRACE_DIR"),
     Flag("--debug-step-delay", float, 0.0, "debug: sleep this many seconds after every step, to watch "
          "or test elastic events on tiny data (default 0)", _non_negative),
-    Flag("--debug-hold-file", str, None, "debug: apply --debug-step-delay only while this file exists"),
+    Flag("--debug-hold-file", str, None, "debug: while this file exists, apply --debug-step-delay and "
+         "hold before the run's last step"),
     Flag("--debug-gpu-path", bool, False, "debug: on the CPU, take the code path CUDA takes "
          "(channels_last, mixed precision of --amp-dtype, gradient scaler, data-loading processes "
          "started by forkserver); only the device differs (also TRAINING_DEBUG_GPU_PATH=1)"),
