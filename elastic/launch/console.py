@@ -6,16 +6,18 @@ Two kinds of those lines are not for a person to read as they are:
 - the training's metrics records (``training.metrics``: one JSON object per line with an
   ``event`` of ``progress`` or ``epoch``). Their raw form stays in the metrics file the
   training writes (``--metrics-file``); here they feed a compact view instead;
-- Horovod's C++ ``E ... Horovod background loop uncaught exception: aborted``: the background
-  loop leaving an aborted collective, which is how every surviving rank hears that a peer is
-  gone (patches 0006/0016: the driver aborts the collectives on a host change). It is
-  expected and handled (the job resets), so it is one info line per abort
-  (``EXPECTED_ABORT_TEXT``), not one error line per rank.
+- Horovod's C++ ``E ... Horovod background loop uncaught exception: aborted[: REASON]``: the
+  background loop leaving an aborted collective, which is how every surviving rank hears
+  that a peer is gone (the patched driver aborts the collectives when a worker or host
+  leaves), with its companions ``W ... Horovod: a Gloo collective failed; aborting ...`` and
+  ``W ... Horovod: aborting collective operations ...``. It is expected and handled (the job
+  resets), so it is one info line per abort (``EXPECTED_ABORT_TEXT`` and the reason), not
+  three error and warning lines per rank; the companions are logged at debug level.
 
 Every other line passes through unchanged, stdout to stdout and stderr to stderr.
 
-- ``classify(line)`` (pure): one horovodrun line -> ``Line(kind, rank, text, record)``,
-  ``kind`` one of ``metrics``, ``abort``, ``text``.
+- ``classify(line)`` (pure): one horovodrun line -> ``Line(kind, rank, text, record, reason)``,
+  ``kind`` one of ``metrics``, ``abort``, ``aborting`` (a companion), ``text``.
 - ``View`` (pure): folds metrics records in; ``status()`` is the one-line live view (world
   size, epoch and step, samples/s, loss, last event); ``observe`` returns the events worth a
   line of their own (world size changes, epoch ends).
@@ -45,19 +47,23 @@ log = logging.getLogger("elastic.run")
 # horovodrun's prefix, optionally after --prefix-output-with-timestamp's asctime
 _PREFIX = re.compile(r"^(?:\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})?\[(\d+)\]<(stdout|stderr)>:(.*)$", re.S)
 ABORT_TEXT = "Horovod background loop uncaught exception: aborted"
-EXPECTED_ABORT_TEXT = "collectives aborted: a peer is gone (expected; Horovod resets the world)"
+_ABORT = re.compile(re.escape(ABORT_TEXT) + r"(?::\s*(.*))?$")
+_ABORTING = ("Horovod: a Gloo collective failed; aborting", "Horovod: aborting collective operations")
+EXPECTED_ABORT_TEXT = "collectives aborted, expected after a peer left; Horovod resets the world"
 _ERASE = "\r\x1b[K"
 
 
 @dataclass(frozen=True)
 class Line:
-    """One classified line: ``kind`` is ``metrics``, ``abort`` or ``text``; ``rank`` is None
-    for a line without horovodrun's prefix; ``record`` the metrics record (``metrics`` only)."""
+    """One classified line: ``kind`` is ``metrics``, ``abort``, ``aborting`` or ``text``;
+    ``rank`` is None for a line without horovodrun's prefix; ``record`` the metrics record
+    (``metrics`` only); ``reason`` what the abort names (``abort`` only, may be empty)."""
 
     kind: str
     rank: int | None
     text: str
     record: dict | None = None
+    reason: str = ""
 
 
 def classify(line: str) -> Line:
@@ -65,8 +71,11 @@ def classify(line: str) -> Line:
     text = line.rstrip("\n")
     m = _PREFIX.match(text)
     rank, body = (int(m.group(1)), m.group(3)) if m else (None, text)
-    if body.rstrip().endswith(ABORT_TEXT):
-        return Line("abort", rank, text)
+    aborted = _ABORT.search(body.rstrip())
+    if aborted:
+        return Line("abort", rank, text, reason=(aborted.group(1) or "").strip())
+    if any(marker in body for marker in _ABORTING):
+        return Line("aborting", rank, text)
     if body.startswith("{") and '"event"' in body:
         try:
             record = json.loads(body)
@@ -162,10 +171,15 @@ class Relay:
                 if not self._aborted:
                     self._aborted = True
                     who = f"rank {item.rank}: " if item.rank is not None else ""
+                    why = f" ({item.reason})" if item.reason else ""
                     self.view.event("collectives aborted")
-                    self._say(f"{who}{EXPECTED_ABORT_TEXT}")
+                    self._say(f"{who}{EXPECTED_ABORT_TEXT}{why}")
                     if self._tty and self.view.record is not None:
                         self._draw()
+                else:
+                    log.debug("%s", item.text)
+            elif item.kind == "aborting":
+                log.debug("%s", item.text)
             else:
                 self._print(self._err if stderr else self._out, item.text)
 

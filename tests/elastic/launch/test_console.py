@@ -15,8 +15,17 @@ from elastic.launch.console import EXPECTED_ABORT_TEXT, Relay, View, classify
 PROGRESS = {"event": "progress", "time": 1.0, "epoch": 1, "batch": 40, "world_size": 2, "samples": 640,
             "samples_per_sec": 412.345, "samples_per_sec_per_worker": 206.1, "loss": 0.53217, "accuracy": 0.8,
             "lr": 0.01, "resets": 0}
-ABORT = ("[1]<stderr>:[2026-11-23 21:40:02.123456: E /tmp/pip-req-build/horovod/common/operations.cc:756] "
-         "[1]: Horovod background loop uncaught exception: aborted")
+# as a handled hard kill prints them (tests/e2e/test_elastic_job.py), two ranks' lines mixed
+ABORT = ("[1]<stderr>:[2026-11-23 22:15:55.451413: E /tmp/horovod-build.UmUyt5/horovod-0.28.1/horovod/common/"
+         "operations.cc:755] [1]: Horovod background loop uncaught exception: aborted: worker 127.211.84.2[0] "
+         "exited with 255 is gone")
+ABORTING = [
+    "[2]<stderr>:[2026-11-23 22:15:55[2026-11-23 22:15:55.481993: W /tmp/horovod-build.UmUyt5/horovod-0.28.1/"
+    "horovod/common/operations.cc:300] Horovod: a Gloo collective failed; aborting this process's Gloo "
+    "connections (8): aborted: worker 127.211.84.2[0] exited with 255 is gone",
+    "[2]<stderr>:.481993: W /tmp/horovod-build.UmUyt5/horovod-0.28.1/horovod/common/operations.cc:1277] Horovod: "
+    "aborting collective operations (8 connections), aborted: worker 127.211.84.2[0] exited with 255 is gone",
+]
 
 
 def rank_line(rank: int, record: dict, stream: str = "stdout") -> str:
@@ -28,6 +37,10 @@ def rank_line(rank: int, record: dict, stream: str = "stdout") -> str:
     (rank_line(3, dict(PROGRESS, event="epoch", val_accuracy=0.9)), "metrics", 3),
     ("Mon Nov 23 21:40:02 2026[2]<stdout>:" + json.dumps(PROGRESS), "metrics", 2),  # --prefix-output-with-timestamp
     (ABORT, "abort", 1),
+    ("[0]<stderr>:[2026-11-23 22:15:55.1: E x.cc:755] [0]: " + "Horovod background loop uncaught exception: aborted",
+     "abort", 0),  # stock Horovod: no reason
+    (ABORTING[0], "aborting", 2),
+    (ABORTING[1], "aborting", 2),
     ("[0]<stdout>:hello from rank 0", "text", 0),
     ('[0]<stdout>:{"event": "custom"}', "text", 0),  # not a metrics record: the user's own line
     ('[0]<stdout>:{"event": "progress", broken', "text", 0),
@@ -70,6 +83,8 @@ def test_plain_lines_when_not_a_terminal(caplog):
         relay.feed("[1]<stderr>:a warning\n", stderr=True)
         relay.feed(ABORT + "\n", stderr=True)
         relay.feed(ABORT.replace("[1]", "[0]") + "\n", stderr=True)  # the same abort, another rank
+        for line in ABORTING:
+            relay.feed(line + "\n", stderr=True)
         clock.now = 6
         relay.feed(rank_line(0, dict(PROGRESS, batch=50, world_size=1)))  # a change: shown at once
         relay.close()
@@ -80,7 +95,8 @@ def test_plain_lines_when_not_a_terminal(caplog):
     ]
     assert err.getvalue() == "[1]<stderr>:a warning\n"
     infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
-    assert infos == [f"rank 1: {EXPECTED_ABORT_TEXT}", "world size 2 -> 1"]
+    assert infos == [f"rank 1: {EXPECTED_ABORT_TEXT} (worker 127.211.84.2[0] exited with 255 is gone)",
+                     "world size 2 -> 1"]
     assert not [r for r in caplog.records if r.levelno > logging.INFO]
 
 
