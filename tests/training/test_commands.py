@@ -60,6 +60,7 @@ def test_bad_flag_is_one_line_and_help_exits_zero():
     assert r.returncode == 0 and "--image-size" in r.stdout and "--commit-every" in r.stdout
 
 
+@pytest.mark.horovod
 def test_sigterm_then_a_new_job_resumes_from_the_checkpoint(tmp_path):
     data = write_mnist(tmp_path / "mnist", train=200, test=20)
     hold = tmp_path / "hold"
@@ -99,6 +100,7 @@ def first_records_end(records: list[dict]) -> float:
     return min(r["time"] for r in records if r["event"] == "epoch" and r["epoch"] == 1) + 1e-6
 
 
+@pytest.mark.horovod
 def test_resnet50_on_tiny_imagenet_with_two_workers(tmp_path):
     root = write_tiny_imagenet(tmp_path / "tiny", classes=3, per_class=4, val_per_class=2)
     argv = [HOROVODRUN, "-np", "2", "-H", "localhost:2", "--network-interface", "lo",

@@ -27,7 +27,7 @@ from tests.training.trainhelp import (
     write_tiny_imagenet,
 )
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.horovod]
 ROOT = str(Path(__file__).parents[2])
 
 

@@ -51,6 +51,7 @@ def test_resume_with_another_seed_is_refused(tmp_path):
 
 
 
+@pytest.mark.horovod
 def test_a_refusal_on_rank_0_ends_every_rank_of_an_elastic_job(tmp_path):
     """Only rank 0 reads the checkpoint; its refusal travels in the synced state, so every rank
     ends with the same line (before, the other ranks trained on from fresh weights)."""

@@ -13,7 +13,7 @@ from discovery.hosts import pods_to_hosts
 from elastic.launch import plot
 from elastic.launch.waits import PREPARING_TEXT, WaitExplainer, explain
 from localcluster.testing import running_cluster
-from tests.elastic.conftest import wait_for
+from tests.waiting import wait_for
 
 BIN = Path(sys.executable).parent
 SELECTOR = "app=elastic-horovod,role=worker"
@@ -98,6 +98,7 @@ def cluster(tmp_path_factory):
         yield c
 
 
+@pytest.mark.horovod
 def test_elastic_run_says_which_pods_it_waits_for_and_where_its_outputs_are(cluster, tmp_path):
     cluster.set_ready("worker-1", False)
     cluster.create_pod("worker-bad", annotations={"elastic-horovod/slots": "many"})
