@@ -14,19 +14,22 @@ Two kinds of those lines are not for a person to read as they are:
   resets), so it is one info line per abort (``EXPECTED_ABORT_TEXT`` and the reason), not
   three error and warning lines per rank; the companions are logged at debug level.
 
-Every other line passes through unchanged, stdout to stdout and stderr to stderr.
+Every other line passes through unchanged, stdout to stdout and stderr to stderr, but for a
+rank's empty stderr lines (what ssh's ``\r\n`` leaves after a host is killed).
 
 - ``classify(line)`` (pure): one horovodrun line -> ``Line(kind, rank, text, record, reason)``,
-  ``kind`` one of ``metrics``, ``abort``, ``aborting`` (a companion), ``text``.
+  ``kind`` one of ``metrics``, ``abort``, ``aborting`` (a companion), ``blank`` (a rank's
+  empty stderr line), ``text``.
 - ``View`` (pure): folds metrics records in; ``status()`` is the one-line live view (world
-  size, epoch and step, samples/s, loss, last event); ``observe`` returns the events worth a
-  line of their own (world size changes, epoch ends).
+  size, epoch and step, samples/s, loss, last event: a world size change, an epoch's end, an
+  abort); ``observe`` returns the events worth a line of their own (epoch ends: the training
+  and the timeline already name each world size).
 - ``Relay(out, err, tty)``: ``attach(stdout_pipe, stderr_pipe)`` reads both pipes in two
   ``shared.worker`` threads until EOF; ``close(timeout)`` waits for them. On a terminal
   (``tty``, default ``out.isatty()``) the view is one status line on ``out``, redrawn in
   place (plain ANSI: carriage return and erase-line) with the passing lines printed above
-  it; otherwise one plain line per event on ``out``, and a progress line at most every
-  ``plain_every`` seconds.
+  it; otherwise a plain progress line on ``out`` when the world size changes or an epoch
+  ends, and at most every ``plain_every`` seconds between.
 """
 from __future__ import annotations
 
@@ -55,7 +58,7 @@ _ERASE = "\r\x1b[K"
 
 @dataclass(frozen=True)
 class Line:
-    """One classified line: ``kind`` is ``metrics``, ``abort``, ``aborting`` or ``text``;
+    """One classified line: ``kind`` is ``metrics``, ``abort``, ``aborting``, ``blank`` or ``text``;
     ``rank`` is None for a line without horovodrun's prefix; ``record`` the metrics record
     (``metrics`` only); ``reason`` what the abort names (``abort`` only, may be empty)."""
 
@@ -68,7 +71,7 @@ class Line:
 
 def classify(line: str) -> Line:
     """See the module docstring. Pure."""
-    text = line.rstrip("\n")
+    text = line.rstrip("\r\n")
     m = _PREFIX.match(text)
     rank, body = (int(m.group(1)), m.group(3)) if m else (None, text)
     aborted = _ABORT.search(body.rstrip())
@@ -83,6 +86,8 @@ def classify(line: str) -> Line:
             record = None
         if isinstance(record, dict) and record.get("event") in ("progress", "epoch"):
             return Line("metrics", rank, text, record)
+    if m and not body.strip() and m.group(2) == "stderr":
+        return Line("blank", rank, text)
     return Line("text", rank, text)
 
 
@@ -99,18 +104,22 @@ class View:
         self.world_size: int | None = None
         self.last_event: str | None = None
         self.last_event_at = 0.0
+        self.changed = False  # the last record changed the world size
 
     def event(self, text: str) -> None:
         self.last_event, self.last_event_at = text, self._clock()
 
     def observe(self, record: dict) -> list[str]:
-        """Fold one metrics record in; the events it shows (each worth a line of its own)."""
+        """Fold one metrics record in; the events worth a line of their own (epoch ends). A
+        world size change is the last event, not a line."""
         said: list[str] = []
         size = record.get("world_size")
-        if isinstance(size, int) and size != self.world_size:
-            if self.world_size is not None:
-                said.append(f"world size {self.world_size} -> {size}")
+        changed = isinstance(size, int) and size != self.world_size
+        if changed and self.world_size is not None:
+            self.event(f"world size {self.world_size} -> {size}")
+        if isinstance(size, int):
             self.world_size = size
+        self.changed = changed
         if record.get("event") == "epoch":
             said.append(f"epoch {_num(record.get('epoch'), 'd')} done: loss {_num(record.get('loss'), '.4f')}, "
                         f"accuracy {_num(record.get('accuracy'), '.4f')}, "
@@ -164,7 +173,7 @@ class Relay:
                     self._say(text)
                 if self._tty:
                     self._draw()
-                elif said or self._clock() - self._last_plain >= self._plain_every:
+                elif said or self.view.changed or self._clock() - self._last_plain >= self._plain_every:
                     self._last_plain = self._clock()
                     self._print(self._out, self.view.progress())
             elif item.kind == "abort":
@@ -178,7 +187,7 @@ class Relay:
                         self._draw()
                 else:
                     log.debug("%s", item.text)
-            elif item.kind == "aborting":
+            elif item.kind in ("aborting", "blank"):
                 log.debug("%s", item.text)
             else:
                 self._print(self._err if stderr else self._out, item.text)

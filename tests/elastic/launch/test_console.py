@@ -45,19 +45,23 @@ def rank_line(rank: int, record: dict, stream: str = "stdout") -> str:
     ('[0]<stdout>:{"event": "custom"}', "text", 0),  # not a metrics record: the user's own line
     ('[0]<stdout>:{"event": "progress", broken', "text", 0),
     ("[1]<stderr>:Traceback (most recent call last):", "text", 1),
+    ("[0]<stderr>:Connection to 127.144.132.2 closed by remote host.\r\n", "text", 0),
+    ("[0]<stderr>:\r\n", "blank", 0),  # what ssh's \r\n leaves
+    ("[0]<stdout>:\n", "text", 0),  # the user's own empty line
     ("elastic-run's own line", "text", None),
 ])
 def test_classify(line, kind, rank):
     item = classify(line)
     assert (item.kind, item.rank) == (kind, rank)
-    assert item.text == line.rstrip("\n")
+    assert item.text == line.rstrip("\r\n")
 
 
 def test_the_view_names_world_size_changes_and_epoch_ends():
     view = View(clock=lambda: 100.0)
     assert view.observe(PROGRESS) == []
     assert view.status() == "world 2 | epoch 1 step 40 | 412.3 samples/s | loss 0.5322"
-    assert view.observe(dict(PROGRESS, world_size=3)) == ["world size 2 -> 3"]
+    assert view.observe(dict(PROGRESS, world_size=3)) == []  # the last event, not a line
+    assert view.status().endswith("| world size 2 -> 3 (0s ago)")
     said = view.observe(dict(PROGRESS, event="epoch", world_size=3, val_accuracy=None))
     assert said == ["epoch 1 done: loss 0.5322, accuracy 0.8000, validation accuracy -"]
     assert view.status().endswith("| epoch 1 done: loss 0.5322, accuracy 0.8000, validation accuracy - (0s ago)")
@@ -81,6 +85,7 @@ def test_plain_lines_when_not_a_terminal(caplog):
         relay.feed(rank_line(0, dict(PROGRESS, batch=45)))  # within plain_every: folded in only
         relay.feed("[0]<stdout>:hello\n")
         relay.feed("[1]<stderr>:a warning\n", stderr=True)
+        relay.feed("[1]<stderr>:\r\n", stderr=True)
         relay.feed(ABORT + "\n", stderr=True)
         relay.feed(ABORT.replace("[1]", "[0]") + "\n", stderr=True)  # the same abort, another rank
         for line in ABORTING:
@@ -93,10 +98,10 @@ def test_plain_lines_when_not_a_terminal(caplog):
         "[0]<stdout>:hello",
         "world 1 | epoch 1 step 50 | 412.3 samples/s | loss 0.5322",
     ]
+    assert relay.view.last_event == "world size 2 -> 1"
     assert err.getvalue() == "[1]<stderr>:a warning\n"
     infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
-    assert infos == [f"rank 1: {EXPECTED_ABORT_TEXT} (worker 127.211.84.2[0] exited with 255 is gone)",
-                     "world size 2 -> 1"]
+    assert infos == [f"rank 1: {EXPECTED_ABORT_TEXT} (worker 127.211.84.2[0] exited with 255 is gone)"]
     assert not [r for r in caplog.records if r.levelno > logging.INFO]
 
 
