@@ -54,6 +54,7 @@ _ABORT = re.compile(re.escape(ABORT_TEXT) + r"(?::\s*(.*))?$")
 _ABORTING = ("Horovod: a Gloo collective failed; aborting", "Horovod: aborting collective operations")
 EXPECTED_ABORT_TEXT = "collectives aborted, expected after a peer left; Horovod resets the world"
 _ERASE = "\r\x1b[K"
+_BREAK = re.compile(r"\r\n?")
 
 
 @dataclass(frozen=True)
@@ -162,7 +163,14 @@ class Relay:
 
     # -- input -------------------------------------------------------------------------------
     def feed(self, line: str, stderr: bool = False) -> None:
-        """One line of horovodrun's stdout (or stderr): shown, folded into the view, or both."""
+        """One line of horovodrun's stdout (or stderr): shown, folded into the view, or both. A
+        carriage return inside it ends a line too, as on a terminal: ssh's ``\r\n``, which
+        horovodrun's prefixing leaves as ``...host.\r[0]<stderr>:``, is two lines."""
+        parts = _BREAK.split(line.rstrip("\r\n"))
+        for part in parts:
+            self._feed_one(part, stderr)
+
+    def _feed_one(self, line: str, stderr: bool) -> None:
         item = classify(line)
         with self._lock:
             if item.kind == "metrics":

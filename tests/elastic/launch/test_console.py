@@ -86,6 +86,7 @@ def test_plain_lines_when_not_a_terminal(caplog):
         relay.feed("[0]<stdout>:hello\n")
         relay.feed("[1]<stderr>:a warning\n", stderr=True)
         relay.feed("[1]<stderr>:\r\n", stderr=True)
+        relay.feed("[1]<stderr>:Connection to 127.144.132.2 closed by remote host.\r[1]<stderr>:\r\n", stderr=True)
         relay.feed(ABORT + "\n", stderr=True)
         relay.feed(ABORT.replace("[1]", "[0]") + "\n", stderr=True)  # the same abort, another rank
         for line in ABORTING:
@@ -99,7 +100,7 @@ def test_plain_lines_when_not_a_terminal(caplog):
         "world 1 | epoch 1 step 50 | 412.3 samples/s | loss 0.5322",
     ]
     assert relay.view.last_event == "world size 2 -> 1"
-    assert err.getvalue() == "[1]<stderr>:a warning\n"
+    assert err.getvalue() == "[1]<stderr>:a warning\n[1]<stderr>:Connection to 127.144.132.2 closed by remote host.\n"
     infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
     assert infos == [f"rank 1: {EXPECTED_ABORT_TEXT} (worker 127.211.84.2[0] exited with 255 is gone)"]
     assert not [r for r in caplog.records if r.levelno > logging.INFO]
