@@ -136,6 +136,7 @@ def test_bad_input_exits_2_with_one_line(module, argv, code, message):
     assert (r.returncode, r.stderr) == (code, message + "\n")
 
 
+@pytest.mark.slow
 def test_runtime_failure_exits_1_with_one_line(tmp_path):
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("")

@@ -28,6 +28,7 @@ def mnist(tmp: Path, *argv: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=240, env=run_env(), cwd=ROOT)
 
 
+@pytest.mark.slow
 def test_resume_with_another_seed_is_refused(tmp_path):
     first = mnist(tmp_path, "--epochs", "1", "--seed", "42")
     assert first.returncode == 0, first.stderr[-3000:]
