@@ -17,7 +17,7 @@ side effects) and ``execute(plan)`` carries it out, in these steps (blocks until
    them out of ``~/.ssh/known_hosts``); SIGINT/SIGTERM to the launcher are forwarded to it;
    while fewer than ``plan.min_slots`` slots are served, which pods it waits for and why is
    logged (``elastic.launch.waits``); the driver's events go to ``plan.events_file``, which
-   the stall watchdog follows (horovodrun's output is relayed through
+   the stall watchdog follows (hvdrun's output is relayed through
    ``elastic.launch.console``: the training's metrics lines as a live view on a terminal,
    plain lines otherwise, Horovod's expected abort as one info line); when no rank made
    progress for ``plan.stall_timeout`` seconds it prints what each was last seen doing and
@@ -64,6 +64,7 @@ from elastic.common.procs import tied_popen, tied_run
 from elastic.errors import ElasticError, Interrupted, LaunchError, SSHError, SyncError
 from elastic.launch import console, events, plot, timeline
 from elastic.launch.daemon import ManagedDaemon, fetch_hosts, probe
+from elastic.launch.hvdrun import LAUNCHER_GONE_SIGNAL
 from elastic.launch.outputs import outputs_line
 from elastic.launch.plan import LaunchConfig, LaunchPlan, horovodrun_env, make_plan
 from elastic.launch.reap import reap_hosts
@@ -112,6 +113,16 @@ class _SignalForwarder:
                 self._proc.send_signal(signum)
             except ProcessLookupError:
                 pass
+
+
+def _relayed_output(plan: LaunchPlan) -> dict:
+    """Popen's stdout/stderr for horovodrun: pipes to the console relay when horovodrun is
+    ``elastic.launch.hvdrun``, which goes quiet when the launcher (the pipes' reader) dies;
+    plain horovodrun (``--discovery-mode script``) would meet broken pipes in its shutdown, so
+    it keeps writing to the launcher's own stdout and stderr, unrelayed."""
+    if plan.horovodrun_death_signal == int(LAUNCHER_GONE_SIGNAL):
+        return {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    return {}
 
 
 def _interrupt(signum, _frame) -> None:
@@ -191,8 +202,8 @@ def execute(plan: LaunchPlan) -> int:
         explainer.start()
         log.info("running: %s", " ".join(argv))
         try:  # its own session; if we die, the kernel tells it (plan.horovodrun_death_signal)
-            proc = tied_popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, death_signal=plan.horovodrun_death_signal)
+            proc = tied_popen(argv, env=env, stdin=subprocess.DEVNULL, death_signal=plan.horovodrun_death_signal,
+                              **_relayed_output(plan))
         except OSError as exc:
             raise LaunchError(f"cannot run {argv[0]}: {exc.strerror or exc}") from exc
         relay = console.Relay(sys.stdout, sys.stderr, width=lambda: shutil.get_terminal_size().columns)
