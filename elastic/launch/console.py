@@ -15,7 +15,7 @@ Two kinds of those lines are not for a person to read as they are:
   three error and warning lines per rank; the companions are logged at debug level.
 
 Every other line passes through unchanged, stdout to stdout and stderr to stderr, but for a
-rank's empty stderr lines (what ssh's ``\r\n`` leaves after a host is killed).
+rank's empty stderr lines (what ssh's CR LF leaves after a host is killed).
 
 - ``classify(line)`` (pure): one horovodrun line -> ``Line(kind, rank, text, record, reason)``,
   ``kind`` one of ``metrics``, ``abort``, ``aborting`` (a companion), ``blank`` (a rank's
@@ -164,8 +164,8 @@ class Relay:
     # -- input -------------------------------------------------------------------------------
     def feed(self, line: str, stderr: bool = False) -> None:
         """One line of horovodrun's stdout (or stderr): shown, folded into the view, or both. A
-        carriage return inside it ends a line too, as on a terminal: ssh's ``\r\n``, which
-        horovodrun's prefixing leaves as ``...host.\r[0]<stderr>:``, is two lines."""
+        carriage return inside it ends a line too, as on a terminal: ssh's CR LF, which
+        horovodrun's prefixing leaves as ``...host.<CR>[0]<stderr>:``, is two lines."""
         parts = _BREAK.split(line.rstrip("\r\n"))
         for part in parts:
             self._feed_one(part, stderr)
