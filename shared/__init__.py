@@ -9,6 +9,8 @@ and by ``discover-hosts`` without slowing its start-up; shipped in the daemon im
 - ``shared.exitcodes``      the exit codes (0, 1, 2, 130, 128 + signal).
 - ``shared.jsonlines``      the one reader of JSON-lines files other processes append to.
 - ``shared.driver_events``  the Horovod driver's event records (format, reader, follower).
+- ``shared.worker``         the one background-thread lifecycle (start once, stop with a
+  deadline, the thread's exception raised by ``stop()``).
 
 ``tests/test_layout.py`` holds the rule: ``shared`` imports only the standard library (and
 itself); the four packages may import it, never each other.

@@ -1,5 +1,52 @@
-"""Shared fixtures. ``cluster``: a fresh local cluster (0 workers) per test, stopped afterwards."""
+"""Shared fixtures and the suite's markers.
+
+``cluster``: a fresh local cluster (0 workers) per test, stopped afterwards.
+``daemon(cluster, *flags, ...)``: starts a real ``discovery-daemon`` for the cluster's pods
+(``tests.daemons.start_daemon``); each is stopped when the test ends, also on failure.
+
+Markers (registered in pyproject.toml), applied here by directory and by fixture, and per
+test where a module mixes kinds:
+
+- ``horovod``: runs real Horovod (horovodrun, elastic-run or ``hvd.init``): every test under
+  ``tests/runtime`` and ``tests/horovod_upstream``, every test on the pods of
+  ``HOROVOD_FIXTURES``, and the tests marked so elsewhere;
+- ``images``: builds or runs the container images (``tests/images``);
+- ``e2e``: the whole demo path (``tests/e2e``);
+- ``slow``: all of the above, and every test that starts a local cluster, a discovery daemon
+  or throwaway sshd servers (the fixtures in ``SLOW_FIXTURES``), or is marked ``slow``.
+
+``pytest -m "not slow"`` is the fast subset: the pure units and the one-process checks.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
 import pytest
+
+from tests.daemons import Daemon, start_daemon
+
+TESTS = Path(__file__).resolve().parent
+BY_DIRECTORY = {"runtime": ("horovod",), "horovod_upstream": ("horovod",), "images": ("images",), "e2e": ("e2e",)}
+HOROVOD_FIXTURES = frozenset({"two_pods", "pods"})  # the pods elastic-run and horovodrun jobs run on
+SLOW_MARKERS = ("horovod", "images", "e2e")
+SLOW_FIXTURES = frozenset({"cluster", "daemon", "sync_cluster", "pod_ips", "ssh_dir", "sshd_factory",
+                           "two_pods"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        try:
+            top = Path(str(item.path)).resolve().relative_to(TESTS).parts[0]
+        except ValueError:
+            continue
+        for name in BY_DIRECTORY.get(top, ()):
+            item.add_marker(name)
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if fixtures & HOROVOD_FIXTURES:
+            item.add_marker("horovod")
+        if any(item.get_closest_marker(m) for m in SLOW_MARKERS) or fixtures & SLOW_FIXTURES:
+            item.add_marker("slow")
 
 
 @pytest.fixture
@@ -8,3 +55,17 @@ def cluster(tmp_path):
 
     with running_cluster(tmp_path / "cluster") as handle:
         yield handle
+
+
+@pytest.fixture
+def daemon() -> Iterator[Callable[..., Daemon]]:
+    started: list[Daemon] = []
+
+    def start(*args, **kwargs) -> Daemon:
+        d = start_daemon(*args, **kwargs)
+        started.append(d)
+        return d
+
+    yield start
+    for d in started:
+        d.stop()

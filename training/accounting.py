@@ -51,9 +51,3 @@ def plan(order: list[int] | tuple[int, ...], processed: int, world: int, rank: i
         chunk = order[start:start + span]
         steps.append(Step(total=len(chunk), indices=tuple(chunk[rank::world])))
     return steps
-
-
-def steps_left(total: int, processed: int, world: int, batch: int) -> int:
-    """How many global steps remain in an epoch of ``total`` samples."""
-    span = world * batch
-    return -(-(total - processed) // span)

@@ -67,11 +67,6 @@ def parse_idx(data: bytes, name: str) -> tuple[tuple[int, ...], bytes]:
     return dims, payload
 
 
-def make_idx(array: bytes, dims: tuple[int, ...]) -> bytes:
-    """Encode unsigned-byte ``array`` with ``dims`` as an IDX file (the inverse of parse_idx)."""
-    return struct.pack(f">HBB{len(dims)}I", 0, UBYTE, len(dims), *dims) + bytes(array)
-
-
 def split_from_idx(images_idx: bytes, labels_idx: bytes, images_name: str,
                    labels_name: str) -> Split:
     """Build a ``Split`` from the bytes of an images file (N,H,W) and a labels file (N)."""

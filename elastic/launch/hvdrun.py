@@ -13,7 +13,8 @@ that name for a factory before handing over to ``horovod.runner.launch.run_comma
 
 When the launcher dies: ``elastic-run`` starts this with ``PR_SET_PDEATHSIG`` =
 ``LAUNCHER_GONE_SIGNAL`` (SIGUSR2), so the kernel tells it when ``elastic-run`` is gone,
-``kill -9`` included. It then prints one line saying so and stops the job: SIGTERM to
+``kill -9`` included. It then prints one line saying so (where someone still reads it: its
+output goes to /dev/null from then on, elastic-run's relay is gone) and stops the job: SIGTERM to
 itself (Horovod's own shutdown: each worker's local ssh client or process is ended through
 its process group, patch 0023), at the same time the job's processes on the hosts it last discovered are
 stopped (``elastic.launch.reap``, through the ssh argv in ``ELASTIC_REAP_SSH``, as
@@ -86,8 +87,25 @@ def _stop_job() -> None:
         _reaped.set()
 
 
+def _quiet() -> None:
+    """Point stdout and stderr at /dev/null: elastic-run relays them through pipes
+    (``elastic.launch.console``), which nobody reads once it is gone, and a write to them
+    would fail (EPIPE) in whichever thread makes it, the reap's included."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        for fd in (1, 2):
+            os.dup2(null, fd)
+        os.close(null)
+    except OSError:
+        pass
+
+
 def _exit_when_stuck() -> None:
-    print("horovodrun: elastic-run (the launcher) is gone: stopping the job", file=sys.stderr, flush=True)
+    try:  # the launcher's terminal, when horovodrun was started without the relay
+        print("horovodrun: elastic-run (the launcher) is gone: stopping the job", file=sys.stderr, flush=True)
+    except OSError:
+        pass
+    _quiet()
     threading.Thread(target=_stop_job, name="launcher-gone", daemon=True).start()
     _reaped.wait(GONE_EXIT_AFTER)
     # Horovod had its chance; exit hard (its middlemen see us go and end their commands)

@@ -313,14 +313,6 @@ def _png_text(data: bytes) -> dict[str, str]:
     return out
 
 
-def png_size(path: str | os.PathLike) -> tuple[int, int]:
-    """(width, height) in pixels from a PNG's header."""
-    head = Path(path).read_bytes()[:24]
-    if head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR":
-        raise PlotError(f"{path}: not a PNG file")
-    return struct.unpack(">II", head[16:24])
-
-
 def read_description(path: str | os.PathLike) -> dict:
     """The ``describe()`` document a plot written by ``write_plot`` carries (PNG or SVG).
     Raises ``PlotError`` when the file has none."""
@@ -339,12 +331,3 @@ def read_description(path: str | os.PathLike) -> dict:
         return json.loads(text)
     except (OSError, ET.ParseError, ValueError) as exc:
         raise PlotError(f"{path}: cannot read the plot: {exc}") from exc
-
-
-def svg_ids(path: str | os.PathLike) -> set[str]:
-    """Every element id of an SVG file (the gids ``write_plot`` gives its artists among them)."""
-    try:
-        root = ET.parse(path).getroot()
-    except (OSError, ET.ParseError) as exc:
-        raise PlotError(f"{path}: cannot read the SVG: {exc}") from exc
-    return {gid for el in root.iter() if (gid := el.get("id"))}

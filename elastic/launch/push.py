@@ -26,6 +26,7 @@ from collections.abc import Callable
 from elastic.common.hostlist import MAX_SLOTS, split_host_slots, validate_host_name
 from elastic.errors import BadAnswer, ConfigError
 from shared import daemon_client
+from shared.worker import Worker
 
 log = logging.getLogger("elastic.push")
 
@@ -73,20 +74,22 @@ class DaemonDiscovery:
         self._hosts: dict[str, int] | None = None
         self._generation = -1
         self._changed = False
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._worker = Worker(self._run, "push-discovery", wake=self._wake)
+        self._stop = self._worker.stopping
         self.polls = 0  # answers received (for the benchmark)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
-        """Start the long-poll thread (once)."""
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="push-discovery", daemon=True)
-            self._thread.start()
+        """Start the long-poll thread (once; ``shared.worker``)."""
+        self._worker.start()
 
     def stop(self) -> None:
-        """Stop the thread; it ends within one poll timeout (it is a daemon thread)."""
-        self._stop.set()
+        """Stop the thread without waiting for it: it ends within one poll timeout (it is a
+        daemon thread); callers blocked in ``find_available_hosts_and_slots`` or
+        ``wait_for_change`` return at once."""
+        self._worker.stop(timeout=0)
+
+    def _wake(self) -> None:
         with self._cond:
             self._cond.notify_all()
 

@@ -17,8 +17,11 @@ side effects) and ``execute(plan)`` carries it out, in these steps (blocks until
    them out of ``~/.ssh/known_hosts``); SIGINT/SIGTERM to the launcher are forwarded to it;
    while fewer than ``plan.min_slots`` slots are served, which pods it waits for and why is
    logged (``elastic.launch.waits``); the driver's events go to ``plan.events_file``, which
-   the stall watchdog follows: when no rank made progress for ``plan.stall_timeout`` seconds
-   it prints what each was last seen doing and stops horovodrun's whole session (exit 1);
+   the stall watchdog follows (hvdrun's output is relayed through
+   ``elastic.launch.console``: the training's metrics lines as a live view on a terminal,
+   plain lines otherwise, Horovod's expected abort as one info line); when no rank made
+   progress for ``plan.stall_timeout`` seconds it prints what each was last seen doing and
+   stops horovodrun's whole session (exit 1);
 4. at the end (always; each step runs even when one before it failed, and a SIGINT/SIGTERM
    arriving meanwhile is noted, not obeyed: this is what stops the job's processes, and
    each step has a deadline): a horovodrun still running is stopped; the host recorder is
@@ -59,8 +62,9 @@ from pathlib import Path
 from elastic.common.hostlist import split_host_slots
 from elastic.common.procs import tied_popen, tied_run
 from elastic.errors import ElasticError, Interrupted, LaunchError, SSHError, SyncError
-from elastic.launch import events, plot, timeline
+from elastic.launch import console, events, plot, timeline
 from elastic.launch.daemon import ManagedDaemon, fetch_hosts, probe
+from elastic.launch.hvdrun import LAUNCHER_GONE_SIGNAL
 from elastic.launch.outputs import outputs_line
 from elastic.launch.plan import LaunchConfig, LaunchPlan, horovodrun_env, make_plan
 from elastic.launch.reap import reap_hosts
@@ -109,6 +113,16 @@ class _SignalForwarder:
                 self._proc.send_signal(signum)
             except ProcessLookupError:
                 pass
+
+
+def _relayed_output(plan: LaunchPlan) -> dict:
+    """Popen's stdout/stderr for horovodrun: pipes to the console relay when horovodrun is
+    ``elastic.launch.hvdrun``, which goes quiet when the launcher (the pipes' reader) dies;
+    plain horovodrun (``--discovery-mode script``) would meet broken pipes in its shutdown, so
+    it keeps writing to the launcher's own stdout and stderr, unrelayed."""
+    if plan.horovodrun_death_signal == int(LAUNCHER_GONE_SIGNAL):
+        return {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    return {}
 
 
 def _interrupt(signum, _frame) -> None:
@@ -188,9 +202,12 @@ def execute(plan: LaunchPlan) -> int:
         explainer.start()
         log.info("running: %s", " ".join(argv))
         try:  # its own session; if we die, the kernel tells it (plan.horovodrun_death_signal)
-            proc = tied_popen(argv, env=env, stdin=subprocess.DEVNULL, death_signal=plan.horovodrun_death_signal)
+            proc = tied_popen(argv, env=env, stdin=subprocess.DEVNULL, death_signal=plan.horovodrun_death_signal,
+                              **_relayed_output(plan))
         except OSError as exc:
             raise LaunchError(f"cannot run {argv[0]}: {exc.strerror or exc}") from exc
+        relay = console.Relay(sys.stdout, sys.stderr, width=lambda: shutil.get_terminal_size().columns)
+        relay.attach(proc.stdout, proc.stderr)  # the ranks' lines, metrics as a live view
         if plan.stall_timeout:
             started = proc
             watchdog = Watchdog(plan.events_file, plan.stall_timeout, lambda report: _stop_stalled(started, report))
@@ -202,6 +219,7 @@ def execute(plan: LaunchPlan) -> int:
                     break
                 except KeyboardInterrupt:  # pragma: no cover - handler forwards instead
                     continue
+        relay.close()
         if forwarder.received:  # ended by a signal: 128+N, whatever horovodrun made of it
             return 128 + forwarder.received[0]
         if watchdog is not None and watchdog.fired:

@@ -12,12 +12,12 @@ events file in one thread (``start()``/``stop()``) and calls ``on_stall(report)`
 """
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from elastic.launch.events import Follower, Record
+from shared.worker import Worker
 
 PROGRESS_KINDS = frozenset({"progress", "worker_ready", "worker_start", "reset", "worker_registered"})
 
@@ -98,19 +98,18 @@ class Watchdog:
         self._follower = Follower(path)
         self._timeout, self._on_stall, self._interval, self._clock = timeout, on_stall, interval, clock
         self._activity = Activity(clock())
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._worker = Worker(self._run, "stall-watchdog")
+        self._stop = self._worker.stopping
         self.fired = False
 
     def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="stall-watchdog", daemon=True)
-            self._thread.start()
+        """Start following the events file (once; ``shared.worker``)."""
+        self._worker.start()
 
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join()
+    def stop(self, timeout: float | None = 10.0) -> bool:
+        """Stop following; waits up to ``timeout`` for the thread (not from ``on_stall``, which
+        runs in it). True when it has ended; raises what ended the thread, if anything did."""
+        return self._worker.stop(timeout)
 
     def check(self) -> bool:
         """Read new events; fire when stalled. Returns True when it fired (now or before)."""

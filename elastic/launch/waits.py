@@ -9,8 +9,8 @@ pods there are and why each is not served yet.
 - ``WaitExplainer(url, min_slots)``: ``start()`` starts one thread that reads ``/hosts.json``
   every ``interval`` seconds and logs ``explain``'s lines whenever they change (and again
   every ``repeat`` seconds while they do not) until enough slots are served or ``stop()``
-  (safe twice; waits for the thread). A daemon that does not answer is reported once per
-  change like any other state.
+  (safe twice; waits for the thread, with a deadline: ``shared.worker``). A daemon that
+  does not answer is reported once per change like any other state.
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 
 from shared import daemon_client
+from shared.worker import Worker
 
 log = logging.getLogger("elastic.run")
 
@@ -107,19 +108,18 @@ class WaitExplainer:
         self._url, self._min, self._interval, self._repeat = url, min_slots, interval, repeat
         self._fetch, self._clock = fetch, clock
         self._emit = emit or (lambda line: log.info("%s", line))
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._worker = Worker(self._run, "wait-explainer")
+        self._stop = self._worker.stopping
         self.satisfied = threading.Event()  # set once enough slots were served
 
     def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="wait-explainer", daemon=True)
-            self._thread.start()
+        """Start explaining (once; ``shared.worker``)."""
+        self._worker.start()
 
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+    def stop(self, timeout: float | None = 10.0) -> bool:
+        """Stop; waits up to ``timeout`` for the thread's last look. True when it has ended;
+        raises what ended the thread, if anything did."""
+        return self._worker.stop(timeout)
 
     def check_once(self) -> list[str] | None:
         """One look at the daemon: the explanation, or None when enough slots are served."""

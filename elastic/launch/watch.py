@@ -2,7 +2,8 @@
 
 ``HostRecorder(url, interval)``: ``start()`` starts one background thread that polls
 ``GET url/hosts`` every ``interval`` seconds and keeps a snapshot each time the set changes;
-``stop()`` ends it (waits for the thread) and is safe to call twice; ``snapshots()`` returns
+``stop()`` ends it (waits for the thread, with a deadline: ``shared.worker``) and is safe to
+call twice; ``snapshots()`` returns
 ``[(unix_time, (host:slots, ...)), ...]``. A poll that fails is skipped: the daemon being
 briefly unreachable or answering 503 (not synced yet) is not a host-set change. An empty
 list before any host was served is kept here but is not an event in the timeline
@@ -16,6 +17,7 @@ from collections.abc import Callable
 
 from elastic.errors import DaemonUnavailable
 from elastic.launch.daemon import fetch_hosts
+from shared.worker import Worker
 
 
 class HostRecorder:
@@ -26,22 +28,22 @@ class HostRecorder:
         if interval <= 0:
             raise ValueError(f"interval must be positive, got {interval}")
         self._url, self._interval, self._fetch, self._clock = url, interval, fetch, clock
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._worker = Worker(self._run, "host-recorder")
+        self._stop = self._worker.stopping
         self._lock = threading.Lock()
         self._snapshots: list[tuple[float, tuple[str, ...]]] = []
 
     def start(self) -> None:
-        if self._thread is not None:
-            return
-        self._thread = threading.Thread(target=self._run, name="host-recorder", daemon=True)
-        self._thread.start()
+        """Start polling (once; ``shared.worker``)."""
+        self._worker.start()
 
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        self.poll_once()  # the last state, so a change in the final interval is not lost
+    def stop(self, timeout: float | None = 10.0) -> None:
+        """Stop polling (waits up to ``timeout`` for the thread), then take one last snapshot;
+        raises what ended the thread, if anything did."""
+        try:
+            self._worker.stop(timeout)
+        finally:
+            self.poll_once()  # the last state, so a change in the final interval is not lost
 
     def snapshots(self) -> list[tuple[float, tuple[str, ...]]]:
         with self._lock:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TextIO
 
 from elastic.common.table import human_bytes
+from shared.worker import Worker
 
 if TYPE_CHECKING:  # rich is imported only when bars are drawn
     from rich.progress import TaskID
@@ -155,8 +156,8 @@ class ProgressReporter:
         self._stream = stream
         self._interval = interval
         self._tty = stream.isatty() if tty is None else tty
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._worker = Worker(self._run, "dataset-sync-progress")
+        self._stop = self._worker.stopping
         self._last: dict[str, HostProgress] = {}
         self._bars: _Bars | None = None
 
@@ -165,14 +166,12 @@ class ProgressReporter:
         if self._tty:
             self._bars = _Bars(self._stream)
             self._emit()
-        self._thread = threading.Thread(target=self._run, name="dataset-sync-progress", daemon=True)
-        self._thread.start()
+        self._worker.start()
 
-    def stop(self) -> None:
-        """Stop the thread and print the final state (blocks until the thread is gone)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+    def stop(self, timeout: float | None = 10.0) -> None:
+        """Stop the thread (waits up to ``timeout``: ``shared.worker``) and print the final
+        state; raises what ended the thread, if anything did."""
+        self._worker.stop(timeout)
         self._emit()
         if self._bars is not None:
             self._bars.close()

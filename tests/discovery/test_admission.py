@@ -35,9 +35,13 @@ def _hosts(n: int):  # type: ignore[no-untyped-def]
     return pods_to_hosts([pod(f"w{i}", ip=f"10.0.0.{i}") for i in range(n)]).hosts
 
 
-async def _settle(adm: Admission, hosts, timeout: float = 20) -> dict[str, str]:  # type: ignore[no-untyped-def]
+def _admission(settings: PrepareSettings) -> tuple[Admission, asyncio.Event]:
+    """An Admission whose ``on_change`` (its public seam) sets the returned event."""
     changed = asyncio.Event()
-    adm._on_change = changed.set
+    return Admission(settings, changed.set), changed
+
+
+async def _settle(adm: Admission, changed: asyncio.Event, hosts, timeout: float = 20) -> dict[str, str]:  # type: ignore[no-untyped-def]
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:
@@ -58,10 +62,10 @@ def test_once_per_uid_bounded_and_retried(tmp_path: Path, monkeypatch: pytest.Mo
                                      retry_delay=0.05)
 
     async def scenario() -> dict[str, str]:
-        adm = Admission(settings, lambda: None)
+        adm, changed = _admission(settings)
         hosts = _hosts(5)
-        states = await _settle(adm, hosts)
-        again = await _settle(adm, hosts)  # asking again runs nothing new
+        states = await _settle(adm, changed, hosts)
+        again = await _settle(adm, changed, hosts)  # asking again runs nothing new
         assert again == states
         await adm.aclose()
         return states
@@ -83,8 +87,8 @@ def test_missing_command_fails_with_reason(tmp_path: Path) -> None:
     settings = PrepareSettings.parse(str(tmp_path / "no-such-cmd"), retries=0)
 
     async def scenario() -> dict[str, str]:
-        adm = Admission(settings, lambda: None)
-        states = await _settle(adm, _hosts(1))
+        adm, changed = _admission(settings)
+        states = await _settle(adm, changed, _hosts(1))
         await adm.aclose()
         return states
 
@@ -108,8 +112,8 @@ def test_a_host_that_is_not_servable_is_never_passed_to_the_command(tmp_path: Pa
     bad = Host(created="", namespace="default", pod="evil", host="--help", slots=1, uid="u1", ip="--help")
 
     async def scenario() -> str:
-        adm = Admission(settings, lambda: None)
-        state = (await _settle(adm, [bad]))["--help"]
+        adm, changed = _admission(settings)
+        state = (await _settle(adm, changed, [bad]))["--help"]
         await adm.aclose()
         return state
     state = asyncio.run(scenario())

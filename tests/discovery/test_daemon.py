@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from discovery.server import ROUTES
-from tests.discovery.conftest import ROOT, daemon_env, fake_pod
+from tests.daemons import ROOT, daemon_env, fake_pod
 
 SLOTS = "elastic-horovod/slots"
 

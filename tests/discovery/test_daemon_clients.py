@@ -16,7 +16,7 @@ from elastic.launch import daemon as launch_daemon
 from elastic.launch.push import DaemonDiscovery
 from elastic.launch.waits import fetch_hosts_json
 from shared import daemon_client
-from tests.discovery.conftest import ROOT, daemon_env, fake_pod
+from tests.daemons import ROOT, daemon_env, fake_pod
 from tests.waiting import wait_for
 
 TOKEN = "s3cret-token"

@@ -14,7 +14,7 @@ import yaml
 from discovery.discover_api import load_kubeconfig
 from discovery.discover_hosts import parse_args, split_url, validate
 from discovery.errors import Failure, UsageError
-from tests.discovery.conftest import ROOT, SELECTOR, daemon_env, fake_pod
+from tests.daemons import ROOT, SELECTOR, daemon_env, fake_pod
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from discovery.discover_hosts import host_ok, validate
 from discovery.hosts import Rules, check_host, classify, render_lines, servable
-from tests.discovery.conftest import ROOT, daemon_env, fake_pod
+from tests.daemons import ROOT, daemon_env, fake_pod
 
 HOSTILE = [
     "$(touch /tmp/pwned)", "10.0.0.1;id", "10.0.0.1&&id", "10.0.0.1|id", "`id`", "10.0.0.1>x",

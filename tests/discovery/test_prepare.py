@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tests.discovery.conftest import fake_pod
+from tests.daemons import fake_pod
 
 PREPARE = r"""
 import os, sys, time

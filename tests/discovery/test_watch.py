@@ -9,7 +9,7 @@ from discovery.cache import PodCache
 from discovery.errors import ConfigError
 from discovery.kube import PodAPI, PodQuery, load_api_client
 from discovery.watch import PodWatcher, backoff_delay
-from tests.discovery.conftest import SELECTOR, fake_pod
+from tests.daemons import SELECTOR, fake_pod
 from tests.waiting import wait_for
 
 

@@ -4,15 +4,18 @@ horovodrun with push discovery) and the real elastic MNIST training while a pod 
 during start-up (as soon as the driver has started the first workers, while they import
 torch) and one pod is hard-killed mid-epoch (deleted with grace 0). The job finishes, the
 world size changes show in its timeline, the pod that joined got the dataset before it
-trained, and the kill was handled by aborting the peers' collectives."""
+trained, and the kill was handled by aborting the peers' collectives. What the launcher
+printed reads like a run: no raw JSON metrics lines, no Horovod abort error."""
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from elastic.launch import console
 from localcluster.testing import running_cluster
 
 BIN = Path(sys.executable).parent
@@ -98,6 +101,21 @@ def test_elastic_mnist_uses_a_pod_added_during_start_up_and_survives_a_hard_kill
     kinds = [e["kind"] for e in doc["events"]]
     assert kinds[-1] == "exit"
     assert "timeline:" in run.stderr and "world sizes 2 -> 3 -> 2" in run.stderr
+    # what the user read (issue 25, item 9): no rank's raw JSON metrics line and no Horovod
+    # "uncaught exception: aborted" error for the handled kill; plain progress lines (stdout is
+    # not a terminal here) and the world size changes instead. The raw records are in the
+    # metrics file.
+    shown = run.stdout + run.stderr
+    (tmp_path / "elastic-run.out").write_text(shown)
+    assert '"event": "progress"' not in shown and '"event": "epoch"' not in shown, shown[-4000:]
+    assert "uncaught exception: aborted" not in shown, shown[-4000:]
+    plain = [line for line in run.stdout.splitlines() if "samples/s" in line]
+    worlds = [line.split(" | ")[0] for line in plain]
+    assert worlds[:3] == ["world 2", "world 3", "world 2"], shown[-4000:]  # a line at each change
+    assert re.search(rf"^elastic-run: rank \d+: {re.escape(console.EXPECTED_ABORT_TEXT)} \(.*is gone\)$",
+                     run.stderr, re.M), shown[-4000:]
+    raw = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert {"progress", "epoch"} <= {r["event"] for r in raw}
     # the driver's own record: it started at 2 (the pod came while the workers started, see
     # the chaos schedule's --events-file) and the kill aborted the peers' collectives
     driver = doc["driver_events"]

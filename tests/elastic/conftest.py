@@ -6,12 +6,15 @@
 * ``sshd_factory``: throwaway Debian sshd servers on 127.x addresses this module picks, for
   host-key changes the cluster cannot make; each is stopped at the end of the test.
 * ``cli(name, *args)``: runs a console script of this venv as a real process.
+* ``sync(ssh_dir, src, dest, *hosts_and_flags)``: dataset-sync with the bootstrap's ssh_config
+  (process, JSON report); ``hosts_by_name(report)`` its per-host entries.
 * ``make_dataset(root)`` builds a small test tree; ``assert_host_has(cluster, pod, dest, src)``
   checks a pod's copy over SSH (``sha256sum -c``, no extra files, symlinks, the manifest).
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import socket
@@ -177,3 +180,16 @@ def assert_host_has(cluster, pod: str, dest: str, src: Path) -> None:
     assert latest == os.readlink(src / "latest")
     assert version.startswith(f".{Path(dest).name}.dataset-sync/v-")
     assert Manifest.from_json(manifest).digest == build_manifest(str(src)).digest
+
+
+def sync(ssh_dir: Path, src: Path, dest: str, *hosts_and_flags: str, timeout: float = 180):
+    """Run dataset-sync with the bootstrap's ssh_config; return (process, JSON report or None)."""
+    report = src.parent / f"report-{os.urandom(4).hex()}.json"
+    proc = cli("dataset-sync", str(src), dest, "--ssh-config", str(ssh_dir / "ssh_config"), "--report", str(report),
+               "--retry-delay", "0.2", *hosts_and_flags, timeout=timeout, env=private_cache(src.parent))
+    return proc, json.loads(report.read_text()) if report.exists() else None
+
+
+def hosts_by_name(report) -> dict:
+    """dataset-sync's JSON report: its per-host entries by host."""
+    return {h["host"]: h for h in report["hosts"]}

@@ -28,6 +28,7 @@ def daemon_pids(state_dir):
     return out
 
 
+@pytest.mark.slow
 def test_up_status_scale_and_down_leaves_no_process(tmp_path):
     state = tmp_path / "lc"
     try:

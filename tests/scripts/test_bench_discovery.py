@@ -105,6 +105,7 @@ def _children_named(pid: int, name: str) -> list[int]:
     return out
 
 
+@pytest.mark.slow
 def test_the_benchmark_ends_with_one_line_when_its_readers_die(tmp_path: Path) -> None:
     argv = [sys.executable, str(SCRIPTS / "bench-discovery"), "--pods", "2", "--runs", "1", "--freshness", "1",
             "--push", "0", "--scale", "40", "--groups", "2", "--readers", "2", "--requests", "1",

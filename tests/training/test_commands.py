@@ -60,6 +60,7 @@ def test_bad_flag_is_one_line_and_help_exits_zero():
     assert r.returncode == 0 and "--image-size" in r.stdout and "--commit-every" in r.stdout
 
 
+@pytest.mark.horovod
 def test_sigterm_then_a_new_job_resumes_from_the_checkpoint(tmp_path):
     data = write_mnist(tmp_path / "mnist", train=200, test=20)
     hold = tmp_path / "hold"
@@ -99,6 +100,7 @@ def first_records_end(records: list[dict]) -> float:
     return min(r["time"] for r in records if r["event"] == "epoch" and r["epoch"] == 1) + 1e-6
 
 
+@pytest.mark.horovod
 def test_resnet50_on_tiny_imagenet_with_two_workers(tmp_path):
     root = write_tiny_imagenet(tmp_path / "tiny", classes=3, per_class=4, val_per_class=2)
     argv = [HOROVODRUN, "-np", "2", "-H", "localhost:2", "--network-interface", "lo",
@@ -134,6 +136,7 @@ def test_bad_input_exits_2_with_one_line(module, argv, code, message):
     assert (r.returncode, r.stderr) == (code, message + "\n")
 
 
+@pytest.mark.slow
 def test_runtime_failure_exits_1_with_one_line(tmp_path):
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("")

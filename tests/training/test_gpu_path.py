@@ -19,54 +19,14 @@ import pytest
 from tests.training.trainhelp import (
     HOROVODRUN,
     Job,
+    LocalScaleUp,
     check_finished_run,
-    committed_samples,
-    live_workers,
-    run_env,
     train_args,
     write_tiny_imagenet,
 )
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.horovod]
 ROOT = str(Path(__file__).parents[2])
-
-
-class LocalScaleUp:
-    """horovodrun on this machine with a discovery script printing ``localhost:<slots>``."""
-
-    def __init__(self, tmp: Path, argv: list[str]):
-        self.tmp = tmp
-        self.hosts = tmp / "hosts"
-        self.set_slots(2)
-        discover = tmp / "discover.sh"
-        discover.write_text(f"#!/bin/sh\ncat {self.hosts}\n")
-        discover.chmod(0o755)
-        self.hold = tmp / "hold"
-        self.hold.write_text("")
-        cmd = [HOROVODRUN, "-np", "2", "--min-np", "2", "--max-np", "3",
-               "--host-discovery-script", str(discover), "--network-interface", "lo",
-               "--elastic-timeout", "300", *argv, "--debug-hold-file", str(self.hold)]
-        # Gloo's default rendezvous timeout: the driver takes a joiner in only once it waits
-        # in hvd.init (patch 0020), so the survivors never wait there for its start-up
-        self.job = Job(cmd, tmp / "horovodrun.log", cwd=ROOT, env=run_env())
-
-    def set_slots(self, n: int) -> None:
-        tmp = self.hosts.with_suffix(".tmp")
-        tmp.write_text(f"localhost:{n}\n")
-        tmp.replace(self.hosts)
-
-    def scale_up_after(self, samples: int, timeout: float = 600) -> int:
-        """Train at 2 until ``samples`` of epoch 1 are committed, grow to 3, wait until the
-        three train, release the slow motion and wait for the end; horovodrun's exit code."""
-        trace = self.tmp / "trace"
-        self.job.wait_for(lambda: len(live_workers(trace, 2)) >= 2, "2 workers", timeout)
-        self.job.wait_for(lambda: len(committed_samples(trace).get(0, ())) >= samples,
-                          f"{samples} samples committed at world size 2", timeout)
-        self.set_slots(3)
-        self.job.wait_for(lambda: len(live_workers(trace, 3, min_resets=1)) >= 3,
-                          "3 workers after the scale-up", timeout)
-        self.hold.unlink()
-        return self.job.finish(timeout)
 
 
 def test_resnet50_channels_last_bf16_elastic_scale_up(tmp_path):

@@ -5,9 +5,9 @@ import gzip
 import pytest
 import torch
 
-from tests.training.trainhelp import write_mnist
+from tests.training.trainhelp import make_idx, write_mnist
 from training.errors import DatasetError
-from training.idx import load_mnist, make_idx, parse_idx, split_from_idx
+from training.idx import load_mnist, parse_idx, split_from_idx
 
 
 def test_round_trip_dims_and_payload():

@@ -33,7 +33,7 @@ from tests.training.trainhelp import (
 )
 from training import checkpoint
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.horovod]
 ROOT = str(Path(__file__).parents[2])
 EPOCHS = 10  # 53 s of slow steps after the scale-up at the most
 STARTUP = ["start", "prepared", "init", "initialized", "first-step"]

@@ -13,7 +13,7 @@ import pytest
 
 from tests.training.trainhelp import run_env
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.horovod]
 ROOT = Path(__file__).parents[2]
 
 
@@ -36,8 +36,7 @@ def test_rates_across_a_2_to_4_reset_a_roll_back_and_a_shrink(tmp_path):
 def test_rates_in_a_real_elastic_scale_up(tmp_path):
     """horovodrun 2 -> 3: the rate ramps from 0.1 x 2 to 0.1 x 3 over a quarter epoch after the
     scale-up (before: it jumped to 0.3 at the first step at 3), on every rank alike."""
-    from tests.training.test_gpu_path import LocalScaleUp
-    from tests.training.trainhelp import check_finished_run, train_args
+    from tests.training.trainhelp import LocalScaleUp, check_finished_run, train_args
 
     n = 960
     argv = [*train_args("mnist", Path("unused"), tmp_path, 1)[:3], "--synthetic",

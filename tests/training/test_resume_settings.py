@@ -28,6 +28,7 @@ def mnist(tmp: Path, *argv: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=240, env=run_env(), cwd=ROOT)
 
 
+@pytest.mark.slow
 def test_resume_with_another_seed_is_refused(tmp_path):
     first = mnist(tmp_path, "--epochs", "1", "--seed", "42")
     assert first.returncode == 0, first.stderr[-3000:]
@@ -51,6 +52,7 @@ def test_resume_with_another_seed_is_refused(tmp_path):
 
 
 
+@pytest.mark.horovod
 def test_a_refusal_on_rank_0_ends_every_rank_of_an_elastic_job(tmp_path):
     """Only rank 0 reads the checkpoint; its refusal travels in the synced state, so every rank
     ends with the same line (before, the other ranks trained on from fresh weights)."""

@@ -14,7 +14,7 @@ import pytest
 from tests.training.trainhelp import HOROVODRUN, Job, committed_samples, finals, metrics_lines
 from training import checkpoint
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.horovod]
 ROOT = str(Path(__file__).parents[2])
 N = 64
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.training.trainhelp import run_env
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.horovod]
 ROOT = Path(__file__).parents[2]
 
 

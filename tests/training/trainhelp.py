@@ -7,11 +7,17 @@ import json
 import os
 import random
 import signal
+import struct
 import subprocess
 import sys
 from pathlib import Path
 
-from training.idx import make_idx
+from training.idx import UBYTE
+
+
+def make_idx(array: bytes, dims: tuple[int, ...]) -> bytes:
+    """Test data: encode unsigned-byte ``array`` with ``dims`` as an IDX file (the inverse of parse_idx)."""
+    return struct.pack(f">HBB{len(dims)}I", 0, UBYTE, len(dims), *dims) + bytes(array)
 
 
 def write_mnist(directory: Path, train: int = 120, test: int = 40, gz: bool = False,
@@ -194,3 +200,41 @@ def check_finished_run(tmp: Path, dataset_size: int, epochs: int, final_world: i
     assert [r["epoch"] for r in records if r["event"] == "epoch"][-1] == epochs
     assert {r["epoch"] for r in records if r["event"] == "epoch"} == set(range(1, epochs + 1))
     return records
+
+
+class LocalScaleUp:
+    """horovodrun on this machine with a discovery script printing ``localhost:<slots>``."""
+
+    def __init__(self, tmp: Path, argv: list[str]):
+        self.tmp = tmp
+        self.hosts = tmp / "hosts"
+        self.set_slots(2)
+        discover = tmp / "discover.sh"
+        discover.write_text(f"#!/bin/sh\ncat {self.hosts}\n")
+        discover.chmod(0o755)
+        self.hold = tmp / "hold"
+        self.hold.write_text("")
+        cmd = [HOROVODRUN, "-np", "2", "--min-np", "2", "--max-np", "3",
+               "--host-discovery-script", str(discover), "--network-interface", "lo",
+               "--elastic-timeout", "300", *argv, "--debug-hold-file", str(self.hold)]
+        # Gloo's default rendezvous timeout: the driver takes a joiner in only once it waits
+        # in hvd.init (patch 0020), so the survivors never wait there for its start-up
+        self.job = Job(cmd, tmp / "horovodrun.log", cwd=str(Path(__file__).parents[2]), env=run_env())
+
+    def set_slots(self, n: int) -> None:
+        tmp = self.hosts.with_suffix(".tmp")
+        tmp.write_text(f"localhost:{n}\n")
+        tmp.replace(self.hosts)
+
+    def scale_up_after(self, samples: int, timeout: float = 600) -> int:
+        """Train at 2 until ``samples`` of epoch 1 are committed, grow to 3, wait until the
+        three train, release the slow motion and wait for the end; horovodrun's exit code."""
+        trace = self.tmp / "trace"
+        self.job.wait_for(lambda: len(live_workers(trace, 2)) >= 2, "2 workers", timeout)
+        self.job.wait_for(lambda: len(committed_samples(trace).get(0, ())) >= samples,
+                          f"{samples} samples committed at world size 2", timeout)
+        self.set_slots(3)
+        self.job.wait_for(lambda: len(live_workers(trace, 3, min_resets=1)) >= 3,
+                          "3 workers after the scale-up", timeout)
+        self.hold.unlink()
+        return self.job.finish(timeout)

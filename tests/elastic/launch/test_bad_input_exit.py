@@ -8,7 +8,7 @@ import pytest
 
 from elastic.launch.events import Record
 from elastic.launch.runner import bad_input_exit
-from tests.elastic.launch.test_cli import env, launcher_args, two_pods  # noqa: F401  (fixture)
+from tests.elastic.launch.conftest import env, launcher_args
 
 
 def exits(*codes):
@@ -32,7 +32,7 @@ def test_the_exit_code_is_2_only_when_every_worker_exited_2(code, driver, expect
 
 
 @pytest.mark.timeout(400)
-def test_a_training_that_rejects_its_flags_on_every_worker_makes_elastic_run_exit_2(two_pods, tmp_path):  # noqa: F811
+def test_a_training_that_rejects_its_flags_on_every_worker_makes_elastic_run_exit_2(two_pods, tmp_path):
     bad = [sys.executable, "-c", "import sys; print('error: unrecognized arguments: --epocs', file=sys.stderr); "
                                  "sys.exit(2)"]
     proc = subprocess.run(launcher_args(two_pods, tmp_path, "--elastic-timeout", "20",

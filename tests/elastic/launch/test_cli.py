@@ -2,41 +2,14 @@
 real sshd pods and the real horovodrun. Its exit code follows the training's; it forwards
 SIGTERM; it stops what it started; bad input is one line and a non-zero exit."""
 import json
-import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from localcluster.testing import running_cluster
+from tests.elastic.launch.conftest import BIN, ELASTIC_RUN, SELECTOR, env, launcher_args
 from tests.waiting import wait_for
-
-BIN = Path(sys.executable).parent
-ELASTIC_RUN = str(BIN / "elastic-run")
-SELECTOR = "app=elastic-horovod,role=worker"
-
-
-def env() -> dict:
-    e = dict(os.environ)
-    e["PATH"] = f"{BIN}:{e.get('PATH', '')}"
-    for name in ("DISCOVERY_URL", "DISCOVERY_SELECTOR", "DISCOVERY_PORT", "ELASTIC_DATASET"):
-        e.pop(name, None)
-    return e
-
-
-def launcher_args(c, tmp_path: Path, *extra: str) -> list[str]:
-    return [ELASTIC_RUN, "--selector", SELECTOR, "--kubeconfig", str(c.kubeconfig),
-            "--ssh-port", str(c.ssh_port), "--ssh-identity-file", str(c.identity),
-            "--network-interface", "lo", "--min-np", "2", "--max-np", "2", "--elastic-timeout", "60",
-            "--timeline-file", str(tmp_path / "timeline.json"), *extra]
-
-
-@pytest.fixture(scope="module")
-def two_pods(tmp_path_factory):
-    with running_cluster(tmp_path_factory.mktemp("run-cli") / "cluster", workers=2) as c:
-        yield c
 
 
 def daemon_processes(kubeconfig: Path | None = None) -> set[int]:

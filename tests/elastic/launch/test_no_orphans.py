@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.elastic.launch.test_cli import env, launcher_args, two_pods  # noqa: F401  (fixture)
+from tests.elastic.launch.conftest import env, launcher_args
 from tests.waiting import wait_for
 
 TAG = "NO_ORPHAN_TAG"
@@ -118,7 +118,7 @@ def check_none_left(proc: subprocess.Popen, tag: str, tmp_path: Path, exit_timeo
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 @pytest.mark.parametrize("stage", list(STAGES))
-def test_killed_at_each_stage_it_leaves_no_process(two_pods, tmp_path, stage, sig):  # noqa: F811
+def test_killed_at_each_stage_it_leaves_no_process(two_pods, tmp_path, stage, sig):
     extra, training, shows = STAGES[stage]
     tag = uuid.uuid4().hex
     proc = start(two_pods, tmp_path, tag, extra, training)
@@ -141,7 +141,7 @@ def test_killed_at_each_stage_it_leaves_no_process(two_pods, tmp_path, stage, si
 
 
 @pytest.mark.timeout(400)
-def test_a_failed_training_leaves_no_process(two_pods, tmp_path):  # noqa: F811
+def test_a_failed_training_leaves_no_process(two_pods, tmp_path):
     """The issue's case: horovodrun failed, elastic-run exited; nothing of it may be left."""
     tag = uuid.uuid4().hex
     proc = start(two_pods, tmp_path, tag, (), "exit 3")

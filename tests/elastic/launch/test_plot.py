@@ -9,6 +9,7 @@ import pytest
 from elastic.errors import ConfigError
 from elastic.launch import plot
 from elastic.launch.timeline import Event
+from tests.elastic.launch.plothelp import png_size, svg_ids
 
 START = 1_000.0
 SNAPSHOTS = [
@@ -69,7 +70,7 @@ def test_other_event_shapes_are_understood():
 def test_svg_has_an_element_per_series_and_marker_and_carries_its_description(tmp_path):
     data = plot.plot_data(START, START + 50, SNAPSHOTS, RECORDS)
     path = plot.write_plot(tmp_path / "run.svg", data)
-    ids = plot.svg_ids(path)
+    ids = svg_ids(path)
     for name in ("series-world-size", "series-slots-served", "series-samples-per-sec", "series-loss",
                  "marker-join-0", "marker-join-2", "marker-leave-0", "marker-reset-0", "marker-epoch-0"):
         assert name in ids, name
@@ -83,12 +84,12 @@ def test_svg_has_an_element_per_series_and_marker_and_carries_its_description(tm
 def test_png_has_its_size_and_description_and_no_metrics_means_no_metric_series(tmp_path):
     data = plot.plot_data(START, START + 50, SNAPSHOTS, [])
     path = plot.write_plot(tmp_path / "run.png", data)
-    assert plot.png_size(path) == (1000, 750)
+    assert png_size(path) == (1000, 750)
     described = plot.read_description(path)
     assert described["series"] == {"world_size": 0, "slots_served": 3, "samples_per_sec": 0, "loss": 0}
     assert described["markers"]["join"] == 3 and described["markers"]["leave"] == 1
     svg = plot.write_plot(tmp_path / "run.svg", data)
-    ids = plot.svg_ids(svg)
+    ids = svg_ids(svg)
     assert "series-slots-served" in ids and "series-loss" not in ids and "series-world-size" not in ids
 
 

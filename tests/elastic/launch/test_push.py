@@ -1,15 +1,21 @@
 """Push discovery: the daemon's long poll (``/hosts?wait=GENERATION``) and the in-process
 ``DaemonDiscovery`` the Horovod driver uses under elastic-run, against a real daemon on the
-local cluster's API: changes arrive without polling, and the daemon's fallbacks hold."""
+local cluster's API: changes arrive without polling, and the daemon's fallbacks hold. The
+long poll's query-string rules are checked on ``discovery.server.wait_for_generation`` with
+the query as aiohttp parses it, and once through a real daemon."""
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import pytest
+from aiohttp import web
+from yarl import URL
 
+from discovery.server import LONG_POLL_MAX, wait_for_generation
 from elastic.errors import BadAnswer
 from elastic.launch.push import DaemonDiscovery, parse_hosts
-from tests.discovery.conftest import daemon, fake_pod  # noqa: F401  (fixture)
+from tests.daemons import fake_pod
 from tests.waiting import wait_for
 
 
@@ -34,7 +40,7 @@ def test_a_partial_answer_is_refused_whole():
         parse_hosts("10.0.0.1:2\n10.0.0.2", 1)
 
 
-def test_long_poll_answers_when_the_table_changes(cluster, daemon):  # noqa: F811
+def test_long_poll_answers_when_the_table_changes(cluster, daemon):
     fake_pod(cluster, "worker-1", "10.9.0.1")
     d = daemon(cluster)
     d.wait_host_set(["10.9.0.1:1"])
@@ -56,14 +62,29 @@ def test_long_poll_answers_when_the_table_changes(cluster, daemon):  # noqa: F81
     assert status == 200  # timed out: the current table
 
 
-@pytest.mark.parametrize("query", ["wait=x", "wait=1&timeout=-1", "wait=1&timeout=301", "wait=1&timeout=z"])
-def test_long_poll_bad_arguments_are_400(cluster, daemon, query):  # noqa: F811
+@pytest.mark.parametrize("query, body", [
+    ("wait=x", "wait wants a generation (integer), timeout seconds\n"),
+    ("wait=1&timeout=z", "wait wants a generation (integer), timeout seconds\n"),
+    ("wait=1&timeout=-1", f"timeout must be 0..{LONG_POLL_MAX:.0f} seconds\n"),
+    ("wait=1&timeout=301", f"timeout must be 0..{LONG_POLL_MAX:.0f} seconds\n"),
+    ("wait=1&timeout=nan", f"timeout must be 0..{LONG_POLL_MAX:.0f} seconds\n"),
+])
+def test_long_poll_bad_arguments_are_400(query, body):
+    """Refused before the service is looked at (``svc`` is None here): no cluster needed."""
+    with pytest.raises(web.HTTPBadRequest) as refused:
+        asyncio.run(wait_for_generation(None, URL(f"/hosts?{query}").query))  # type: ignore[arg-type]
+    assert refused.value.status == 400 and refused.value.text == body
+
+
+def test_long_poll_bad_arguments_are_400_from_the_daemon(cluster, daemon):
     d = daemon(cluster)
-    status, _, body = d.get(f"/hosts?{query}")
-    assert status == 400 and ("wait wants" in body or "timeout must be" in body)
+    status, _, body = d.get("/hosts?wait=1&timeout=301")
+    assert status == 400 and body == f"timeout must be 0..{LONG_POLL_MAX:.0f} seconds\n"
+    status, _, body = d.get("/hosts?wait=x")
+    assert status == 400 and body == "wait wants a generation (integer), timeout seconds\n"
 
 
-def test_daemon_discovery_gets_changes_pushed_and_keeps_the_last_list_in_an_outage(cluster, daemon):  # noqa: F811
+def test_daemon_discovery_gets_changes_pushed_and_keeps_the_last_list_in_an_outage(cluster, daemon):
     fake_pod(cluster, "worker-1", "10.9.0.1")
     d = daemon(cluster, "--stale-after", "0.5")
     d.wait_host_set(["10.9.0.1:1"])

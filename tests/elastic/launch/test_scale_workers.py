@@ -193,6 +193,7 @@ def start(kubeconfig: str, *extra: str) -> subprocess.Popen:
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.slow
 def test_raises_at_start_and_scales_to_zero_when_the_launcher_has_ended(tmp_path):
     with StandIn(replicas=1, pod=pod_json()) as api:
         proc = start(api.kubeconfig(tmp_path / "kubeconfig"))
@@ -210,6 +211,7 @@ def test_raises_at_start_and_scales_to_zero_when_the_launcher_has_ended(tmp_path
     assert "launcher ended with exit code 0" in err
 
 
+@pytest.mark.slow
 def test_the_job_owns_the_workers_and_a_retry_keeps_them(tmp_path):
     with StandIn(replicas=3, pod=ended(1), job=job_json(failed=1)) as api:
         proc = start(api.kubeconfig(tmp_path / "kubeconfig"), "--job", JOB)
@@ -226,6 +228,7 @@ def test_the_job_owns_the_workers_and_a_retry_keeps_them(tmp_path):
     assert "the Job tries again" in err
 
 
+@pytest.mark.slow
 def test_the_last_try_scales_to_zero_through_api_errors(tmp_path):
     with StandIn(replicas=2, pod=ended(137), job=job_json(failed=3), fail_scales=2) as api:
         proc = start(api.kubeconfig(tmp_path / "kubeconfig"), "--job", JOB)
@@ -240,6 +243,7 @@ def test_the_last_try_scales_to_zero_through_api_errors(tmp_path):
     assert "500" in err and "the Job's last try" in err
 
 
+@pytest.mark.slow
 def test_a_larger_size_is_kept_and_a_deleted_pod_keeps_its_workers(tmp_path):
     pod = pod_json(launcher_state={"terminated": {"exitCode": 143}}, deleting=True)
     with StandIn(replicas=4, pod=pod) as api:
@@ -256,6 +260,7 @@ def test_a_larger_size_is_kept_and_a_deleted_pod_keeps_its_workers(tmp_path):
     assert "being deleted" in err
 
 
+@pytest.mark.slow
 def test_an_api_error_is_one_line_and_exit_1(tmp_path):
     with StandIn(replicas=1, pod=pod_json()) as api:
         config = api.kubeconfig(tmp_path / "kubeconfig")

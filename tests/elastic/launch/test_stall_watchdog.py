@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.elastic.launch.test_cli import env, launcher_args, two_pods  # noqa: F401  (fixture)
+from tests.elastic.launch.conftest import env, launcher_args
 
 HERE = Path(__file__).parent
 
@@ -20,7 +20,7 @@ def training_processes(cluster) -> list[str]:
 
 
 @pytest.mark.timeout(400)
-def test_a_deadlocked_job_is_stopped_and_reported(two_pods, tmp_path):  # noqa: F811
+def test_a_deadlocked_job_is_stopped_and_reported(two_pods, tmp_path):
     hung = tmp_path / "hung"
     proc = subprocess.run(
         launcher_args(two_pods, tmp_path, "--stall-timeout", "20", "-x", f"HUNG_FILE={hung}",

@@ -13,7 +13,8 @@ from discovery.hosts import pods_to_hosts
 from elastic.launch import plot
 from elastic.launch.waits import PREPARING_TEXT, WaitExplainer, explain
 from localcluster.testing import running_cluster
-from tests.elastic.conftest import wait_for
+from tests.elastic.launch.plothelp import svg_ids
+from tests.waiting import wait_for
 
 BIN = Path(sys.executable).parent
 SELECTOR = "app=elastic-horovod,role=worker"
@@ -98,6 +99,7 @@ def cluster(tmp_path_factory):
         yield c
 
 
+@pytest.mark.horovod
 def test_elastic_run_says_which_pods_it_waits_for_and_where_its_outputs_are(cluster, tmp_path):
     cluster.set_ready("worker-1", False)
     cluster.create_pod("worker-bad", annotations={"elastic-horovod/slots": "many"})
@@ -144,4 +146,4 @@ def test_elastic_run_says_which_pods_it_waits_for_and_where_its_outputs_are(clus
     described = plot.read_description(tmp_path / "run.svg")
     assert described["series"]["slots_served"] == 2 and described["markers"]["join"] == 2
     assert described["series"]["loss"] == 0
-    assert {"series-slots-served", "marker-join-0", "marker-join-1"} <= plot.svg_ids(tmp_path / "run.svg")
+    assert {"series-slots-served", "marker-join-0", "marker-join-1"} <= svg_ids(tmp_path / "run.svg")

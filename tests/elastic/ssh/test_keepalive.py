@@ -27,6 +27,9 @@ BIN = Path(sys.executable).parent
 DEADLINE = 45.0
 
 
+pytestmark = pytest.mark.slow  # a local cluster pod, and each test waits out a frozen peer
+
+
 @pytest.fixture(scope="module")
 def pod(tmp_path_factory) -> Iterator[tuple]:
     root = tmp_path_factory.mktemp("keepalive")

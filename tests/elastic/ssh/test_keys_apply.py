@@ -90,6 +90,7 @@ def kubeconfig(path, port: int) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_apply_creates_the_secret_and_refuses_to_replace_it_without_force(api, tmp_path):
     config = kubeconfig(tmp_path / "kubeconfig", api.port)
     proc = cli("ssh-bootstrap", "keys", "--out", str(tmp_path / "k"), "--namespace", "job", "--apply",

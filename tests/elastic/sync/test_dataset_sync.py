@@ -3,7 +3,6 @@
 Each test uses its own DEST so the tests do not depend on each other's order."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -12,19 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.elastic.conftest import WORKERS, assert_host_has, cli, make_dataset, private_cache, tool, wait_for
-
-
-def sync(ssh_dir: Path, src: Path, dest: str, *hosts_and_flags: str, timeout: float = 180):
-    """Run dataset-sync with the bootstrap's ssh_config; return (process, JSON report or None)."""
-    report = src.parent / f"report-{os.urandom(4).hex()}.json"
-    proc = cli("dataset-sync", str(src), dest, "--ssh-config", str(ssh_dir / "ssh_config"), "--report", str(report),
-               "--retry-delay", "0.2", *hosts_and_flags, timeout=timeout, env=private_cache(src.parent))
-    return proc, json.loads(report.read_text()) if report.exists() else None
-
-
-def hosts_by_name(report) -> dict:
-    return {h["host"]: h for h in report["hosts"]}
+from tests.elastic.conftest import (
+    WORKERS,
+    assert_host_has,
+    hosts_by_name,
+    make_dataset,
+    private_cache,
+    sync,
+    tool,
+    wait_for,
+)
 
 
 def test_full_sync_then_incremental_resyncs(sync_cluster, pod_ips, ssh_dir, tmp_path):

@@ -13,8 +13,7 @@ from elastic.sync.relay import LAUNCHER, assign, choose_relay, plan_rounds, serv
 from elastic.sync.remote import Layout
 from elastic.sync.retry import RetryPolicy
 from elastic.sync.service import SyncOptions
-from tests.elastic.conftest import assert_host_has, cli, make_dataset, wait_for
-from tests.elastic.sync.test_dataset_sync import hosts_by_name, sync
+from tests.elastic.conftest import assert_host_has, cli, hosts_by_name, make_dataset, sync, wait_for
 
 # -- pure --------------------------------------------------------------------------------------
 

@@ -1,8 +1,10 @@
-"""Fixtures for discovery tests: a real ``discovery-daemon`` process against the local cluster.
+"""Helpers for tests of a real ``discovery-daemon`` process against the local cluster (the
+discovery tests and the launcher's push discovery tests).
 
-``daemon(cluster, *flags)`` starts ``python -m discovery.cli`` with the cluster's kubeconfig
-on a free loopback port and returns a ``Daemon`` once it logged ``listening``; every daemon
-is stopped (SIGTERM, then SIGKILL) when the test ends, also on failure.
+``start_daemon(cluster, *flags)`` starts ``python -m discovery.cli`` with the cluster's
+kubeconfig on a free loopback port and returns a ``Daemon`` once it logged ``listening``;
+``tests/conftest.py``'s ``daemon`` fixture starts them for a test and stops each (SIGTERM,
+then SIGKILL) when it ends, also on failure.
 ``fake_pod(cluster, name, ip, ...)`` makes a cheap pod bound to node ``elsewhere`` (stored,
 never run) and sets its status as a remote kubelet would.
 """
@@ -14,15 +16,13 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.waiting import wait_for
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 SELECTOR = "app=elastic-horovod,role=worker"
 
 
@@ -122,29 +122,25 @@ def daemon_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-@pytest.fixture
-def daemon() -> Iterator[Callable[..., Daemon]]:
-    started: list[Daemon] = []
-
-    def start(cluster: Any, *flags: str, env: dict[str, str] | None = None, wait: bool = True,
-              selector: str = SELECTOR, token: str | None = None) -> Daemon:
-        argv = [sys.executable, "-m", "discovery.cli", "--kubeconfig", str(cluster.kubeconfig),
-                "--namespace", "default", "--selector", selector, "--host", "127.0.0.1",
-                "--port", "0", *flags]
-        if token:
-            argv += ["--token", token]
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True, env=daemon_env(env), cwd=ROOT)
-        d = Daemon(proc, daemon_env(env))
-        d.token = token
-        started.append(d)
-        if wait:
+def start_daemon(cluster: Any, *flags: str, env: dict[str, str] | None = None, wait: bool = True,
+                 selector: str = SELECTOR, token: str | None = None) -> Daemon:
+    """A ``discovery-daemon`` for ``cluster``'s pods (see the module docstring); the caller stops it."""
+    argv = [sys.executable, "-m", "discovery.cli", "--kubeconfig", str(cluster.kubeconfig),
+            "--namespace", "default", "--selector", selector, "--host", "127.0.0.1",
+            "--port", "0", *flags]
+    if token:
+        argv += ["--token", token]
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env=daemon_env(env), cwd=ROOT)
+    d = Daemon(proc, daemon_env(env))
+    d.token = token
+    if wait:
+        try:
             d.wait_listening()
-        return d
-
-    yield start
-    for d in started:
-        d.stop()
+        except BaseException:
+            d.stop()
+            raise
+    return d
 
 
 def fake_pod(cluster: Any, name: str, ip: str | None, *, labels: dict[str, str] | None = None,
