@@ -412,8 +412,9 @@ class Trainer:
         first = True
         last = len(steps) - 1 if state.epoch == self.args.epochs - 1 else -1
         for i, step in enumerate(steps):
+            self.debug_wait(state, self.args.debug_pause_file)
             if i == last:
-                self.debug_hold(state)
+                self.debug_wait(state, self.args.debug_hold_file)
             batch = None
             if step.indices:
                 batch = next(batches) if prepared else self.to_device(next(batches), train=True)
@@ -461,11 +462,11 @@ class Trainer:
         flag = torch.tensor([1.0 if self.flags.term else 0.0])
         return float(self.hvd.allreduce(flag, op=self.hvd.Max, name="training.leaving")[0]) > 0
 
-    def debug_hold(self, state) -> None:
-        """``--debug-hold-file``: before the run's last step every rank waits while the file
-        exists (decided together, by an allreduce), checking for host changes meanwhile, so a
-        test's scale-up or fault lands before the end however slowly a joiner starts."""
-        path = self.args.debug_hold_file
+    def debug_wait(self, state, path: str | None) -> None:
+        """Wait while the file at ``path`` exists, every rank alike (decided together by an
+        allreduce), checking for host changes meanwhile: ``--debug-pause-file`` before every
+        step, ``--debug-hold-file`` before the run's last step, so a test's scale-up or fault
+        lands where it means it to however slowly a joiner starts."""
         while path:
             here = torch.tensor([1.0 if os.path.exists(path) else 0.0])
             if float(self.hvd.allreduce(here, op=self.hvd.Max, name="training.hold")[0]) == 0:

@@ -86,6 +86,7 @@ class TrainConfig:
     trace_dir: str | None
     debug_step_delay: float
     debug_hold_file: str | None
+    debug_pause_file: str | None
     debug_gpu_path: bool
     # whether --batch-size / --lr were given (else the device decides: resolve_device_defaults)
     batch_size_given: bool
@@ -281,6 +282,8 @@ _FLAGS = (
          "or test elastic events on tiny data (default 0)", _non_negative),
     Flag("--debug-hold-file", str, None, "debug: while this file exists, apply --debug-step-delay and "
          "hold before the run's last step"),
+    Flag("--debug-pause-file", str, None, "debug: while this file exists, every rank waits before "
+         "its next step (still taking host changes), e.g. for a scale-up to land at a set point"),
     Flag("--debug-gpu-path", bool, False, "debug: on the CPU, take the code path CUDA takes "
          "(channels_last, mixed precision of --amp-dtype, gradient scaler, data-loading processes "
          "started by forkserver); only the device differs (also TRAINING_DEBUG_GPU_PATH=1)"),

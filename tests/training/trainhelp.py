@@ -214,9 +214,11 @@ class LocalScaleUp:
         discover.chmod(0o755)
         self.hold = tmp / "hold"
         self.hold.write_text("")
+        self.pause = tmp / "pause"
         cmd = [HOROVODRUN, "-np", "2", "--min-np", "2", "--max-np", "3",
                "--host-discovery-script", str(discover), "--network-interface", "lo",
-               "--elastic-timeout", "300", *argv, "--debug-hold-file", str(self.hold)]
+               "--elastic-timeout", "300", *argv, "--debug-hold-file", str(self.hold),
+               "--debug-pause-file", str(self.pause)]
         # Gloo's default rendezvous timeout: the driver takes a joiner in only once it waits
         # in hvd.init (patch 0020), so the survivors never wait there for its start-up
         self.job = Job(cmd, tmp / "horovodrun.log", cwd=str(Path(__file__).parents[2]), env=run_env())
@@ -227,14 +229,17 @@ class LocalScaleUp:
         tmp.replace(self.hosts)
 
     def scale_up_after(self, samples: int, timeout: float = 600) -> int:
-        """Train at 2 until ``samples`` of epoch 1 are committed, grow to 3, wait until the
-        three train, release the slow motion and wait for the end; horovodrun's exit code."""
+        """Train at 2 until ``samples`` of epoch 1 are committed, pause the world there
+        (``--debug-pause-file``), grow to 3, wait until the three are in, let them train on,
+        release the slow motion and wait for the end; horovodrun's exit code."""
         trace = self.tmp / "trace"
         self.job.wait_for(lambda: len(live_workers(trace, 2)) >= 2, "2 workers", timeout)
         self.job.wait_for(lambda: len(committed_samples(trace).get(0, ())) >= samples,
                           f"{samples} samples committed at world size 2", timeout)
+        self.pause.write_text("")
         self.set_slots(3)
         self.job.wait_for(lambda: len(live_workers(trace, 3, min_resets=1)) >= 3,
                           "3 workers after the scale-up", timeout)
+        self.pause.unlink()
         self.hold.unlink()
         return self.job.finish(timeout)
