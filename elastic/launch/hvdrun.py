@@ -19,8 +19,10 @@ itself (Horovod's own shutdown: each worker's local ssh client or process is end
 its process group, patch 0023), at the same time the job's processes on the hosts it last discovered are
 stopped (``elastic.launch.reap``, through the ssh argv in ``ELASTIC_REAP_SSH``, as
 ``elastic-run`` does at a normal end: a command run over ssh without a terminal outlives its
-ssh client), and at most 1.5 x ``GONE_EXIT_AFTER`` seconds later it exits (128+SIGTERM) whatever
-Horovod still waits for. In ``--discovery-mode script`` (plain horovodrun) the signal is
+ssh client), and once more when Horovod's shutdown is over (a worker whose ssh session was
+being set up during the first reap can start after that reap's scan; with Horovod's ssh clients
+gone no more can start), and at most 1.5 x ``GONE_EXIT_AFTER`` seconds later it exits (128+SIGTERM)
+whatever Horovod still waits for. In ``--discovery-mode script`` (plain horovodrun) the signal is
 SIGTERM: Horovod's shutdown only, no reap. Nothing started by the job outlives the launcher by more than that.
 """
 from __future__ import annotations
@@ -41,8 +43,9 @@ LAUNCHER_GONE_SIGNAL = signal.SIGUSR2
 GONE_EXIT_AFTER = 20.0
 
 _discoveries: list[DaemonDiscovery] = []
-_reaped = threading.Event()  # set once the reap after the launcher's death is over
+_reaped = threading.Event()  # set once the reaps after the launcher's death are over
 _launcher_gone = threading.Event()
+_horovod_done = threading.Event()  # horovodrun's run_commandline has returned (or raised)
 
 
 def install(url: str) -> None:
@@ -79,9 +82,14 @@ def _stop_job() -> None:
         ssh = reap_ssh_argv(os.environ.get(REAP_SSH_ENV))
         run_id = os.environ.get(RUN_ID_ENV)
         if hosts and ssh and run_id:
-            failed = reap_hosts(hosts, ssh, run_id, timeout=GONE_EXIT_AFTER / 2)
+            failed = set(reap_hosts(hosts, ssh, run_id, timeout=GONE_EXIT_AFTER / 2))
+            # a worker whose ssh session was being set up may have started after that reap's
+            # scan: once Horovod's shutdown ended its ssh clients (no more can start), again
+            _horovod_done.wait(GONE_EXIT_AFTER / 2)
+            hosts = sorted({*hosts, *(h for d in _discoveries for h in d.last_hosts())})
+            failed.update(reap_hosts(hosts, ssh, run_id, timeout=GONE_EXIT_AFTER / 2))
             if failed:
-                print(f"horovodrun: could not check for leftover training processes on {', '.join(failed)}",
+                print(f"horovodrun: could not check for leftover training processes on {', '.join(sorted(failed))}",
                       file=sys.stderr, flush=True)
     finally:
         _reaped.set()
@@ -132,8 +140,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         run_commandline()
     finally:
-        if _launcher_gone.is_set():  # Horovod ended first: let the reap finish (it has a deadline)
-            _reaped.wait(GONE_EXIT_AFTER)
+        _horovod_done.set()
+        if _launcher_gone.is_set():  # Horovod ended first: let the reaps finish (they have deadlines)
+            _reaped.wait(1.5 * GONE_EXIT_AFTER)
     return 0
 
 

@@ -5,26 +5,37 @@ stopped (SIGINT/SIGTERM to the launcher) it ends its local ssh clients, but a co
 a terminal keeps running on the host. The launcher therefore tags every worker with
 ``ELASTIC_RUN_ID=<id>`` in its environment and, when the job has ended, runs ``reap_command``
 on every host the job saw: it sends SIGTERM to the processes whose environment carries that
-tag -- those of this job only -- and SIGKILL to any left after ``grace`` seconds.
+tag -- those of this job only -- and SIGKILL to any left after ``grace`` seconds, then scans
+again and SIGKILLs what a stopping process started meanwhile, until a scan finds none.
 
 ``reap_command(run_id, grace)`` is pure; ``reap_hosts(hosts, ssh_argv, run_id)`` blocks until
 every host answered or ``timeout`` passed and returns the hosts where it failed (never raises).
-Its ssh clients are not tied to the caller: a reap the launcher started finishes (within
-``timeout``) even if the launcher is killed meanwhile.
+The reap is one process of its own (``python -m elastic.launch.reap``, in a session of its
+own, bounded by coreutils' ``timeout``) that reaches every host: once it is started, every
+host is reaped even if the caller is killed the next moment (a caller that started one ssh
+client per host could be killed between two of them, and a host never reached kept a worker
+that ignores SIGTERM); it outlives the caller by at most ``timeout`` seconds.
 """
 from __future__ import annotations
 
+import argparse
+import json
+import os
 import re
 import subprocess
+import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 RUN_ID_ENV = "ELASTIC_RUN_ID"
 _ID = re.compile(r"^[A-Za-z0-9-]+$")
+KILL_ROUNDS = 50  # scans after the SIGKILL, 0.1 s apart, before the host counts as failed
 
 
 def reap_command(run_id: str, grace: float = 5.0) -> str:
-    """A POSIX shell command that stops this run's processes on the host it runs on."""
+    """A POSIX shell command that stops this run's processes on the host it runs on: SIGTERM,
+    up to ``grace`` seconds, SIGKILL; then it scans again and SIGKILLs what it finds (started
+    meanwhile) until a scan finds nothing (exit 0) or ``KILL_ROUNDS`` scans did not (exit 1)."""
     if not _ID.match(run_id):
         raise ValueError(f"bad run id {run_id!r}")
     tag = f"{RUN_ID_ENV}={run_id}"
@@ -33,28 +44,73 @@ def reap_command(run_id: str, grace: float = 5.0) -> str:
     steps = max(1, int(grace * 10))
     return (f"pids=$({find}); [ -z \"$pids\" ] && exit 0; kill -TERM $pids 2>/dev/null; "
             f"i=0; while [ $i -lt {steps} ]; do alive=''; for p in $pids; do kill -0 $p 2>/dev/null && alive=1; done; "
-            f"[ -z \"$alive\" ] && exit 0; sleep 0.1; i=$((i+1)); done; kill -KILL $pids 2>/dev/null; exit 0")
+            f"[ -z \"$alive\" ] && break; sleep 0.1; i=$((i+1)); done; "
+            f"r=0; while [ $r -lt {KILL_ROUNDS} ]; do [ -n \"$pids\" ] && kill -KILL $pids 2>/dev/null; "
+            f"sleep 0.1; pids=$({find}); [ -z \"$pids\" ] && exit 0; r=$((r+1)); done; exit 1")
 
 
-def reap_hosts(hosts: Sequence[str], ssh_argv: Sequence[str], run_id: str, grace: float = 5.0,
-               timeout: float = 30.0) -> list[str]:
-    """Run ``reap_command`` on each host through ``ssh_argv + [host, command]``; failed hosts."""
-    command = reap_command(run_id, grace)
-
+def _reap_each(hosts: Sequence[str], ssh_argv: Sequence[str], command: str, timeout: float) -> list[str]:
+    """``ssh_argv + [host, command]`` on every host at once, each bounded by ``timeout``
+    (coreutils' timeout: it ends even if this process is killed); the hosts where it failed."""
     def one(host: str) -> str | None:
-        # Not tied to this process: a reap must finish even if the launcher is killed during
-        # it (a host whose reap was cut off kept a worker that ignores SIGTERM). It bounds
-        # itself instead (coreutils' timeout, in a session of its own), so it outlives the
-        # launcher by at most ``timeout`` seconds.
         argv = ["timeout", "-s", "KILL", f"{timeout:g}", *ssh_argv, host, command]
         try:
-            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
-                                  timeout=timeout + 5, start_new_session=True)
+            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout + 5)
         except (OSError, subprocess.TimeoutExpired):
             return host
         return None if proc.returncode == 0 else host
 
-    if not hosts:
-        return []
     with ThreadPoolExecutor(max_workers=min(16, len(hosts))) as pool:
         return [h for h in pool.map(one, hosts) if h is not None]
+
+
+def reap_hosts(hosts: Sequence[str], ssh_argv: Sequence[str], run_id: str, grace: float = 5.0,
+               timeout: float = 30.0) -> list[str]:
+    """Run ``reap_command`` on each host through ``ssh_argv + [host, command]`` (in one process
+    of its own, see the module docstring); the hosts where it failed, or all of them when the
+    reap could not run."""
+    reap_command(run_id, grace)  # a bad run id is the caller's error: ValueError here
+    if not hosts:
+        return []
+    # the reap's own processes do not carry the run's tag: a reap on a host that shares its
+    # processes with the caller must not stop itself
+    env = {k: v for k, v in os.environ.items() if k != RUN_ID_ENV}
+    argv = ["timeout", "-s", "KILL", f"{timeout + 5:g}", sys.executable, "-m", "elastic.launch.reap",
+            "--run-id", run_id, "--grace", f"{grace:g}", "--timeout", f"{timeout:g}",
+            "--ssh-argv", json.dumps(list(ssh_argv)), "--", *hosts]
+    try:
+        # not tied to this process: a reap must finish even if the launcher is killed during it
+        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env,
+                              timeout=timeout + 10, start_new_session=True)
+    except (OSError, subprocess.TimeoutExpired):
+        return list(hosts)
+    if proc.returncode != 0:
+        return list(hosts)
+    failed = set(proc.stdout.split())
+    return [h for h in hosts if h in failed]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m elastic.launch.reap --run-id ID --ssh-argv JSON [--grace S] [--timeout S]
+    HOST...``: reap every HOST; prints the hosts where it failed, one a line; exit 0."""
+    parser = argparse.ArgumentParser(prog="python -m elastic.launch.reap")
+    parser.add_argument("--run-id", required=True)
+    parser.add_argument("--ssh-argv", required=True, help="the ssh command, a JSON list of strings")
+    parser.add_argument("--grace", type=float, default=5.0)
+    parser.add_argument("--timeout", type=float, default=30.0)
+    parser.add_argument("hosts", nargs="+")
+    args = parser.parse_args(argv)
+    try:
+        ssh = json.loads(args.ssh_argv)
+        if not (isinstance(ssh, list) and ssh and all(isinstance(a, str) for a in ssh)):
+            raise ValueError("not a list of strings")
+        command = reap_command(args.run_id, args.grace)
+    except ValueError as exc:
+        parser.error(str(exc))
+    for host in _reap_each(args.hosts, ssh, command, args.timeout):
+        print(host, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -8,11 +8,10 @@ Settings (environment):
                      one (SIGSTOP from outside); ``init``: rank 1 stops itself
                      before hvd.init, rank 0 inits; ``shutdown``: both allreduce a few steps,
                      then rank 1 stops itself and rank 0 calls hvd.shutdown.
-    GLOO_ABORT_DIR   where each rank writes ``events.<rank>.jsonl`` (one JSON object a line:
-                     ``event``, ``t`` (time.time()) and details) and where the test creates
-                     ``abort``: from then on each rank calls gloo_abort every 0.2 s until its
-                     main thread is done, so the abort lands whatever the main thread is in.
-    GLOO_ABORT_MAX_SECONDS  the job gives up (exit 3) after this long (default 600).
+    GLOO_JOB_DIR     (and GLOO_JOB_MAX_SECONDS: the job gives up, exit 3, after it) as in
+                     tests/runtime/gloo_ranks.py; the test creates ``abort`` there: from then on
+                     each rank calls gloo_abort every 0.2 s until its main thread is done, so
+                     the abort lands whatever the main thread is in.
 """
 import json
 import os
@@ -24,20 +23,11 @@ from pathlib import Path
 
 import horovod.torch as hvd
 import torch
-from horovod.common.exceptions import HorovodInternalError
+from gloo_ranks import DEADLINE, ELEMENTS, OUT, RANK, record, train
 from horovod.torch.mpi_ops import _basics
 
 MODE = os.environ["GLOO_ABORT_MODE"]
-OUT = Path(os.environ["GLOO_ABORT_DIR"])
-RANK = int(os.environ["HOROVOD_RANK"])
-DEADLINE = time.monotonic() + float(os.environ.get("GLOO_ABORT_MAX_SECONDS", "600"))
-ELEMENTS = 16 * 1024 * 1024  # 64 MB of float32: far more than a socket buffer holds
 done = threading.Event()
-
-
-def record(event: str, **details) -> None:
-    with open(OUT / f"events.{RANK}.jsonl", "a") as f:
-        f.write(json.dumps({"event": event, "t": time.time(), "rank": RANK, **details}) + "\n")
 
 
 def aborter() -> None:
@@ -94,28 +84,23 @@ def main() -> int:
     tensor = torch.full((ELEMENTS if MODE == "allreduce" else 4,), float(RANK + 1))
     # more than socket buffers can hold (on loopback they grow to about 40 MB per connection)
     state = torch.zeros((4 * ELEMENTS if MODE == "allreduce" else 1,))
-    step = 0
-    while time.monotonic() < DEADLINE:
-        if MODE == "shutdown" and step == 3:
-            if RANK == 1:
-                freeze_self()
-            else:
-                wait_peer_stopped(1)
-            break
-        record("step", step=step)
-        try:
-            hvd.allreduce_(tensor, op=hvd.Average, name="big")
-            if MODE == "allreduce":
-                # a state sync: one 64 MB message from rank 0 to each peer
-                record("sync", step=step)
-                hvd.broadcast_(state, root_rank=0, name="sync")
-                record("sync_done", step=step)
-        except HorovodInternalError as e:
-            record("error", step=step, message=str(e)[:300])
-            break
-        record("step_done", step=step)
-        step += 1
-    else:
+
+    def sync(step: int) -> None:
+        # a state sync: one 64 MB message from rank 0 to each peer
+        record("sync", step=step)
+        hvd.broadcast_(state, root_rank=0, name="sync")
+        record("sync_done", step=step)
+
+    def stop_before(step: int) -> bool:
+        if MODE != "shutdown" or step != 3:
+            return False
+        if RANK == 1:
+            freeze_self()
+        else:
+            wait_peer_stopped(1)
+        return True
+
+    if not train(hvd, tensor, after_allreduce=sync if MODE == "allreduce" else None, stop_before=stop_before):
         return 3
     record("shutdown")
     hvd.shutdown()

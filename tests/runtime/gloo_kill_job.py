@@ -9,30 +9,15 @@ doing), so non-elastic horovodrun does not end the survivors when it sees the ki
 exit; any other end of the child (a crash: std::terminate is SIGABRT) is passed on as the
 parent's exit code (128 + signal).
 
-Settings (environment):
-    GLOO_KILL_DIR          where each rank writes ``events.<rank>.jsonl`` (one JSON object a
-                           line: ``event``, ``t`` (time.time()) and details): ``start`` (with the
-                           rank's pid), ``initialized``, ``step``/``step_done`` around each
-                           allreduce, ``error`` (HorovodInternalError, its message),
-                           ``shutdown_done``.
-    GLOO_KILL_MAX_SECONDS  the rank gives up (exit 3) after this long (default 600).
+Settings (environment): those of tests/runtime/gloo_ranks.py; the events are ``start`` (with
+the rank's pid), ``initialized``, ``step``/``step_done`` around each allreduce, ``error``
+(HorovodInternalError, its message), ``shutdown_done``; at the deadline the rank exits 3.
 """
-import json
 import os
 import signal
 import sys
-import time
-from pathlib import Path
 
-OUT = Path(os.environ["GLOO_KILL_DIR"])
-RANK = int(os.environ["HOROVOD_RANK"])
-DEADLINE = time.monotonic() + float(os.environ.get("GLOO_KILL_MAX_SECONDS", "600"))
-ELEMENTS = 16 * 1024 * 1024  # 64 MB of float32: Gloo's ring sends it in 1 MB segments
-
-
-def record(event: str, **details) -> None:
-    with open(OUT / f"events.{RANK}.jsonl", "a") as f:
-        f.write(json.dumps({"event": event, "t": time.time(), "rank": RANK, **details}) + "\n")
+from gloo_ranks import ELEMENTS, RANK, record, train
 
 
 def guard(child: int) -> int:
@@ -46,23 +31,12 @@ def guard(child: int) -> int:
 def rank() -> int:
     import horovod.torch as hvd
     import torch
-    from horovod.common.exceptions import HorovodInternalError
 
     record("start", pid=os.getpid())
     hvd.init()
     record("initialized", size=hvd.size())
     tensor = torch.full((ELEMENTS,), float(RANK + 1))
-    step = 0
-    while time.monotonic() < DEADLINE:
-        record("step", step=step)
-        try:
-            hvd.allreduce_(tensor, op=hvd.Average, name="big")
-        except HorovodInternalError as e:
-            record("error", step=step, message=str(e)[:300])
-            break
-        record("step_done", step=step)
-        step += 1
-    else:
+    if not train(hvd, tensor):
         return 3
     hvd.shutdown()
     record("shutdown_done")

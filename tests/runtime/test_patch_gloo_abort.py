@@ -22,64 +22,22 @@ from pathlib import Path
 
 import pytest
 
+from tests.runtime.gloo_jobs import GLOO_TIMEOUT, PROMPT, GlooJob, last
 from tests.waiting import wait_for
 
-HERE = Path(__file__).parent
-BIN = Path(sys.executable).parent
-HOROVODRUN = str(BIN / "horovodrun")
-GLOO_TIMEOUT = 120
-PROMPT = 45  # well below GLOO_TIMEOUT
 FREEZE_OFFSETS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.4)
 
 
-def events(out: Path, rank: int) -> list[dict]:
-    path = out / f"events.{rank}.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
-
-
-def last(out: Path, rank: int, event: str) -> dict | None:
-    found = [e for e in events(out, rank) if e["event"] == event]
-    return found[-1] if found else None
-
-
-class Job:
-    """horovodrun -np N on localhost running gloo_abort_job.py in MODE; killed (its whole
-    process group, frozen ranks included) by close()."""
+class Job(GlooJob):
+    """gloo_abort_job.py in MODE on ``np`` ranks (``extra``: more environment)."""
 
     def __init__(self, tmp_path: Path, np: int, mode: str, **extra: str):
-        self.out = tmp_path / "events"
-        self.out.mkdir()
-        self.log = tmp_path / "horovodrun.out"
-        env = dict(os.environ)
-        env.update(PATH=f"{BIN}:{env.get('PATH', '')}", PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1",
-                   HOROVOD_GLOO_TIMEOUT_SECONDS=str(GLOO_TIMEOUT), GLOO_ABORT_MODE=mode,
-                   GLOO_ABORT_DIR=str(self.out), GLOO_ABORT_MAX_SECONDS="400", **extra)
-        with open(self.log, "w") as log:
-            self.proc = subprocess.Popen(
-                [HOROVODRUN, "-np", str(np), "-H", f"localhost:{np}", "--network-interface", "lo",
-                 sys.executable, str(HERE / "gloo_abort_job.py")],
-                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-
-    def detail(self) -> str:
-        ranks = sorted(self.out.glob("events.*.jsonl"))
-        tails = "\n".join(f"{p.name}: {p.read_text().splitlines()[-3:]}" for p in ranks)
-        return f"{tails}\nhorovodrun: {self.log.read_text()[-3000:]}"
-
-    def alive(self) -> None:
-        if self.proc.poll() is not None:
-            pytest.fail(f"horovodrun exited ({self.proc.returncode}) early\n{self.detail()}", pytrace=False)
+        super().__init__(tmp_path, "gloo_abort_job.py", np, GLOO_ABORT_MODE=mode, **extra)
 
     def abort(self) -> float:
         """Tell every rank to call gloo_abort (from now on, every 0.2 s); returns when."""
         (self.out / "abort").touch()
         return time.time()
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
 
 
 def stopped(pid: int) -> bool:

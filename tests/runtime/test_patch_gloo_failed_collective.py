@@ -18,78 +18,26 @@ and each round waits at most PROMPT s, so Gloo's own timeout never frees them.
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.runtime.gloo_jobs import GLOO_TIMEOUT, PROMPT, GlooJob, events, last
 from tests.waiting import wait_for
 
-HERE = Path(__file__).parent
-BIN = Path(sys.executable).parent
-HOROVODRUN = str(BIN / "horovodrun")
-GLOO_TIMEOUT = 120
-PROMPT = 45  # well below GLOO_TIMEOUT
 NP = 4
 ROUNDS = 6
 KILL_OFFSETS = (0.05, 0.15, 0.3, 0.1, 0.2, 0.02)  # after the victim entered a step
-
-
-def events(out: Path, rank: int) -> list[dict]:
-    path = out / f"events.{rank}.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
-
-
-def last(out: Path, rank: int, event: str) -> dict | None:
-    found = [e for e in events(out, rank) if e["event"] == event]
-    return found[-1] if found else None
-
-
-class Job:
-    """horovodrun -np NP on localhost running gloo_kill_job.py; killed (its whole process
-    group) by close()."""
-
-    def __init__(self, work: Path):
-        self.out = work / "events"
-        self.out.mkdir(parents=True)
-        self.log = work / "horovodrun.out"
-        env = dict(os.environ)
-        env.update(PATH=f"{BIN}:{env.get('PATH', '')}", PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1",
-                   HOROVOD_GLOO_TIMEOUT_SECONDS=str(GLOO_TIMEOUT), GLOO_KILL_DIR=str(self.out),
-                   GLOO_KILL_MAX_SECONDS="400")
-        with open(self.log, "w") as log:
-            self.proc = subprocess.Popen(
-                [HOROVODRUN, "-np", str(NP), "-H", f"localhost:{NP}", "--network-interface", "lo",
-                 sys.executable, str(HERE / "gloo_kill_job.py")],
-                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-
-    def detail(self) -> str:
-        ranks = sorted(self.out.glob("events.*.jsonl"))
-        tails = "\n".join(f"{p.name}: {p.read_text().splitlines()[-3:]}" for p in ranks)
-        return f"{tails}\nhorovodrun: {self.log.read_text()[-3000:]}"
-
-    def alive(self) -> None:
-        if self.proc.poll() is not None:
-            pytest.fail(f"horovodrun exited ({self.proc.returncode}) early\n{self.detail()}", pytrace=False)
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
 
 
 def kill_round(work: Path, n: int, victim: int) -> None:
     """One round: a job of NP ranks, ``victim`` SIGKILLed KILL_OFFSETS[n] s after it entered
     its third step or later; fails the test unless every survivor left with
     HorovodInternalError and shut down, and none died."""
-    job = Job(work)
+    job = GlooJob(work, "gloo_kill_job.py", NP)
     out = job.out
 
     def steps_done(rank: int) -> int:

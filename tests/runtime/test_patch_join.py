@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.runtime.liveness import alive_check, pid_gone
 from tests.runtime.test_horovod_patches import HOROVODRUN, Job, discovery_script, read_log, run_env
-from tests.runtime.test_patch_liveness import alive_check, pid_gone
 from tests.waiting import wait_for
 
 HERE = Path(__file__).parent

@@ -20,47 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.runtime.liveness import alive_check, job_argv, lose_one, sizes_after
 from tests.runtime.test_horovod_patches import HOROVODRUN, Job, answers, discovery_script, read_log, run_env
 from tests.waiting import wait_for
-
-HERE = Path(__file__).parent
-JOB = str(HERE / "liveness_job.py")
-
-
-def alive_check(job: Job):
-    def check() -> None:
-        if job.proc.poll() is not None:
-            pytest.fail(f"horovodrun exited ({job.proc.returncode}):\n{job.output()}", pytrace=False)
-    return check
-
-
-def pid_gone(pid: int) -> bool:
-    """Whether pid no longer names a live process (a zombie counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
-
-
-def kill_quietly(pid: int | None) -> None:
-    if pid is None:
-        return
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def job_argv(script: Path, np: int, min_np: int, *extra: str) -> list[str]:
-    return [HOROVODRUN, "-np", str(np), "--min-np", str(min_np), "--max-np", str(np),
-            "--host-discovery-script", str(script), "--network-interface", "lo",
-            "--elastic-timeout", "120", *extra, sys.executable, JOB]
-
-
-def sizes_after(log: Path, since: float) -> set:
-    return {(r["host"], r["size"]) for r in read_log(log) if r["time"] > since}
-
 
 SERVICE = """
 import os, sys, time
@@ -123,22 +85,9 @@ def test_a_vanished_host_leaves_the_world_without_waiting_for_its_process(tmp_pa
                   LIVE_DIE_SIGNAL="STOP", HOROVOD_GLOO_TIMEOUT_SECONDS="300",
                   HOROVOD_ELASTIC_LIVENESS_TIMEOUT_SECONDS="0", HOROVOD_ELASTIC_LEAVE_GRACE_SECONDS="2")
     job = Job(tmp_path, job_argv(script, 3, 2), env)
-    stopped = None
-    try:
-        died = Path(str(log) + ".died")
-        wait_for(died.exists, 240, "the worker on 127.0.0.1 to freeze", alive=alive_check(job))
-        stopped = int(died.read_text())
-        hosts.write_text(f"localhost:1\n{me}:1\n")
-        wait_for(lambda: {("localhost", 2), (me, 2)} <= sizes_after(log, 0), 90,
-                 "the survivors to train at world size 2 (before 0007: never, the frozen process "
-                 "holds the next world)", alive=alive_check(job), detail=job.output)
-        wait_for(lambda: pid_gone(stopped), 30, "the driver to end the frozen process")
-        stopped = None
-        job.proc.wait(timeout=240)
-        assert job.proc.returncode == 0, job.output()
-    finally:
-        kill_quietly(stopped)
-        job.close()
+    lose_one(job, log, "died", "the worker on 127.0.0.1 to freeze", {("localhost", 2), (me, 2)},
+             "the survivors to train at world size 2 (before 0007: never, the frozen process holds the next world)",
+             "the driver to end the frozen process", then=lambda: hosts.write_text(f"localhost:1\n{me}:1\n"))
 
 
 @pytest.mark.timeout(400)
@@ -156,22 +105,9 @@ def test_a_silent_worker_whose_host_left_is_lost_without_the_grace(tmp_path):
                   LIVE_DIE_SIGNAL="STOP", HOROVOD_GLOO_TIMEOUT_SECONDS="300",
                   HOROVOD_ELASTIC_LIVENESS_TIMEOUT_SECONDS="150", HOROVOD_ELASTIC_EVENTS_FILE=str(events))
     job = Job(tmp_path, job_argv(script, 3, 2, "--elastic-leave-grace", "150"), env)
-    stopped = None
-    try:
-        died = Path(str(log) + ".died")
-        wait_for(died.exists, 240, "the worker on 127.0.0.1 to freeze", alive=alive_check(job))
-        stopped = int(died.read_text())
-        hosts.write_text(f"localhost:1\n{me}:1\n")
-        wait_for(lambda: {("localhost", 2), (me, 2)} <= sizes_after(log, 0), 90,
-                 "the survivors to train at world size 2 (before 0018: after the 150 s leave grace)",
-                 alive=alive_check(job), detail=job.output)
-        wait_for(lambda: pid_gone(stopped), 30, "the driver to end the frozen process")
-        stopped = None
-        job.proc.wait(timeout=240)
-        assert job.proc.returncode == 0, job.output()
-    finally:
-        kill_quietly(stopped)
-        job.close()
+    lose_one(job, log, "died", "the worker on 127.0.0.1 to freeze", {("localhost", 2), (me, 2)},
+             "the survivors to train at world size 2 (before 0018: after the 150 s leave grace)",
+             "the driver to end the frozen process", then=lambda: hosts.write_text(f"localhost:1\n{me}:1\n"))
     lost = [r for r in read_log(events) if r["kind"] == "worker_lost"]
     assert [r["detail"]["host"] for r in lost] == ["127.0.0.1"], lost
     assert "no answer from it" in lost[0]["detail"]["reason"], lost
@@ -195,21 +131,9 @@ def test_a_frozen_worker_on_a_listed_host_is_lost_and_its_host_gets_no_new_worke
                   HOROVOD_ELASTIC_EVENTS_FILE=str(events))
     job = Job(tmp_path, job_argv(script, 3, 2, "--blacklist-cooldown-range", "1", "2"), env)
     survivors = {h for h in ("localhost", "127.0.0.1", me) if h != frozen}
-    stopped = None
-    try:
-        died = Path(str(log) + ".died")
-        wait_for(died.exists, 240, f"the worker on {frozen} to freeze", alive=alive_check(job))
-        stopped = int(died.read_text())
-        wait_for(lambda: {(h, 2) for h in survivors} <= sizes_after(log, 0), 90,
-                 "the survivors to train at world size 2 (before 0008: the 300 s Gloo timeout)",
-                 alive=alive_check(job), detail=job.output)
-        wait_for(lambda: pid_gone(stopped), 30, "the driver to end the frozen process")
-        stopped = None
-        job.proc.wait(timeout=240)
-        assert job.proc.returncode == 0, job.output()
-    finally:
-        kill_quietly(stopped)
-        job.close()
+    lose_one(job, log, "died", f"the worker on {frozen} to freeze", {(h, 2) for h in survivors},
+             "the survivors to train at world size 2 (before 0008: the 300 s Gloo timeout)",
+             "the driver to end the frozen process")
     records = read_log(events)
     lost = [r for r in records if r["kind"] == "worker_lost"]
     assert [r["detail"]["host"] for r in lost] == [frozen], lost
@@ -234,21 +158,8 @@ def test_a_worker_that_never_checks_in_is_lost_at_the_barrier_deadline(tmp_path)
                   LIVE_DIE_SIGNAL="KILL", LIVE_HANG_HOST=me, HOROVOD_GLOO_TIMEOUT_SECONDS="300",
                   HOROVOD_ELASTIC_BARRIER_DEADLINE_SECONDS="3")
     job = Job(tmp_path, job_argv(script, 3, 1), env)
-    hung = None
-    try:
-        hung_marker = Path(str(log) + ".hung")
-        wait_for(hung_marker.exists, 240, f"the worker on {me} to hang", alive=alive_check(job))
-        hung = int(hung_marker.read_text())
-        wait_for(lambda: ("localhost", 1) in sizes_after(log, 0), 90,
-                 "the last worker to train alone (before 0009: never)", alive=alive_check(job),
-                 detail=job.output)
-        wait_for(lambda: pid_gone(hung), 30, "the driver to end the hung process")
-        hung = None
-        job.proc.wait(timeout=240)
-        assert job.proc.returncode == 0, job.output()
-    finally:
-        kill_quietly(hung)
-        job.close()
+    lose_one(job, log, "hung", f"the worker on {me} to hang", {("localhost", 1)},
+             "the last worker to train alone (before 0009: never)", "the driver to end the hung process")
 
 
 @pytest.mark.timeout(400)

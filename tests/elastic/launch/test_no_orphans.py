@@ -55,18 +55,12 @@ def module(name: str) -> Callable[[list[str]], bool]:
     return lambda argv: argv[1:3] == ["-m", name]
 
 
-def reaping(_tagged: dict[int, list[str]]) -> bool:
-    """The launcher's clean-up is stopping the run's leftover processes on a pod: the reap's
-    shell runs there (started by the pod's sshd, so not tagged; ``elastic.launch.reap``)."""
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
-            except OSError:
-                continue
-            if Path(argv[0]).name != "ssh" and any("ELASTIC_RUN_ID=" in a and "kill -TERM" in a for a in argv):
-                return True
-    return False
+def reaping(found: dict[int, list[str]]) -> bool:
+    """The launcher's clean-up is stopping the run's leftover processes on the pods: the reap's
+    ssh clients (``elastic.launch.reap``; tagged, as everything the run starts) are running.
+    Only this run's: another run's reap on the machine says nothing about this one's stage."""
+    return any(Path(argv[0]).name != "ssh" and any("ELASTIC_RUN_ID=" in a and "kill -TERM" in a for a in argv)
+               for argv in found.values())
 
 
 def any_process(shows: Callable[[list[str]], bool]) -> Callable[[dict[int, list[str]]], bool]:

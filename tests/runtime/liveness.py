@@ -1,0 +1,78 @@
+"""What the liveness tests (tests/runtime/test_patch_liveness.py, test_patch_join.py) share:
+checks on a horovodrun ``Job`` (tests/runtime/test_horovod_patches.py) running
+tests/runtime/liveness_job.py, and ``lose_one``, the course of the tests in which one worker
+freezes or hangs and the driver must drop it."""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.runtime.test_horovod_patches import HOROVODRUN, Job, read_log
+from tests.waiting import wait_for
+
+HERE = Path(__file__).parent
+JOB = str(HERE / "liveness_job.py")
+
+
+def alive_check(job: Job):
+    def check() -> None:
+        if job.proc.poll() is not None:
+            pytest.fail(f"horovodrun exited ({job.proc.returncode}):\n{job.output()}", pytrace=False)
+    return check
+
+
+def pid_gone(pid: int) -> bool:
+    """Whether pid no longer names a live process (a zombie counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def kill_quietly(pid: int | None) -> None:
+    if pid is None:
+        return
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def job_argv(script: Path, np: int, min_np: int, *extra: str) -> list[str]:
+    return [HOROVODRUN, "-np", str(np), "--min-np", str(min_np), "--max-np", str(np),
+            "--host-discovery-script", str(script), "--network-interface", "lo",
+            "--elastic-timeout", "120", *extra, sys.executable, JOB]
+
+
+def sizes_after(log: Path, since: float) -> set:
+    return {(r["host"], r["size"]) for r in read_log(log) if r["time"] > since}
+
+
+def lose_one(job: Job, log: Path, marker: str, became: str, survivors: set, trained: str, ended: str,
+             then: Callable[[], None] | None = None) -> None:
+    """One worker of ``job`` freezes or hangs (liveness_job.py writes its pid to
+    ``<log>.<marker>``: waited for as ``became``, 240 s); ``then()`` runs (e.g. its host leaves
+    discovery); the survivors must train (the (host, size) pairs ``survivors`` in ``log``,
+    90 s: ``trained``), the driver must end that process (30 s: ``ended``) and horovodrun must
+    exit 0 (240 s). Whatever happened, the process is killed and the job closed."""
+    marker_file = Path(f"{log}.{marker}")
+    stopped = None
+    try:
+        wait_for(marker_file.exists, 240, became, alive=alive_check(job))
+        stopped = int(marker_file.read_text())
+        if then is not None:
+            then()
+        wait_for(lambda: survivors <= sizes_after(log, 0), 90, trained, alive=alive_check(job), detail=job.output)
+        wait_for(lambda: pid_gone(stopped), 30, ended)
+        stopped = None
+        job.proc.wait(timeout=240)
+        assert job.proc.returncode == 0, job.output()
+    finally:
+        kill_quietly(stopped)
+        job.close()
