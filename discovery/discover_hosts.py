@@ -24,16 +24,20 @@ as an empty list with a warning (the job's pods may not exist yet).
 
 Exit codes: 0 an answer was printed; 1 no trustworthy answer; 2 bad settings.
 Never a partial list: output is validated first and written with one call.
+
+Start-up is most of a poll's CPU (issue 26): a poll the daemon answers imports only ``sys``,
+``_socket``, ``time`` and the project's small modules here -- no ``os`` (see ``getenv``), no
+``re``, ``enum`` or ``json``; the cache and api fallbacks import what they need when they run
+(the api fallback runs the ``site`` module first when Python was started with ``-S``, as
+``bin/discover-hosts`` does, for PyYAML).
 """
 from __future__ import annotations
 
-import os
 import sys
 
 from discovery.cli_runner import run_main
 from discovery.errors import Failure, UsageError
 from shared import daemon_client
-from shared.atomicfile import write_atomic
 from shared.exitcodes import EXIT_FAILURE, EXIT_OK
 from shared.hosts import host_ok  # the one host rule (discovery.hosts and elastic use it too)
 
@@ -85,6 +89,18 @@ OPTIONS = {  # flag -> (environment variable, default)
 }
 
 
+def getenv(name: str) -> str | None:
+    """``os.environ.get(name)`` without importing ``os`` on the fast path (~1 ms of CPU a
+    poll): ``os.environ`` once ``os`` is loaded (so changes made through it count), else the
+    process's environment as ``os.environ`` decodes it (file system encoding, surrogateescape)."""
+    os = sys.modules.get("os")
+    if os is not None:
+        return os.environ.get(name)
+    from posix import environ
+    value = environ.get(name.encode(sys.getfilesystemencoding(), "surrogateescape"))
+    return None if value is None else value.decode(sys.getfilesystemencoding(), "surrogateescape")
+
+
 def parse_args(argv: list[str]) -> dict:
     """argv -> settings (flags over environment over defaults). ``UsageError`` on bad input."""
     opts: dict = {}
@@ -105,10 +121,10 @@ def parse_args(argv: list[str]) -> dict:
     for flag, (env, default) in OPTIONS.items():
         v = opts.get(flag)
         if v is None:
-            v = os.environ.get(env) or default
+            v = getenv(env) or default
         s[flag[2:].replace("-", "_")] = v
     if s["url"] is None:
-        port = os.environ.get("DISCOVERY_PORT") or "8642"
+        port = getenv("DISCOVERY_PORT") or "8642"
         s["url"] = f"http://127.0.0.1:{port}"
     for key in ("timeout", "max_age", "max_cache_age"):
         try:
@@ -203,6 +219,7 @@ def from_daemon(s: dict) -> bytes:
 
 # -- the cache -------------------------------------------------------------------------------
 def cache_path(s: dict) -> str:
+    import os  # the cache only: kept off the fast path
     if s["cache_file"]:
         return s["cache_file"]
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -213,6 +230,7 @@ def cache_path(s: dict) -> str:
 
 def save_cache(path: str, body: bytes) -> None:
     """Remember a trusted answer: rewrite atomically if it changed, else refresh the mtime."""
+    import os  # the cache only: kept off the fast path
     try:
         with open(path, "rb") as f:
             same = f.read() == body
@@ -222,6 +240,7 @@ def save_cache(path: str, body: bytes) -> None:
         if same:
             os.utime(path)
             return
+        from shared.atomicfile import write_atomic  # cache mode only: kept off the fast path
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         write_atomic(path, body)
     except OSError:
@@ -229,6 +248,7 @@ def save_cache(path: str, body: bytes) -> None:
 
 
 def from_cache(s: dict) -> bytes:
+    import os  # the cache only: kept off the fast path
     import time
     path = cache_path(s)
     try:
@@ -253,6 +273,9 @@ def answer(s: dict) -> bytes:
         try:
             if s["fallback"] == "cache":
                 return from_cache(s)
+            if sys.flags.no_site:  # started with -S (bin/discover-hosts): PyYAML is in site-packages
+                import site
+                site.main()
             from discovery.discover_api import from_api
             return validate(from_api(s), "api fallback", s["warnings"])
         except Failure as second:

@@ -1,4 +1,4 @@
-"""Horovod patches 0023 and 0024: horovodrun starts each worker without a Python middleman and without a
+"""Horovod patches 0023, 0024 and 0028: horovodrun starts each worker without a Python middleman and without a
 shell (safe_shell_exec), relays every worker's output from one thread, and ends a worker as
 before: SIGTERM to its process group, SIGKILL after 5 s.
 
@@ -161,3 +161,41 @@ def test_a_bad_discovery_timeout_is_a_usage_error(tmp_path):
     assert res.returncode == 2, res.stderr
     assert "HOROVOD_ELASTIC_DISCOVERY_TIMEOUT_SECONDS='soon': expected a number of seconds" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("setpriv", [True, False], ids=["setpriv", "no-setpriv"])
+def test_the_spawned_discovery_script_still_ends_with_the_driver(tmp_path, setpriv):
+    """Patch 0028: the discovery script is started without forking the driver (vfork, and
+    `setpriv --pdeathsig TERM` for the tie; without setpriv on PATH, forked as before). Nothing
+    is lost either way: its output is the poll's answer, and a driver killed with -9 during a
+    poll ends the script (SIGTERM), as 0023's tie did. (A CPU saving, which
+    scripts/bench-launcher measures: this passes on 0023 too.)"""
+    pidfile = tmp_path / "script.pid"
+    script = tmp_path / "discover.sh"
+    script.write_text(f"#!/bin/sh\nif [ -e {tmp_path}/hang ]; then echo $$ > {pidfile}; exec /bin/sleep 600; fi\n"
+                      "echo localhost:2\n")
+    script.chmod(0o755)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    env = run_env(PATH=os.environ["PATH"] if setpriv else str(empty))
+    code = ("import sys; from horovod.runner.elastic.discovery import HostDiscoveryScript; "
+            "from horovod.runner.common.util import safe_shell_exec as s; "
+            "d = HostDiscoveryScript(sys.argv[1], 1, timeout=600); print(d.find_available_hosts_and_slots(), "
+            "bool(s._setpriv), flush=True); open(sys.argv[2], 'w').close(); d.find_available_hosts_and_slots()")
+    driver = subprocess.Popen([sys.executable, "-c", code, str(script), str(tmp_path / "hang")],
+                              stdout=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    try:
+        assert driver.stdout is not None
+        assert driver.stdout.readline() == f"{{'localhost': 2}} {setpriv}\n"
+        wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), timeout=60, what="the hung poll")
+        pid = int(pidfile.read_text())
+        assert alive(pid)
+        os.kill(driver.pid, signal.SIGKILL)
+        wait_for(lambda: not alive(pid), timeout=30, what="the discovery script to end with its driver")
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        driver.wait()
+        if driver.stdout is not None:
+            driver.stdout.close()
