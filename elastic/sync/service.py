@@ -5,16 +5,16 @@
     report.to_json()   # per-host status, method, files/bytes sent, attempts, error
 
 ``sync_dataset`` blocks until every host succeeded or gave up.  Bad input (DEST refused by
-``sync_safety``, a missing SRC, a symlink leaving SRC) raises ``ConfigError`` before any host
+``elastic.sync.safety``, a missing SRC, a symlink leaving SRC) raises ``ConfigError`` before any host
 is touched; failures of single hosts never raise -- they are in the report, the other hosts
 carry on.  Per host, with at most ``jobs`` hosts at once, retried with backoff
-(``sync_retry``) unless the failure cannot heal (host key refused, DEST not managed by us):
+(``elastic.sync.retry``) unless the failure cannot heal (host key refused, DEST not managed by us):
 
-0. take the host's lock for DEST (``sync_lock``: ``flock`` on ``<state>/lock`` held by a
+0. take the host's lock for DEST (``elastic.sync.lock``: ``flock`` on ``<state>/lock`` held by a
    script on its own SSH connection), so a second sync to the same DEST on the same host
    waits (up to ``lock_timeout`` seconds, then that host fails with ``LockTimeout``) instead
    of writing the same staging directory; it is held until step 3 is done or failed;
-1. probe the host over one SSH connection (``sync_remote.probe_script``): DEST state,
+1. probe the host over one SSH connection (``elastic.sync.remote.probe_script``): DEST state,
    current version, rsync present.  When the current version's manifest has SRC's digest the
    probe also checks that copy in place -- ``verify_unchanged="quick"``: every path, size and
    mtime (the content was checksummed when that version was made), ``"checksum"``: SHA-256 of
@@ -257,7 +257,7 @@ class _HostSync:
         check = "checksum" if self.checksum or self.options.verify_unchanged == "checksum" else "quick"
         lock = HostLock(self.host, self.layout, self.options.ssh_config, self.options.lock_timeout, self.cancel,
                         self.options.connect_timeout, on_wait=self._waiting)
-        with lock:  # one sync per DEST and host at a time (sync_lock); held until the commit is done
+        with lock:  # one sync per DEST and host at a time (elastic.sync.lock); held until the commit is done
             try:
                 return self._attempt(result, check)
             finally:
