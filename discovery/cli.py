@@ -151,11 +151,12 @@ async def _serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
     from discovery.kube import PodAPI, PodQuery, load_api_client
     from discovery.server import make_app
     from discovery.service import DiscoveryService
+    from discovery.source import KubernetesSource
 
     api = PodAPI(load_api_client(args.kubeconfig),
                  PodQuery(args.namespace, args.selector, args.field_selector))
-    svc = DiscoveryService(api, rules, stale_after=stale_after, hostfile=args.hostfile,
-                           prepare=prepare, watch_timeout=watch_timeout)
+    svc = DiscoveryService(KubernetesSource(api, watch_timeout=watch_timeout), rules,
+                           stale_after=stale_after, hostfile=args.hostfile, prepare=prepare)
     from discovery.connguard import guarded_runner
     runner = guarded_runner(make_app(svc, args.token), access_log=None, handle_signals=False)
     await runner.setup()
