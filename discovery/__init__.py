@@ -5,7 +5,6 @@ Layers (commands -> services -> adapters -> pure model):
 - ``discovery.cli``             the ``discovery-daemon`` command
 - ``discovery.discover_hosts``  the ``discover-hosts`` command (standard library only)
 - ``discovery.discover_api``    its ``--fallback api`` (standard library; PyYAML for a YAML kubeconfig)
-- ``discovery.cli_runner``      ``run_main``: errors -> one line and the exit code, for both commands
 - ``discovery.service``         wires the watch, admission, snapshot publishing, hostfile
 - ``discovery.server``          aiohttp endpoints over the current ``HostTable``
 - ``discovery.watch``           list + watch through the official ``kubernetes`` client

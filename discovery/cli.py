@@ -15,10 +15,10 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
 
-from discovery.cli_runner import run_main
 from discovery.errors import ConfigError, DiscoveryError
+from shared.argparser import OneLineParser
+from shared.runner import run_main
 
 log = logging.getLogger("discovery.daemon")
 
@@ -48,7 +48,7 @@ def _float(name: str, value: str | None) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = OneLineParser(
         prog="discovery-daemon",
         description="Watch the pods of a Horovod job and serve them as host:slots lines "
                     "(GET /hosts, /hosts.json, /healthz, /readyz, /metrics).")
@@ -151,11 +151,12 @@ async def _serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
     from discovery.kube import PodAPI, PodQuery, load_api_client
     from discovery.server import make_app
     from discovery.service import DiscoveryService
+    from discovery.source import KubernetesSource
 
     api = PodAPI(load_api_client(args.kubeconfig),
                  PodQuery(args.namespace, args.selector, args.field_selector))
-    svc = DiscoveryService(api, rules, stale_after=stale_after, hostfile=args.hostfile,
-                           prepare=prepare, watch_timeout=watch_timeout)
+    svc = DiscoveryService(KubernetesSource(api, watch_timeout=watch_timeout), rules,
+                           stale_after=stale_after, hostfile=args.hostfile, prepare=prepare)
     from discovery.connguard import guarded_runner
     runner = guarded_runner(make_app(svc, args.token), access_log=None, handle_signals=False)
     await runner.setup()
@@ -195,14 +196,6 @@ async def _serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
     return 0
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse with one line (``error: ...``, exit 2) instead of usage + message."""
-
-    def error(self, message: str) -> NoReturn:
-        print(f"error: {message} (see {self.prog} --help)", file=sys.stderr)
-        raise SystemExit(2)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from discovery import logs
@@ -215,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             loop.add_signal_handler(sig, stop.set)
         return await _serve(args, stop)
 
-    return run_main("discovery-daemon", lambda: asyncio.run(run()))
+    return run_main("discovery-daemon", lambda: asyncio.run(run()), usage=ConfigError, failure=DiscoveryError)
 
 
 if __name__ == "__main__":

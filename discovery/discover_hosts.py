@@ -35,11 +35,11 @@ from __future__ import annotations
 
 import sys
 
-from discovery.cli_runner import run_main
-from discovery.errors import Failure, UsageError
+from discovery.errors import ConfigError, DiscoveryError, Failure, UsageError
 from shared import daemon_client
 from shared.exitcodes import EXIT_FAILURE, EXIT_OK
 from shared.hosts import host_ok  # the one host rule (discovery.hosts and elastic use it too)
+from shared.runner import run_main
 
 EXIT_NO_ANSWER = EXIT_FAILURE
 FALLBACKS = ("none", "cache", "api")
@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     if "-h" in argv or "--help" in argv:
         sys.stdout.write(HELP)
         return EXIT_OK
-    return run_main("discover-hosts", lambda: _print_answer(argv))
+    return run_main("discover-hosts", lambda: _print_answer(argv), usage=ConfigError, failure=DiscoveryError)
 
 
 def _print_answer(argv: list[str]) -> int:

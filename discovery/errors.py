@@ -16,7 +16,7 @@
     +-- BadHost                     (also a ValueError) a pod value that must not be served as a host
 
 ``api_error_for_status`` picks the class from an HTTP status so adapters raise the
-right one ``from`` the library's exception. ``discovery.cli_runner.run_main`` maps the tree to
+right one ``from`` the library's exception. ``shared.runner.run_main`` maps the tree to
 exit codes (docs/architecture.md, "Errors and exit codes"). This module imports nothing:
 ``discover-hosts`` (standard library only, started every second) imports it.
 """

@@ -178,7 +178,7 @@ def make_app(svc: DiscoveryService, token: str | None = None) -> web.Application
     async def healthz(request: web.Request) -> web.Response:
         if svc.status.fatal:
             return web.Response(status=503, text=f"watch stopped: {svc.status.fatal}\n")
-        if not svc.watcher.alive:
+        if not svc.source.alive:
             return web.Response(status=503, text="watch thread not running\n")
         return web.Response(text="ok\n")
 

@@ -1,20 +1,21 @@
-"""The discovery service: the watch thread, the publisher, admission and the hostfile.
+"""The discovery service: a host source, the publisher, admission and the hostfile.
 
-Use as an async context manager (``async with DiscoveryService(...) as svc``): entering
-starts the watch thread and the publisher task; leaving stops both and cancels running
-prepare commands. Nothing starts in the constructor.
+Use as an async context manager (``async with DiscoveryService(source, rules) as svc``):
+entering starts the source (a ``discovery.source.HostSource``: the Kubernetes watch for the
+daemon, ``StaticFileSource`` for a fixed file) and the publisher task; leaving stops both and
+cancels running prepare commands. Nothing starts in the constructor.
 
-The watch thread only touches the pod cache and then *kicks* the event loop
-(``call_soon_threadsafe``). The publisher task, on the loop, coalesces kicks: it drains the
-pods changed since its last run from the cache, feeds them (and the admission state, as a
+The source (the watch thread, for Kubernetes) only touches its own state and then *kicks* the
+event loop (``call_soon_threadsafe``). The publisher task, on the loop, coalesces kicks: it
+drains the pods changed since its last run from the source, feeds them (and the admission state, as a
 value) to the incremental ``TableBuilder``, swaps the new ``HostTable`` into ``table`` (one
 attribute assignment; handlers only read it), starts preparation for new hosts, writes the
 hostfile when the hosts changed and wakes waiters. A publish costs in proportion to the pods
 that changed (and the groups they are in), not to the pod count.
 
-Staleness: while the watch is disconnected the last table keeps being served; ``age()`` is
+Staleness: while the source is disconnected the last table keeps being served; ``age()`` is
 the seconds since the connection was lost (0 while connected) and ``stale`` is true once
-that exceeds ``stale_after`` or the watch has stopped for good.
+that exceeds ``stale_after`` or the source has stopped for good.
 """
 from __future__ import annotations
 
@@ -25,12 +26,11 @@ import time
 from collections.abc import Callable
 
 from discovery.admission import Admission, PrepareSettings
-from discovery.cache import PodCache
 from discovery.hostfile import HostfileWriter
 from discovery.hosts import Rules
-from discovery.kube import PodAPI
+from discovery.source import HostSource
 from discovery.table import EMPTY, HostTable, TableBuilder
-from discovery.watch import PodWatcher, WatchStatus
+from discovery.watch import WatchStatus
 
 log = logging.getLogger("discovery.service")
 GIL_SWITCH_SECONDS = 0.0005
@@ -39,19 +39,15 @@ GIL_SWITCH_SECONDS = 0.0005
 class DiscoveryService:
     """See the module docstring. All methods are for the event loop's thread."""
 
-    def __init__(self, api: PodAPI, rules: Rules, *, stale_after: float = 10.0,
+    def __init__(self, source: HostSource, rules: Rules, *, stale_after: float = 10.0,
                  hostfile: str | None = None, prepare: PrepareSettings | None = None,
-                 watch_timeout: int = 300, backoff_base: float = 0.2, backoff_cap: float = 5.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         if stale_after <= 0:
             raise ValueError(f"stale_after must be > 0 seconds, got {stale_after}")
         self.rules = rules
         self.stale_after = stale_after
         self._clock = clock
-        self.cache = PodCache()
-        self.watcher = PodWatcher(api, self.cache, on_change=self._kick_threadsafe,
-                                  watch_timeout=watch_timeout, backoff_base=backoff_base,
-                                  backoff_cap=backoff_cap, clock=clock)
+        self.source = source
         self._builder = TableBuilder(rules)
         self._hostfile = HostfileWriter(hostfile) if hostfile else None
         self._prepare_settings = prepare
@@ -79,13 +75,13 @@ class DiscoveryService:
         if self._prepare_settings is not None:
             self.admission = Admission(self._prepare_settings, self._kick)
         self._task = self._loop.create_task(self._publish_loop(), name="publisher")
-        self.watcher.start()
+        self.source.start(self._kick_threadsafe)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         sys.setswitchinterval(self._switch_interval)
         assert self._loop is not None
-        await self._loop.run_in_executor(None, self.watcher.stop)
+        await self._loop.run_in_executor(None, self.source.stop)
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -95,17 +91,17 @@ class DiscoveryService:
     # -- state for handlers ----------------------------------------------------------------
     @property
     def status(self) -> WatchStatus:
-        return self.watcher.status
+        return self.source.status
 
     def age(self) -> float:
         """Seconds the served list may be out of date (0 while the watch is connected)."""
-        since = self.watcher.status.disconnected_since
+        since = self.source.status.disconnected_since
         return 0.0 if since is None else max(0.0, self._clock() - since)
 
     @property
     def stale(self) -> bool:
-        s = self.watcher.status
-        return bool(s.fatal) or not self.watcher.alive or self.age() > self.stale_after
+        s = self.source.status
+        return bool(s.fatal) or not self.source.alive or self.age() > self.stale_after
 
     async def wait_for(self, predicate: Callable[[HostTable], bool], timeout: float) -> HostTable:
         """Block until a published table satisfies ``predicate``; ``asyncio.TimeoutError``."""
@@ -140,15 +136,15 @@ class DiscoveryService:
                 self._publish()
             except Exception:
                 log.exception("publishing the host table failed; keeping the last one")
-            if self.watcher.status.fatal and self.failed is not None:
+            if self.source.status.fatal and self.failed is not None:
                 self.failed.set()
             async with self._published:
                 self._published.notify_all()
 
     def _publish(self) -> None:
-        if not self.watcher.status.synced:
+        if not self.source.status.synced:
             return
-        _, changes = self.cache.drain()
+        changes = self.source.drain()
         adm = self.admission
         changed_uids = adm.take_changed() if adm is not None else ()
         if not changes and not changed_uids and self.table.synced:

@@ -23,9 +23,14 @@
           ├── TransientError     worker-scaler: an API call that may work when tried again
           └── PlotError          elastic-run --plot: the plot could not be drawn, written or read back
 
-``elastic.common.cli.run_main`` maps them to exit codes (docs/architecture.md, "Errors and exit
+``shared.runner.run_main`` maps them to exit codes (docs/architecture.md, "Errors and exit
 codes"). Library errors are wrapped at the edge with ``raise ... from``.
 """
+from __future__ import annotations
+
+import signal
+
+from shared.exitcodes import exit_for_signal
 
 
 class ElasticError(Exception):
@@ -70,6 +75,11 @@ class Interrupted(ElasticError):
     def __init__(self, message: str, signum: int | None = None) -> None:
         super().__init__(message)
         self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        """What the command exits with (``shared.runner.run_main`` reads it): 128 + the signal."""
+        return exit_for_signal(self.signum or signal.SIGINT)
 
 
 class HostKeyUnverified(SSHError):

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shared.driver_events import Record, read_records
+from shared.exitcodes import EXIT_FAILURE, EXIT_USAGE
 from shared.jsonlines import read_json_lines
 
 STEPS = ("add", "delete", "kill")
@@ -150,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         steps = parse_steps(args.steps)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     if args.hold_file:
         open(args.hold_file, "a").close()
     try:
@@ -182,7 +183,7 @@ def _run(args: argparse.Namespace, steps: tuple[str, ...]) -> int:
         if time.monotonic() > deadline:
             print(f"error: chaos: step {progress.done + 1} ({steps[progress.done]}) not due after "
                   f"{args.timeout:.0f}s (waiting for world size {progress.expected_world})", file=sys.stderr)
-            return 1
+            return EXIT_FAILURE
         records = read_metrics(args.metrics_file)
         events = read_records(args.events_file)
         step = next_step(steps, progress, records, events, wait_for_start=bool(args.events_file))
@@ -194,7 +195,7 @@ def _run(args: argparse.Namespace, steps: tuple[str, ...]) -> int:
             out = _act(step, args.state_dir, args.delete_pod)
         except (RuntimeError, subprocess.TimeoutExpired) as exc:
             print(f"error: chaos: {exc}", file=sys.stderr)
-            return 1
+            return EXIT_FAILURE
         progress = after_step(step, progress, records, now, events, start_world)
         what = {"delete": f"deleted {args.delete_pod}", "kill": f"killed {args.delete_pod} (grace 0)",
                 "add": f"added a pod {out}".rstrip()}[step]
@@ -204,7 +205,7 @@ def _run(args: argparse.Namespace, steps: tuple[str, ...]) -> int:
         if time.monotonic() > deadline:
             print(f"error: chaos: world size {progress.expected_world} not seen after "
                   f"{args.timeout:.0f}s", file=sys.stderr)
-            return 1
+            return EXIT_FAILURE
         time.sleep(args.interval)
     print(f"chaos: done, the training runs at world size {progress.expected_world}", file=sys.stderr, flush=True)
     return 0

@@ -17,7 +17,7 @@ directly (own address and port only; its data directory is ``DIR/pods/<pod>/data
 image (``images/Dockerfile``, built by ``scripts/build-images``) instead of the host's sshd;
 the default ``processes`` starts pods faster.
 Errors print one line ``error: ...``; exit 2 for bad input (flags, arguments, environment), 1 for
-other failures (``localcluster.cli_runner``).
+other failures (``shared.runner``).
 """
 from __future__ import annotations
 
@@ -27,8 +27,10 @@ import os
 import sys
 from pathlib import Path
 
+from shared.argparser import OneLineParser
+from shared.runner import run_main
+
 from . import control
-from .cli_runner import OneLineParser, run_main
 from .errors import LocalClusterError, UsageError
 from .statefiles import StatePaths, default_state_dir
 
@@ -183,7 +185,8 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv=None) -> int:
     """Entry point of ``local-cluster``; returns the exit code."""
-    return run_main("local-cluster", lambda: run(build_parser().parse_args(argv)))
+    return run_main("local-cluster", lambda: run(build_parser().parse_args(argv)),
+                    usage=UsageError, failure=LocalClusterError)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,8 @@ from datetime import datetime, timezone
 
 from aiohttp import web
 
+from shared.exitcodes import EXIT_FAILURE
+
 from . import pods
 from .addresses import claim_block
 from .api import ApiServer
@@ -243,12 +245,12 @@ def main(argv=None) -> int:
     if args.runtime == "processes" and args.isolation == "namespaces" and os.geteuid() != 0:
         print("error: pods with their own hostname and /data need root (namespaces); run as root or "
               "use --isolation none", file=sys.stderr)
-        return 1
+        return EXIT_FAILURE
     try:
         asyncio.run(Daemon(args).run())
     except LocalClusterError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_FAILURE
     return 0
 
 

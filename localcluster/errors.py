@@ -22,7 +22,7 @@
                                       unusable state directory
 
 ``ApiError.status()`` renders the Kubernetes ``Status`` object the API server returns.
-``localcluster.cli_runner.run_main`` maps the tree to exit codes (docs/architecture.md,
+``shared.runner.run_main`` maps the tree to exit codes (docs/architecture.md,
 "Errors and exit codes").
 """
 from __future__ import annotations

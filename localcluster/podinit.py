@@ -14,6 +14,8 @@ import signal
 import subprocess
 import sys
 
+from shared.exitcodes import EXIT_FAILURE, EXIT_USAGE
+
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -21,23 +23,23 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv:
         print("error: usage: python -m localcluster.podinit CMD [ARGS...]", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         print(f"error: prctl(PR_SET_CHILD_SUBREAPER) failed: errno {ctypes.get_errno()}", file=sys.stderr)
-        return 1
+        return EXIT_FAILURE
     try:
         child = subprocess.Popen(argv)
     except OSError as exc:
         print(f"error: cannot run {argv[0]}: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_FAILURE
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda s, _f: child.send_signal(s))
     while True:
         try:
             pid, status = os.wait()
         except ChildProcessError:
-            return 1
+            return EXIT_FAILURE
         except InterruptedError:
             continue
         if pid == child.pid:

@@ -34,7 +34,15 @@ def _modules() -> dict[str, Path]:
 
 def _imported(name: str, path: Path, node: ast.AST) -> list[str]:
     """The modules an import statement in module ``name`` (file ``path``) may name, relative
-    imports (``from .x import y``, ``from . import y``) resolved against its package."""
+    imports (``from .x import y``, ``from . import y``) resolved against its package, and
+    ``importlib.import_module("a.b")`` / ``__import__("a.b")`` calls with a literal name."""
+    if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+            and isinstance(node.args[0].value, str):
+        func = node.func
+        called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if called in ("import_module", "__import__"):
+            return [node.args[0].value]
+        return []
     if isinstance(node, ast.Import):
         return [a.name for a in node.names]
     if not isinstance(node, ast.ImportFrom):
@@ -66,6 +74,15 @@ def test_relative_imports_are_counted():
     found = [_imported("p.q.m", Path("m.py"), node) for node in tree.body]
     assert found == [["p.q", "p.q.a"], ["p.b", "p.b.c"], ["p.q.d", "p.q.d.e"]]
     assert _imported("p.q", Path("__init__.py"), tree.body[2]) == ["p.q.d", "p.q.d.e"]
+
+
+def test_importlib_imports_are_counted():
+    """``importlib.import_module("x.y")`` is an edge like ``import x.y``: a cycle or a package
+    rule broken through it is seen."""
+    tree = ast.parse("import importlib\nimportlib.import_module('p.a')\nimport_module('p.b')\n"
+                     "__import__('p.c')\nimportlib.import_module(name)\n")
+    found = [t for node in ast.walk(tree) for t in _imported("p.m", Path("m.py"), node)]
+    assert found == ["importlib", "p.a", "p.b", "p.c"]
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -158,7 +175,7 @@ LAZY_NON_STDLIB = {"discovery.discover_api": {"yaml"}}  # PyYAML, for a YAML kub
 
 
 @pytest.mark.parametrize("module", ["discovery.discover_hosts", "discovery.discover_api",
-                                    "discovery.errors", "discovery.cli_runner",
+                                    "discovery.errors", "shared.runner",
                                     "discovery.hosts"])
 def test_client_side_modules_import_only_the_standard_library(module):
     """At import time, only the standard library; inside a function, also what

@@ -1,6 +1,6 @@
 """Debug trace of what each worker did, for tests and post-mortems (``--trace-dir``).
 
-Each worker process writes three files named ``<host>-<pid>.*`` in the trace directory:
+Each worker process writes four files named ``<host>-<pid>.*`` in the trace directory:
 
 - ``.worker.json``  rewritten (atomically) each time the worker (re)enters training:
   ``{"host", "pid", "time", "rank", "size", "epoch", "resets"}``;

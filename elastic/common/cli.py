@@ -1,36 +1,22 @@
 """Helpers shared by the ``ssh-bootstrap`` and ``dataset-sync`` command lines.
 
-``OneLineParser``: argparse whose usage errors are one line and exit 2. ``env_default(name,
-fallback)`` reads a flag's environment variable; ``hosts_from_args``
-turns ``--hosts``/``--hosts-file``/``--host`` (or ``discover-hosts``) into a host list;
-``run_main`` is the package's one command runner: it wraps a command body so that the
-package's base error becomes ``error: <line>`` on stderr and exit code 2 (bad input) or 1 (other
-failures), ``Interrupted`` by signal N exits 128+N and Ctrl-C 130 -- never a traceback (the
-contract: docs/architecture.md, "Errors and exit codes").
+``env_default(name, fallback)`` reads a flag's environment variable; ``hosts_from_args`` turns
+``--hosts``/``--hosts-file``/``--host`` (or ``discover-hosts``) into a host list. The parser
+and the command runner are the project's one copy: ``shared.argparser.OneLineParser`` and
+``shared.runner.run_main`` (``ConfigError`` 2, ``Interrupted`` 128+N, other ``ElasticError`` 1).
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
-import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn, overload
+from typing import overload
 
 from elastic.common.hostlist import Host, parse_entry, parse_host_list, parse_hosts_file
-from elastic.errors import ConfigError, ElasticError, Interrupted
-from shared.exitcodes import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, exit_for_signal
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse with ``error: <message> (see PROG --help)`` and exit 2 instead of usage + message."""
-
-    def error(self, message: str) -> NoReturn:
-        print(f"error: {message} (see {self.prog} --help)", file=sys.stderr)
-        raise SystemExit(2)
+from elastic.errors import ConfigError
 
 
 def env_default(name: str, fallback: str | None = None) -> str | None:
@@ -84,26 +70,3 @@ def setup_logging(verbose: bool) -> None:
                         format="%(name)s: %(message)s")
     logging.getLogger("paramiko").setLevel(logging.DEBUG if verbose else logging.CRITICAL)
     logging.getLogger("urllib3").setLevel(logging.DEBUG if verbose else logging.ERROR)  # its retry chatter
-
-
-def run_main(prog: str, body: Callable[[], int], interrupted: str | None = None) -> int:
-    """Run ``body``; map errors to one stderr line and an exit code.
-
-    ``ConfigError`` (bad input) -> 2, ``Interrupted`` -> 128+its signal (130 without one), any
-    other ``ElasticError`` -> 1, Ctrl-C -> 130 with ``error: <interrupted>`` (default:
-    ``<prog> interrupted``); the codes are ``shared.exitcodes``'.
-    """
-    try:
-        return body()
-    except Interrupted as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exit_for_signal(exc.signum or signal.SIGINT)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except ElasticError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_FAILURE
-    except KeyboardInterrupt:
-        print(f"error: {interrupted or prog + ' interrupted'}", file=sys.stderr)
-        return EXIT_INTERRUPTED

@@ -20,14 +20,16 @@ import tempfile
 import uuid
 from collections.abc import Sequence
 
-from elastic.common.cli import OneLineParser, env_int, run_main
-from elastic.errors import ConfigError
+from elastic.common.cli import env_int
+from elastic.errors import ConfigError, ElasticError
 from elastic.launch.command import HorovodrunOptions
 from elastic.launch.plan import LaunchConfig, make_plan, plan_as_dict
 from elastic.launch.plot import check_plot_path
 from elastic.launch.prepare import parse_dataset
 from elastic.launch.runner import run
 from elastic.launch.tools import tool
+from shared.argparser import OneLineParser
+from shared.runner import run_main
 
 DEFAULT_PORT = 8642
 
@@ -221,9 +223,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, stream=sys.stderr,
                         format="elastic-run: %(message)s")
     if args.dry_run:
-        return run_main("elastic-run", lambda: _print_plan(config_from_args(args, command)))
+        return run_main("elastic-run", lambda: _print_plan(config_from_args(args, command)),
+                        usage=ConfigError, failure=ElasticError)
     return run_main("elastic-run", lambda: run(config_from_args(args, command)),
-                    interrupted="interrupted before the training started")
+                    usage=ConfigError, failure=ElasticError, interrupted="interrupted before the training started")
 
 
 def _print_plan(config: LaunchConfig) -> int:

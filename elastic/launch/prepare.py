@@ -33,11 +33,12 @@ import os
 import subprocess
 import sys
 
-from elastic.common.cli import OneLineParser, run_main
 from elastic.common.hostlist import validate_host_name
 from elastic.common.procs import tie_to_parent, tied_run
 from elastic.errors import ConfigError, ElasticError, SSHError, SyncError
 from elastic.launch.tools import tool
+from shared.argparser import OneLineParser
+from shared.runner import run_main
 
 
 def parse_dataset(value: str) -> tuple[str, str]:
@@ -113,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
                 os.environ.get("DISCOVERY_POD_UID") or None)
         print(f"prepared {args.host}", file=sys.stderr)
         return 0
-    return run_main("prepare", body)
+    return run_main("prepare", body, usage=ConfigError, failure=ElasticError)
 
 
 if __name__ == "__main__":

@@ -55,8 +55,9 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
-from dataclasses import asdict
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from elastic.common.hostlist import split_host_slots
@@ -163,24 +164,30 @@ _STEP_ERRORS: dict[str, type[SSHError] | type[SyncError]] = {"ssh": SSHError, "s
 
 def execute(plan: LaunchPlan) -> int:
     """Do what ``plan`` says (see the module docstring); owns and at the end removes
-    ``plan.workdir``. Blocks; returns horovodrun's exit code."""
+    ``plan.workdir``. Blocks; returns horovodrun's exit code.
+
+    Each resource is registered on a ``_CleanUp`` stack as soon as it exists, so the clean-up
+    (step 4) undoes exactly what was started, in reverse order, under ``_Shielded``."""
     start = time.time()
     Path(plan.ssh_dir).mkdir(parents=True, exist_ok=True)
-    daemon: ManagedDaemon | None = None
-    recorder: HostRecorder | None = None
-    explainer: WaitExplainer | None = None
-    returncode: int | None = None
-    proc: subprocess.Popen | None = None
-    watchdog: Watchdog | None = None
-    previous_term = signal.signal(signal.SIGTERM, _interrupt)  # clean up, like SIGINT does
-    try:
+    outcome = _Outcome()
+    with ExitStack() as stack:
+        previous_term = signal.signal(signal.SIGTERM, _interrupt)  # clean up, like SIGINT does
+        stack.callback(signal.signal, signal.SIGTERM, previous_term)  # restored after the clean-up
+        cleanup = stack.enter_context(_CleanUp())
+        cleanup.step("removing the work directory", shutil.rmtree, plan.workdir, True)
+        cleanup.step("the report", _final_report, plan, start, outcome)
+
         url = plan.discovery_url
+        ours = False
         if url and probe(url):
             log.info("using the discovery daemon at %s", url)
         elif plan.daemon is not None:
             daemon = ManagedDaemon(plan.daemon.spec, Path(plan.daemon.log_file),
                                    env={**os.environ, **plan.daemon.env},
                                    ready_timeout=plan.daemon.ready_timeout)
+            cleanup.step("stopping the discovery daemon", daemon.stop)
+            ours = True
             url = daemon.start()
             log.info("started a discovery daemon at %s for %s in %s",
                      url, plan.daemon.spec.selector, plan.daemon.spec.namespace)
@@ -188,7 +195,7 @@ def execute(plan: LaunchPlan) -> int:
             raise LaunchError(f"no discovery daemon answers at {url}; give --selector "
                               "(with --namespace/--kubeconfig) to start one")
 
-        ours_prepares = daemon is not None and plan.daemon is not None and plan.daemon.prepares_hosts
+        ours_prepares = ours and plan.daemon is not None and plan.daemon.prepares_hosts
         hosts = [] if ours_prepares else _host_names(fetch_hosts(url))
         if hosts:
             for step in plan.steps:
@@ -196,9 +203,12 @@ def execute(plan: LaunchPlan) -> int:
 
         argv = list(plan.horovodrun)
         env = horovodrun_env(plan, os.environ, url)
-        recorder = HostRecorder(url, plan.poll_interval)
+        recorder = outcome.recorder = HostRecorder(url, plan.poll_interval)
+        cleanup.step("stopping leftover workers", _reap, plan, recorder)
+        cleanup.step("stopping the host recorder", recorder.stop)
         recorder.start()
         explainer = WaitExplainer(url, plan.min_slots)  # says which pods it waits for, and why
+        cleanup.step("stopping the wait explainer", explainer.stop)
         explainer.start()
         log.info("running: %s", " ".join(argv))
         try:  # its own session; if we die, the kernel tells it (plan.horovodrun_death_signal)
@@ -207,30 +217,70 @@ def execute(plan: LaunchPlan) -> int:
         except OSError as exc:
             raise LaunchError(f"cannot run {argv[0]}: {exc.strerror or exc}") from exc
         relay = console.Relay(sys.stdout, sys.stderr, width=lambda: shutil.get_terminal_size().columns)
+        cleanup.step("closing the output relay", relay.close)  # runs once horovodrun has stopped
         relay.attach(proc.stdout, proc.stderr)  # the ranks' lines, metrics as a live view
+        cleanup.step("stopping horovodrun", _stop_if_running, proc)  # the launcher failed while it ran
+        watchdog: Watchdog | None = None
         if plan.stall_timeout:
-            started = proc
-            watchdog = Watchdog(plan.events_file, plan.stall_timeout, lambda report: _stop_stalled(started, report))
+            watchdog = Watchdog(plan.events_file, plan.stall_timeout, lambda report: _stop_stalled(proc, report))
+            cleanup.step("stopping the stall watchdog", watchdog.stop)
             watchdog.start()
         with _SignalForwarder(proc) as forwarder:
             while True:
                 try:
-                    returncode = proc.wait()
+                    outcome.returncode = proc.wait()
                     break
                 except KeyboardInterrupt:  # pragma: no cover - handler forwards instead
                     continue
-        relay.close()
         if forwarder.received:  # ended by a signal: 128+N, whatever horovodrun made of it
             return 128 + forwarder.received[0]
         if watchdog is not None and watchdog.fired:
-            returncode = 1
-        return bad_input_exit(exit_code(returncode), events.read_records(plan.events_file))
-    finally:
+            outcome.returncode = 1
+        return bad_input_exit(exit_code(outcome.returncode), events.read_records(plan.events_file))
+    raise AssertionError("unreachable")  # pragma: no cover - the with block returns or raises
+
+
+@dataclass
+class _Outcome:
+    """What the report (the last clean-up step) needs from the run."""
+
+    returncode: int | None = None
+    recorder: HostRecorder | None = None
+
+
+class _CleanUp(ExitStack):
+    """Step 4 of the module docstring as a stack: ``step(what, action, *args)`` registers an
+    undo as soon as its resource exists; on exit they run in reverse order, each one even when
+    one before it failed (logged as a warning), all under ``_Shielded``."""
+
+    def step(self, what: str, action: Callable[..., object], *args: object) -> None:
+        def attempt() -> None:
+            try:
+                action(*args)
+            except Exception as exc:  # noqa: BLE001 - one failed step must not skip the others
+                log.warning("clean-up: %s failed: %s", what, exc)
+        self.callback(attempt)
+
+    def __exit__(self, *exc: object) -> bool:
         with _Shielded() as shield:  # a signal now must not cut the clean-up short
-            _cleanup(plan, start, proc, watchdog, explainer, recorder, daemon, returncode)
-        signal.signal(signal.SIGTERM, previous_term)
+            suppressed = super().__exit__(*exc)  # type: ignore[arg-type]
         if shield.received:
             log.info("signal %d during the clean-up: ignored until it was done", shield.received[0])
+        return bool(suppressed)
+
+
+def _stop_if_running(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        _stop_session(proc)
+
+
+def _final_report(plan: LaunchPlan, start: float, outcome: _Outcome) -> None:
+    """The run's report, once horovodrun has ended (nothing to report otherwise)."""
+    if outcome.returncode is None:
+        return
+    records = events.read_records(plan.events_file)
+    _report(plan, start, time.time(), outcome.recorder, bad_input_exit(exit_code(outcome.returncode), records),
+            records)
 
 
 class _Shielded:
@@ -252,37 +302,6 @@ class _Shielded:
     def __exit__(self, *exc) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
-
-
-def _cleanup(plan: LaunchPlan, start: float, proc: subprocess.Popen | None, watchdog: Watchdog | None,
-             explainer: WaitExplainer | None, recorder: HostRecorder | None, daemon: ManagedDaemon | None,
-             returncode: int | None) -> None:
-    """Step 4 of the module docstring; each step runs even when one before it failed. A
-    horovodrun still running (the launcher failed while it ran) is stopped first."""
-    def attempt(what: str, action) -> None:
-        try:
-            action()
-        except Exception as exc:  # noqa: BLE001 - one failed step must not skip the others
-            log.warning("clean-up: %s failed: %s", what, exc)
-
-    if proc is not None and proc.poll() is None:
-        attempt("stopping horovodrun", lambda: _stop_session(proc))
-
-    if watchdog is not None:
-        attempt("stopping the stall watchdog", watchdog.stop)
-    if explainer is not None:
-        attempt("stopping the wait explainer", explainer.stop)
-    if recorder is not None:
-        attempt("stopping the host recorder", recorder.stop)
-        attempt("stopping leftover workers", lambda: _reap(plan, recorder))
-    if daemon is not None:
-        attempt("stopping the discovery daemon", daemon.stop)
-    if returncode is not None:
-        def report() -> None:
-            records = events.read_records(plan.events_file)
-            _report(plan, start, time.time(), recorder, bad_input_exit(exit_code(returncode), records), records)
-        attempt("the report", report)
-    shutil.rmtree(plan.workdir, ignore_errors=True)
 
 
 STALL_KILL_GRACE = 10.0

@@ -40,10 +40,11 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
-from elastic.common.cli import run_main
-from elastic.errors import ConfigError, LaunchError, TransientError
+from elastic.errors import ConfigError, ElasticError, LaunchError, TransientError
+from shared.argparser import OneLineParser
+from shared.runner import run_main
 
 if TYPE_CHECKING:  # the client is imported when connecting (it is slow to import)
     from kubernetes.client import AppsV1Api, BatchV1Api, CoreV1Api
@@ -242,14 +243,8 @@ def _seconds(value: str) -> float:
     return number
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        print(f"error: {message} (see python -m elastic.launch.scale_workers --help)", file=sys.stderr)
-        raise SystemExit(2)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m elastic.launch.scale_workers",
+    p = OneLineParser(prog="python -m elastic.launch.scale_workers",
                 description="Raise the job's worker StatefulSet to --min-replicas now; scale it to "
                             "zero on SIGTERM once --container of --pod has ended.")
     p.add_argument("--statefulset", required=True, help="the job's worker StatefulSet")
@@ -351,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="worker-scaler: %(message)s")
     wait_for_stop = _block_and_wait()
-    return run_main("worker-scaler", lambda: run(args, wait_for_stop))
+    return run_main("worker-scaler", lambda: run(args, wait_for_stop), usage=ConfigError, failure=ElasticError)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ returns one ``HostResult`` per host (in input order); it raises ``ConfigError`` 
 input (missing identity, unwritable DIR, malformed ``pins.json``/``hostfile``).  Per host, in
 parallel (``jobs`` at once):
 
-1. read the host key with paramiko (``ssh_probe``); if the address already has a pin of that
+1. read the host key with paramiko (``elastic.ssh.probe.fetch_host_key``); if the address already has a pin of that
    type, the host must present the pinned key -- a different key is refused (``CHANGED``) and the
    pin is kept.  The one exception: with ``repin_uid`` (``--repin-for-uid``; the discovery
    daemon's ``DISCOVERY_POD_UID``) different from the uid recorded for the address in

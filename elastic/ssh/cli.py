@@ -28,10 +28,13 @@ import json
 import shlex
 import sys
 
-from elastic.common.cli import OneLineParser, env_default, env_int, hosts_from_args, run_main, setup_logging
-from elastic.errors import ConfigError
+from elastic.common.cli import env_default, env_int, hosts_from_args, setup_logging
+from elastic.errors import ConfigError, ElasticError
 from elastic.ssh.config import BootstrapDir, horovodrun_args, horovodrun_env_delta
 from elastic.ssh.keys import DEFAULT_SECRET_NAME, apply_secret, generate_keypair, public_fingerprint, write_keys
+from shared.argparser import OneLineParser
+from shared.exitcodes import EXIT_FAILURE
+from shared.runner import run_main
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -135,7 +138,7 @@ def _hosts(ns: argparse.Namespace) -> int:
     _print_horovodrun(d, hostfile=True)
     if failed:
         print(f"error: {len(failed)} of {len(results)} hosts failed: {', '.join(failed)}", file=sys.stderr)
-        return 1
+        return EXIT_FAILURE
     return 0
 
 
@@ -153,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = _parser().parse_args(argv)
     setup_logging(ns.verbose)
     handler = {"keys": _keys, "hosts": _hosts, "horovodrun-args": _horovodrun_args}[ns.command]
-    return run_main("ssh-bootstrap", lambda: handler(ns))
+    return run_main("ssh-bootstrap", lambda: handler(ns), usage=ConfigError, failure=ElasticError)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Run commands on hosts with OpenSSH (the same client and ssh_config horovodrun uses).
 
-``SSHClient`` builds argument vectors (pure: ``argv``, ``rsh``) and runs them (``run``,
-``open_master``/``close_master``).  ``run`` blocks until the remote command ends or
+``SSHClient`` builds argument vectors (pure: ``argv``, ``rsh``) and runs them (``run``; with ``control_dir`` the first
+call to a host opens a shared connection, ``close_master`` ends it).  ``run`` blocks until the remote command ends or
 ``timeout`` passes and returns ``subprocess.CompletedProcess`` (bytes); it raises ``SSHError``
 when ssh itself fails (exit 255: refused, unreachable, authentication, host key), with the
 last line of ssh's stderr, so callers can tell a host problem from a failing remote command.

@@ -31,14 +31,17 @@ import os
 import signal
 import sys
 
-from elastic.common.cli import OneLineParser, env_default, env_int, hosts_from_args, run_main, setup_logging
-from elastic.errors import ConfigError
+from elastic.common.cli import env_default, env_int, hosts_from_args, setup_logging
+from elastic.errors import ConfigError, ElasticError
 from elastic.ssh.config import SSH_CONFIG_ENV
 from elastic.sync.cancel import CancelToken
 from elastic.sync.manifest import SYMLINK_MODES
 from elastic.sync.retry import RetryPolicy
 from elastic.sync.safety import DEFAULT_ALLOWED_ROOTS, check_dest, check_source, normalize_root, parse_allowed_roots
+from shared.argparser import OneLineParser
 from shared.atomicfile import write_atomic
+from shared.exitcodes import EXIT_FAILURE
+from shared.runner import run_main
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -194,7 +197,7 @@ def _run(ns: argparse.Namespace) -> int:
     if not report.ok:
         print(f"error: {len(report.failed)} of {len(report.hosts)} hosts failed: {', '.join(report.failed)}",
               file=sys.stderr)
-        return 1
+        return EXIT_FAILURE
     return 0
 
 
@@ -202,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``dataset-sync``; returns the exit code."""
     ns = _parser().parse_args(argv)
     setup_logging(ns.verbose)
-    return run_main("dataset-sync", lambda: _run(ns))
+    return run_main("dataset-sync", lambda: _run(ns), usage=ConfigError, failure=ElasticError)
 
 
 if __name__ == "__main__":

@@ -15,11 +15,12 @@ In no mode does a host write through a link: rsync and the SFTP fallback create 
 follow them on the host.  Sockets, FIFOs and devices are refused (``ConfigError``).  The manifest is written
 with the data as ``DEST/.dataset-manifest.json`` (``to_json``/``from_json``) and checked against
 what a host reports: ``listing_digest`` is the hash a host's listing must have (checked on the
-host by ``sync_remote.verify_commit_script``); ``parse_listing`` reads a full listing
-(``sync_remote.listing_script``) and ``compare`` returns the differences, empty when exact.  Paths are POSIX, relative
-to the tree's root, without a leading ``./``.  The names in ``HOST_FILES`` at the top of SRC are
-skipped (the manifest's own, so a synced copy can be synced onward, and the training jobs' scan
-cache, which a host writes into its copy on first use): they are neither copied nor verified.
+host by ``elastic.sync.remote.verify_commit_script``); ``parse_listing`` reads a full listing
+(``elastic.sync.remote.listing_script``) and ``compare`` returns the differences, empty when
+exact.  Paths are POSIX, relative to the tree's root, without a leading ``./``.  The names in
+``HOST_FILES`` at the top of SRC are skipped (the manifest's own, so a synced copy can be
+synced onward, and the training jobs' scan cache, which a host writes into its copy on first
+use): they are neither copied nor verified.
 """
 
 from __future__ import annotations
@@ -293,7 +294,7 @@ def listing_records(manifest: Manifest) -> list[bytes]:
 
 
 def listing_digest(manifest: Manifest) -> str:
-    """SHA-256 of the sorted, NUL-terminated records: what ``sync_remote`` compares on the host."""
+    """SHA-256 of the sorted, NUL-terminated records: what ``elastic.sync.remote`` compares on the host."""
     return hashlib.sha256(b"".join(r + b"\0" for r in listing_records(manifest))).hexdigest()
 
 

@@ -54,19 +54,69 @@ def choose_relay(mode: str, hosts: int, peers: int = 0) -> bool:
     return hosts > AUTO_MIN_HOSTS or peers > 0
 
 
-def plan_rounds(hosts: Sequence[str], holders: Sequence[str] = (LAUNCHER,)) -> list[list[tuple[str, str]]]:
-    """Pure: the ideal schedule when every copy takes the same time: in each round every holder
-    copies to one host that lacks the dataset, so holders double. Returns rounds of
-    ``(source, host)``; ``len(result)`` is the number of copy times."""
-    have = list(holders)
-    todo = list(hosts)
-    rounds = []
-    while todo:
-        pairs = list(zip(have, todo, strict=False))  # as many pairs as the shorter list
-        todo = todo[len(pairs):]
-        have += [h for _, h in pairs]
-        rounds.append(pairs)
-    return rounds
+class RelaySchedule:
+    """Who copies to whom, as a relay run goes: the scheduler's whole state, pure (no threads,
+    no I/O); ``elastic.sync.relay_run`` drives it from its one scheduling thread.
+
+    Senders are the launcher, the peers that hold the dataset (``senders``) and every host
+    once its copy succeeded. ``next_pairs()`` starts as many copies as there are free senders
+    and pending hosts (``assign``: peers first, never a sender that failed that host); each
+    started copy must be reported once, ``succeeded(host, sender)`` (both become free senders)
+    or ``failed(host, sender, dead=..., retry=...)`` (``dead``: the sender serves no one any
+    more; ``retry``: the host is pending again, else it is given up). With equal copy times
+    the holders double each round: 16 hosts take 5 copy times from the launcher alone.
+    """
+
+    def __init__(self, hosts: Sequence[str], senders: Sequence[str] = (LAUNCHER,)) -> None:
+        self.pending: list[str] = list(hosts)
+        self.free: list[str] = list(senders)
+        self.dead: set[str] = set()
+        self.refused: dict[str, set[str]] = {}
+        self.attempts: dict[str, int] = {h: 0 for h in hosts}
+        self.running = 0
+
+    @property
+    def finished(self) -> bool:
+        return not self.pending and not self.running
+
+    def next_pairs(self) -> list[tuple[str, str]]:
+        """The copies to start now, ``(sender, host)``; counted as running and attempted. When
+        nothing runs and nothing can start (every live sender failed the pending hosts), the
+        refusals are forgotten so the launcher tries them again."""
+        pairs = assign(self.free, self.pending, self.refused)
+        if not pairs and not self.running and self.pending:
+            self.refused = {}
+            pairs = assign(self.free, self.pending, self.refused)
+            if not pairs:
+                raise AssertionError("relay scheduler: nothing running and no free launcher")
+        for sender, host in pairs:
+            self.free.remove(sender)
+            self.pending.remove(host)
+            self.attempts[host] += 1
+            self.running += 1
+        return pairs
+
+    def succeeded(self, host: str, sender: str) -> None:
+        self.running -= 1
+        self.free.append(host)
+        if sender not in self.dead:
+            self.free.append(sender)
+
+    def failed(self, host: str, sender: str, *, dead: bool = False, retry: bool = True) -> None:
+        self.running -= 1
+        if sender != LAUNCHER:
+            if dead:
+                self.dead.add(sender)
+            self.refused.setdefault(host, set()).add(sender)
+        if sender not in self.dead:
+            self.free.append(sender)
+        if retry:
+            self.pending.append(host)
+
+    def give_up_pending(self) -> list[str]:
+        """Cancelled: the hosts not started yet, removed from the schedule."""
+        given, self.pending = self.pending, []
+        return given
 
 
 def assign(free: Sequence[str], pending: Sequence[str], refused: dict[str, set[str]]) -> list[tuple[str, str]]:

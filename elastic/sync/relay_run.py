@@ -45,7 +45,7 @@ from elastic.errors import ConfigError, SSHError, SyncError
 from elastic.ssh.exec import SSHClient, ssh_failure
 from elastic.sync.cancel import CancelToken
 from elastic.sync.progress import ProgressBoard
-from elastic.sync.relay import LAUNCHER, PeerSource, assign, choose_relay, parse_serve, serve_script
+from elastic.sync.relay import LAUNCHER, PeerSource, RelaySchedule, choose_relay, parse_serve, serve_script
 from elastic.sync.remote import Layout, parse_probe, probe_script
 from elastic.sync.service import (
     HostOutcome,
@@ -256,12 +256,8 @@ class _RelayRun:
     def run(self) -> tuple[HostOutcome, ...]:
         with ThreadPoolExecutor(max_workers=8, thread_name_prefix="relay-probe") as pool:
             holders = list(pool.map(self._peer_has_copy, self.peers))
-        senders = [LAUNCHER] + [p for p, ok in zip(self.peers, holders, strict=True) if ok]
-        free = list(senders)
-        dead: set[str] = set()
-        pending = list(self.names)
-        refused: dict[str, set[str]] = {}
-        attempts = {n: 0 for n in self.names}
+        schedule = RelaySchedule(self.names, [LAUNCHER] + [p for p, ok in zip(self.peers, holders, strict=True) if ok])
+        attempts = schedule.attempts
         outcomes: dict[str, HostOutcome] = {}
         workers = {n: _HostSync(n, self.src, self.layout, self.expected, self.options,
                                 SSHClient(config=self.options.ssh_config, connect_timeout=self.options.connect_timeout,
@@ -269,31 +265,19 @@ class _RelayRun:
                    for n in self.names}
         first_start: dict[str, float] = {}
         done: queue.Queue[_Done] = queue.Queue()
-        running = 0
-        while pending or running:
+        while not schedule.finished:
             if self.cancel.cancelled:
-                for n in pending:
+                for n in schedule.give_up_pending():
                     outcomes[n] = HostOutcome(n, False, attempts=attempts[n], error=f"{n}: interrupted", source="-")
-                pending = []
-            for sender, host in assign(free, pending, refused):
-                free.remove(sender)
-                pending.remove(host)
-                attempts[host] += 1
+                if schedule.finished:
+                    break
+            for sender, host in schedule.next_pairs() if not self.cancel.cancelled else ():
                 first_start.setdefault(host, time.monotonic())
-                running += 1
                 if self.on_assign is not None:
                     self.on_assign(sender, host)
                 threading.Thread(target=self._copy, args=(workers[host], sender, attempts[host], done),
                                  name=f"relay {sender}->{host}", daemon=True).start()
-            if not running:
-                # pending hosts that every live sender has failed: give them the launcher again
-                for host in pending:
-                    refused[host] = set()
-                if pending and LAUNCHER not in free:
-                    raise AssertionError("relay scheduler: nothing running and no free launcher")
-                continue
             d = done.get()
-            running -= 1
             host, sender = d.host, d.sender
             seconds = round(time.monotonic() - first_start[host], 3)
             r = d.result
@@ -302,23 +286,21 @@ class _RelayRun:
                                              r.version, unchanged=r.unchanged,
                                              source="-" if r.unchanged else r.source)
                 self.board.update(host, phase="done")
-                free.append(host)
-                if sender not in dead:
-                    free.append(sender)
+                schedule.succeeded(host, sender)
                 continue
             exc = d.error
             if not isinstance(exc, (SSHError, SyncError)):
                 log.debug("%s: unexpected error", host, exc_info=exc)
                 exc = SyncError(f"{host}: unexpected error: {exc!r}")
+            dead = False
             if sender != LAUNCHER:
                 server = self.servers.get(sender)
                 if isinstance(exc, VerifyFailed) or (server is not None and server.gone):
-                    dead.add(sender)  # its copy is bad, or its server is gone: it serves no one else
+                    dead = True  # its copy is bad, or its server is gone: it serves no one else
                     log.warning("peer %s no longer serves (%s)", sender, exc)
-                refused.setdefault(host, set()).add(sender)
-            if sender not in dead:
-                free.append(sender)
-            if attempts[host] >= self.options.retry.attempts or not _retryable(exc) or self.cancel.cancelled:
+            give_up = attempts[host] >= self.options.retry.attempts or not _retryable(exc) or self.cancel.cancelled
+            schedule.failed(host, sender, dead=dead, retry=not give_up)
+            if give_up:
                 last = workers[host].last
                 outcomes[host] = HostOutcome(host, False, last.method, last.files, last.bytes, seconds,
                                              attempts[host], error=str(exc), source="-")
@@ -326,7 +308,6 @@ class _RelayRun:
             else:
                 log.warning("%s (attempt %d, from %s); retrying from another source", exc, attempts[host], sender)
                 self.board.update(host, phase="retrying")
-                pending.append(host)
         return tuple(outcomes[n] for n in self.names)
 
     def _copy(self, worker: _HostSync, sender: str, number: int, done: queue.Queue[_Done]) -> None:

@@ -4,7 +4,7 @@ Pure string builders and parsers; nothing here runs a command.  For ``DEST=/data
 
     /data/mnist                      -> .mnist.dataset-sync/v-<id>   (a relative symlink)
     /data/.mnist.dataset-sync/
-        lock                         flock(1)ed by the sync working on this DEST (sync_lock)
+        lock                         flock(1)ed by the sync working on this DEST (elastic.sync.lock)
         writer                       held open (shared flock) by every remote rsync writing staging
         staging/                     the next version, being copied (kept for resume)
         v-<id>/                      a complete, verified version (+ .dataset-manifest.json)
@@ -23,8 +23,8 @@ writer -- kills every process holding ``writer`` open and waits for the exclusiv
 published only when no one else can write into it.
 
 The scripts are POSIX sh using GNU coreutils/findutils/sed (``readlink``, ``mv -T``, ``ln -sfn``,
-``find -printf``, ``sha256sum -z``, ``sort -z``, ``sed -z``).  Every path in them was checked by ``sync_safety`` and is
-quoted again with ``shlex.quote``.
+``find -printf``, ``sha256sum -z``, ``sort -z``, ``sed -z``).  Every path in them was checked
+by ``elastic.sync.safety`` and is quoted again with ``shlex.quote``.
 """
 
 from __future__ import annotations

@@ -5,24 +5,25 @@
     report.to_json()   # per-host status, method, files/bytes sent, attempts, error
 
 ``sync_dataset`` blocks until every host succeeded or gave up.  Bad input (DEST refused by
-``sync_safety``, a missing SRC, a symlink leaving SRC) raises ``ConfigError`` before any host
+``elastic.sync.safety``, a missing SRC, a symlink leaving SRC) raises ``ConfigError`` before any host
 is touched; failures of single hosts never raise -- they are in the report, the other hosts
 carry on.  Per host, with at most ``jobs`` hosts at once, retried with backoff
-(``sync_retry``) unless the failure cannot heal (host key refused, DEST not managed by us):
+(``elastic.sync.retry``) unless the failure cannot heal (host key refused, DEST not managed by us):
 
-0. take the host's lock for DEST (``sync_lock``: ``flock`` on ``<state>/lock`` held by a
+0. take the host's lock for DEST (``elastic.sync.lock``: ``flock`` on ``<state>/lock`` held by a
    script on its own SSH connection), so a second sync to the same DEST on the same host
    waits (up to ``lock_timeout`` seconds, then that host fails with ``LockTimeout``) instead
    of writing the same staging directory; it is held until step 3 is done or failed;
-1. probe the host over one SSH connection (``sync_remote.probe_script``): DEST state,
+1. probe the host over one SSH connection (``elastic.sync.remote.probe_script``): DEST state,
    current version, rsync present.  When the current version's manifest has SRC's digest the
    probe also checks that copy in place -- ``verify_unchanged="quick"``: every path, size and
    mtime (the content was checksummed when that version was made), ``"checksum"``: SHA-256 of
    everything -- and if it holds nothing is copied (``unchanged``); a copy that fails the check
    is copied again with ``rsync --checksum``.  That connection stays open (ControlMaster) for
    the other steps and is closed when the host is done;
-2. copy SRC into the staging directory: rsync with ``--link-dest`` to the current version,
-   or the SFTP fallback when the host has no rsync (``transport="auto"``) or when forced;
+2. copy SRC into the staging directory with the host's ``elastic.sync.transport.Transport``:
+   rsync with ``--link-dest`` to the current version, or the SFTP fallback when the host has
+   no rsync (``transport="auto"``) or when forced;
 3. verify and commit in one step on the host: the sorted ``sha256sum`` listing of staging must
    hash to the manifest's ``listing_digest``; then write the manifest, rename staging to a new
    version and swap the DEST symlink.  A difference fails the attempt with the list of
@@ -71,22 +72,20 @@ from elastic.sync.manifest import (
     save_cache,
 )
 from elastic.sync.progress import ProgressBoard
-from elastic.sync.relay import LAUNCHER, PeerSource, pull_script
+from elastic.sync.relay import LAUNCHER, PeerSource
 from elastic.sync.remote import (
     Layout,
     listing_script,
     new_version_name,
     parse_probe,
     probe_script,
-    seed_staging_script,
     verify_commit_script,
 )
 from elastic.sync.retry import RetryPolicy, retry_call
-from elastic.sync.rsync import RsyncProgress, rsync_argv, run_rsync
 from elastic.sync.safety import DEFAULT_ALLOWED_ROOTS, check_dest, check_source
+from elastic.sync.transport import TRANSPORTS, CopyJob, choose_transport
 
 log = logging.getLogger("dataset-sync")
-TRANSPORTS = ("auto", "rsync", "sftp")
 
 
 @dataclass(frozen=True)
@@ -257,11 +256,17 @@ class _HostSync:
         check = "checksum" if self.checksum or self.options.verify_unchanged == "checksum" else "quick"
         lock = HostLock(self.host, self.layout, self.options.ssh_config, self.options.lock_timeout, self.cancel,
                         self.options.connect_timeout, on_wait=self._waiting)
-        with lock:  # one sync per DEST and host at a time (sync_lock); held until the commit is done
+        with lock:  # one sync per DEST and host at a time (elastic.sync.lock); held until the commit is done
             try:
                 return self._attempt(result, check)
             finally:
                 self.client.close_master(self.host)
+
+    def _job(self) -> CopyJob:
+        o = self.options
+        return CopyJob(self.host, self.src, self.layout, self.manifest, self.client, self.board, self.cancel,
+                       self._run, o.ssh_config, o.remote_rsync, o.bwlimit_kbps, o.symlinks, o.connect_timeout,
+                       checksum=self.checksum, peer=self.peer)
 
     def _waiting(self) -> None:
         log.warning("%s: another dataset-sync to %s is running on the host; waiting up to %gs for it",
@@ -272,10 +277,8 @@ class _HostSync:
         probe = parse_probe(self._run(probe_script(self.layout, self.options.remote_rsync, self.manifest.digest, check,
                                                    self.wanted.listing if check == "checksum" else self.wanted.quick),
                                       "probe").decode())
-        use_rsync = self.options.transport == "rsync" or (self.options.transport == "auto" and probe.has_rsync)
-        if self.options.transport == "rsync" and not probe.has_rsync:
-            raise DestRefused(f"{self.host}: no {self.options.remote_rsync} on the host (use --transport auto or sftp)")
-        result.method = "rsync" if use_rsync else "sftp"
+        transport = choose_transport(self.options.transport, probe.has_rsync, self.host, self.options.remote_rsync)
+        result.method = transport.name
         if probe.unchanged:
             result.unchanged, result.version = True, probe.current
             self.board.update(self.host, checked=len(self.manifest.files), total=len(self.manifest.files))
@@ -284,10 +287,7 @@ class _HostSync:
             log.warning("%s: the current copy differs from its manifest; copying again", self.host)
             self.checksum = True
         self.board.update(self.host, phase="copying")
-        if use_rsync:
-            self._copy_rsync(probe.current, result)
-        else:
-            self._copy_sftp(probe.current, result)
+        transport.copy(self._job(), probe.current, result)
         self.board.update(self.host, phase="verifying")
         version = new_version_name(self.manifest.digest)
         out = self._run(verify_commit_script(self.layout, self.wanted.listing, version, probe.current),
@@ -302,48 +302,6 @@ class _HostSync:
             raise SyncError(f"{self.host}: commit did not confirm: {out.strip()[:200]!r}")
         result.version = version
         return result
-
-    def _copy_rsync(self, current: str, result: _Attempt) -> None:
-        stdin = None
-        if self.peer is not None:  # relay: the host pulls from a peer's read-only rsync daemon
-            peer = self.peer()
-            argv = self.client.argv(self.host, pull_script(
-                self.layout, peer, current, address=self.host, checksum=self.checksum,
-                bwlimit_kbps=self.options.bwlimit_kbps, remote_rsync=self.options.remote_rsync))
-            stdin = peer.secret.encode() + b"\n"
-            result.source = peer.host
-        else:
-            argv = rsync_argv(self.src, self.host, self.layout, current, self.client.rsh(),
-                              remote_rsync=self.options.remote_rsync, bwlimit_kbps=self.options.bwlimit_kbps,
-                              checksum=self.checksum, symlinks=self.options.symlinks)
-
-        def progress(p: RsyncProgress) -> None:
-            if p.files_sent is None or p.checked is None or p.total is None:  # bytes only
-                self.board.update(self.host, bytes_sent=p.bytes)
-            else:
-                self.board.update(self.host, bytes_sent=p.bytes, files_sent=p.files_sent, checked=p.checked,
-                                  total=p.total)
-
-        t0 = time.monotonic()
-        stats = run_rsync(argv, self.host, progress, self.cancel, stdin)
-        log.debug("%s: rsync took %.3fs", self.host, time.monotonic() - t0)
-        result.files, result.bytes = stats.files_transferred, stats.bytes_transferred
-        self.board.update(self.host, bytes_sent=stats.bytes_transferred, files_sent=stats.files_transferred,
-                          checked=len(self.manifest.files), total=len(self.manifest.files))
-
-    def _copy_sftp(self, current: str, result: _Attempt) -> None:
-        from elastic.sync.sftp import sftp_copy
-
-        self._run(seed_staging_script(self.layout, current), "seeding staging from the current version")
-        listing = parse_listing(self._run(listing_script(self.layout.staging), "listing staging"))
-
-        def progress(files: int, nbytes: int) -> None:
-            result.files, result.bytes = files, nbytes
-            self.board.update(self.host, files_sent=files, bytes_sent=nbytes)
-
-        sftp_copy(self.host, self.options.ssh_config, self.src, self.layout.staging, self.manifest, listing,
-                  progress, self.cancel, timeout=float(self.options.connect_timeout))
-        self.board.update(self.host, checked=len(self.manifest.files), total=len(self.manifest.files))
 
 
 def prepare(src: str, dest: str, options: SyncOptions) -> tuple[str, Layout, Manifest]:

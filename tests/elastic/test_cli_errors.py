@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from elastic.common.cli import run_main
-from elastic.errors import Interrupted, SyncError
+from elastic.errors import ConfigError, ElasticError, Interrupted, SyncError
+from shared.runner import run_main
 
 BIN = Path(sys.executable).parent
 
@@ -38,9 +38,10 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, argv, message):
     (Interrupted("stopped by signal 15", signal.SIGTERM), 143, "error: stopped by signal 15"),
     (Interrupted("cancelled"), 130, "error: cancelled"),
     (SyncError("host a failed"), 1, "error: host a failed"),
+    (ConfigError("--np must be positive"), 2, "error: --np must be positive"),
 ])
 def test_run_main_maps_errors_to_the_contracts_codes(capsys, error, code, line):
     def body() -> int:
         raise error
-    assert run_main("x", body) == code
+    assert run_main("x", body, usage=ConfigError, failure=ElasticError) == code
     assert capsys.readouterr().err.splitlines() == [line]

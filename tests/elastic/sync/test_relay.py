@@ -9,7 +9,7 @@ import pytest
 
 from elastic.common.hostlist import Host
 from elastic.errors import ConfigError
-from elastic.sync.relay import LAUNCHER, assign, choose_relay, plan_rounds, serve_script
+from elastic.sync.relay import LAUNCHER, RelaySchedule, assign, choose_relay, serve_script
 from elastic.sync.remote import Layout
 from elastic.sync.retry import RetryPolicy
 from elastic.sync.service import SyncOptions
@@ -25,13 +25,43 @@ def test_auto_relays_above_a_few_hosts_or_with_peers() -> None:
         choose_relay("maybe", 3)
 
 
-def test_plan_doubles_the_holders_each_round() -> None:
+def _equal_time_rounds(schedule: RelaySchedule) -> list[list[tuple[str, str]]]:
+    """Drive the real scheduler as if every copy took the same time and succeeded."""
+    rounds = []
+    while not schedule.finished:
+        pairs = schedule.next_pairs()
+        for sender, host in pairs:
+            schedule.succeeded(host, sender)
+        rounds.append(pairs)
+    return rounds
+
+
+def test_the_schedule_doubles_the_holders_each_round() -> None:
     hosts = [f"h{i}" for i in range(16)]
-    rounds = plan_rounds(hosts)
+    rounds = _equal_time_rounds(RelaySchedule(hosts))
     assert [len(r) for r in rounds] == [1, 2, 4, 8, 1]  # 16 hosts in 5 copy times
-    assert rounds[0] == [(LAUNCHER, "h0")] and rounds[1] == [(LAUNCHER, "h1"), ("h0", "h2")]
+    assert rounds[0] == [(LAUNCHER, "h0")] and rounds[1] == [("h0", "h1"), (LAUNCHER, "h2")]  # peers first
     assert sorted(h for r in rounds for _, h in r) == sorted(hosts)
-    assert len(plan_rounds(hosts, [LAUNCHER, "p1", "p2", "p3"])) == 3  # peers that hold it already
+    assert len(_equal_time_rounds(RelaySchedule(hosts, [LAUNCHER, "p1", "p2", "p3"]))) == 3  # peers that hold it
+
+
+def test_the_schedule_retries_from_another_sender_and_drops_a_dead_one() -> None:
+    s = RelaySchedule(["x", "y"], [LAUNCHER, "p"])
+    assert s.next_pairs() == [("p", "x"), (LAUNCHER, "y")]
+    s.failed("x", "p", dead=True)  # p's copy was bad: it serves no one any more
+    assert s.next_pairs() == []  # the launcher is busy, p is dead
+    s.succeeded("y", LAUNCHER)
+    assert s.next_pairs() == [("y", "x")] and s.attempts == {"x": 2, "y": 1}
+    s.failed("x", "y", retry=False)  # given up
+    assert s.finished and "p" not in s.free and "y" in s.free
+
+
+def test_the_schedule_tries_again_when_every_live_sender_failed_a_host() -> None:
+    s = RelaySchedule(["x"], ["p"])
+    assert s.next_pairs() == [("p", "x")]
+    s.failed("x", "p")
+    assert s.next_pairs() == [("p", "x")]  # nothing runs: the refusals are forgotten
+    assert s.give_up_pending() == [] and s.running == 1
 
 
 def test_assign_prefers_peers_and_skips_refused_senders() -> None:
