@@ -12,6 +12,9 @@ Settings (environment):
                      tests/runtime/gloo_ranks.py; the test creates ``abort`` there: from then on
                      each rank calls gloo_abort every 0.2 s until its main thread is done, so
                      the abort lands whatever the main thread is in.
+    GLOO_ABORT_PROCESS_SETS  optional, e.g. ``0,1;1,2``: hvd.init with dynamic process sets,
+                     these added (hvd.add_process_set), and each step also allreduces on every
+                     set the rank belongs to, so each set's Gloo contexts are in use.
 """
 import json
 import os
@@ -75,21 +78,28 @@ def main() -> int:
     if MODE == "init" and RANK == 1:
         freeze_self()
     record("init")
+    sets_spec = os.environ.get("GLOO_ABORT_PROCESS_SETS", "")
     try:
-        hvd.init()
+        hvd.init(process_sets="dynamic") if sets_spec else hvd.init()
     except Exception as e:  # noqa: BLE001 - the test reads what init raised
         record("init_failed", error=type(e).__name__, message=str(e)[:300])
         return 0
-    record("initialized", size=hvd.size())
+    process_sets = [hvd.add_process_set([int(r) for r in spec.split(",")])
+                    for spec in sets_spec.split(";") if spec]
+    mine = [(i, ps) for i, ps in enumerate(process_sets) if ps.included()]
+    record("initialized", size=hvd.size(), process_sets=len(process_sets), mine=len(mine))
     tensor = torch.full((ELEMENTS if MODE == "allreduce" else 4,), float(RANK + 1))
     # more than socket buffers can hold (on loopback they grow to about 40 MB per connection)
     state = torch.zeros((4 * ELEMENTS if MODE == "allreduce" else 1,))
 
-    def sync(step: int) -> None:
-        # a state sync: one 64 MB message from rank 0 to each peer
-        record("sync", step=step)
-        hvd.broadcast_(state, root_rank=0, name="sync")
-        record("sync_done", step=step)
+    def after_allreduce(step: int) -> None:
+        for i, ps in mine:  # one name per set on every rank
+            hvd.allreduce_(tensor, op=hvd.Average, name=f"set{i}", process_set=ps)
+        if MODE == "allreduce":
+            # a state sync: one 64 MB message from rank 0 to each peer
+            record("sync", step=step)
+            hvd.broadcast_(state, root_rank=0, name="sync")
+            record("sync_done", step=step)
 
     def stop_before(step: int) -> bool:
         if MODE != "shutdown" or step != 3:
@@ -100,7 +110,7 @@ def main() -> int:
             wait_peer_stopped(1)
         return True
 
-    if not train(hvd, tensor, after_allreduce=sync if MODE == "allreduce" else None, stop_before=stop_before):
+    if not train(hvd, tensor, after_allreduce=after_allreduce, stop_before=stop_before):
         return 3
     record("shutdown")
     hvd.shutdown()

@@ -207,6 +207,33 @@ def test_an_abort_during_shutdown_ends_it(tmp_path):
         job.close()
 
 
+@pytest.mark.timeout(400)
+def test_an_abort_during_shutdown_reaches_every_process_sets_contexts(tmp_path):
+    """0015 with process sets (hvd.add_process_set): 3 ranks, sets {0,1} and {1,2}, each step
+    allreduces on the global set and on each set a rank is in; then rank 1 stops and ranks 0
+    and 2 call hvd.shutdown, whose last cycles are collectives with rank 1 on the global
+    contexts and on those of their set. Aborted, both must return within PROMPT s: the abort
+    reaches every process set's contexts (they are made through the same Rendezvous, which
+    registers each context for the abort), not only the global ones."""
+    job = Job(tmp_path, 3, "shutdown", GLOO_ABORT_PROCESS_SETS="0,1;1,2")
+    try:
+        out = job.out
+        entered = wait_for(lambda: last(out, 1, "freezing") and last(out, 0, "shutdown") and last(out, 2, "shutdown"),
+                           240, "rank 1 to stop and ranks 0 and 2 to call hvd.shutdown", alive=job.alive,
+                           detail=job.detail)
+        assert last(out, 0, "initialized")["mine"] == 1 and last(out, 2, "initialized")["mine"] == 1
+        wait_for(lambda: time.time() - entered["t"] > 1 and not last(out, 0, "shutdown_done")
+                 and not last(out, 2, "shutdown_done"), 30,
+                 "ranks 0 and 2 in hvd.shutdown for 1 s (they must wait for the frozen rank 1)",
+                 alive=job.alive, detail=job.detail)
+        job.abort()
+        wait_for(lambda: last(out, 0, "shutdown_done") and last(out, 2, "shutdown_done"), PROMPT,
+                 f"ranks 0 and 2's hvd.shutdown to return; Gloo's own timeout is {GLOO_TIMEOUT} s",
+                 alive=job.alive, detail=job.detail)
+    finally:
+        job.close()
+
+
 SESSION_CHECK = """
 import json
 import horovod.torch as hvd

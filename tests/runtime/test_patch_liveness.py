@@ -163,11 +163,14 @@ def test_a_worker_that_never_checks_in_is_lost_at_the_barrier_deadline(tmp_path)
 
 
 @pytest.mark.timeout(400)
-def test_a_host_that_flaps_within_the_grace_aborts_nothing(tmp_path):
+def test_a_host_that_flaps_within_the_grace_aborts_nothing_and_resets_nothing(tmp_path):
     """0010: a host leaves discovery and is listed again at once (a readiness blip), well
     within the leave grace (8 s here). Nothing is aborted and no worker is lost. Before 0010
     the driver aborted every rank at the end of the grace if the host's workers were in the
-    world then, which they are again once it is back: a healthy world was broken."""
+    world then, which they are again once it is back: a healthy world was broken.
+    0026: nor does the world reset: the driver held the removal back (its workers answered,
+    none was leaving) and dropped it when the host came back, so the coordinator was told of
+    neither change. Before 0026 the flap cost two resets (the removal, then the return)."""
     me = socket.gethostname()
     everyone = f"localhost:1\n127.0.0.1:1\n{me}:1\n"
     script, hosts, calls = discovery_script(tmp_path, everyone)
@@ -178,6 +181,7 @@ def test_a_host_that_flaps_within_the_grace_aborts_nothing(tmp_path):
     try:
         wait_for(lambda: any(r["size"] == 3 and r["step"] >= 20 for r in read_log(log)), 240,
                  "the world of three to train", alive=alive_check(job))
+        resets = len([r for r in read_log(events) if r["kind"] == "reset"])
         hosts.write_text(f"localhost:1\n{me}:1\n")
         seen = len(answers(calls))
         wait_for(lambda: len(answers(calls)) > seen and "127.0.0.1" not in answers(calls)[-1], 30,
@@ -187,12 +191,15 @@ def test_a_host_that_flaps_within_the_grace_aborts_nothing(tmp_path):
         wait_for(lambda: any(r["kind"] in ("abort", "worker_lost") for r in read_log(events))
                  or max((r["time"] for r in read_log(log)), default=0) > flapped + 15, 120,
                  "the grace to pass with the job training", alive=alive_check(job))
+        kinds = [r["kind"] for r in read_log(events)]  # before the job ends
         job.proc.wait(timeout=300)
         assert job.proc.returncode == 0, job.output()
     finally:
         job.close()
     misfired = [r for r in read_log(events) if r["kind"] in ("abort", "worker_lost")]
     assert not misfired, f"the flap aborted the world: {misfired}"
+    assert "removal_held" in kinds and "removal_dropped" in kinds, kinds
+    assert kinds.count("reset") == resets, f"the flap reset the world: {kinds}"
 
 
 @pytest.mark.timeout(400)

@@ -1,4 +1,4 @@
-"""Unit tests of Horovod patches 0006, 0008 and 0010, in Horovod's own style.
+"""Unit tests of Horovod patches 0006, 0008, 0010, 0025 and 0026, in Horovod's own style.
 
 Like Horovod's test/single/test_elastic_driver.py (tests/horovod_upstream/single): a real
 ``ElasticDriver`` with its ``RendezvousServer`` and a ``FixedHosts`` discovery, in this
@@ -133,6 +133,9 @@ class Job:
         try:
             self.driver.stop()
         finally:
+            events = self.driver._events._file  # HOROVOD_ELASTIC_EVENTS_FILE, if a test set it
+            if events is not None:
+                events.close()
             self.rendezvous.stop()
             self.rendezvous._httpd.server_close()
             for manager in self.managers.values():
@@ -281,10 +284,10 @@ def _watch_leave_grace(driver: ElasticDriver) -> tuple[list[list[str]], threadin
     ended = threading.Event()
     real = driver._abort_if_still_assigned
 
-    def watched(hosts, reason):
+    def watched(hosts, reason, *args):
         calls.append(list(hosts))
         try:
-            real(hosts, reason)
+            real(hosts, reason, *args)
         finally:
             ended.set()
 
@@ -370,3 +373,111 @@ def test_quarantined_host_gets_no_new_worker_until_it_leaves_discovery():
     manager.update_available_hosts()
     assert manager.current_hosts.host_assignment_order == ['host-1', 'host-2']
     assert manager.current_hosts.count_available_slots() == 4
+
+
+def _events(path: Any) -> list[dict[str, Any]]:
+    """The driver's event log (HOROVOD_ELASTIC_EVENTS_FILE) so far."""
+    import json
+    try:
+        with open(path) as fh:
+            return [json.loads(line) for line in fh if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
+def _kinds(path: Any, *kinds: str) -> list[dict[str, Any]]:
+    return [e for e in _events(path) if e['kind'] in kinds]
+
+
+@pytest.mark.parametrize('flapping', ['host-2', 'host-1'])
+def test_readiness_flap_within_the_grace_reaches_no_worker(jobs, monkeypatch, tmp_path, flapping):
+    """Patch 0025: a host of the world that leaves discovery while its workers answer and none
+    said it is leaving (a pod NotReady for a moment) has its removal held back for the leave
+    grace; listed again within it, neither the removal nor the return reaches the coordinator
+    (no notification: no reset), the host keeps its place (its ranks), nothing is aborted.
+    host-1 is the coordinator's host: back at the end of the discovery order it would get
+    other ranks. Stock (and 0001-0024): the removal went to the coordinator at once."""
+    monkeypatch.setattr(driver_module, 'DISCOVER_HOSTS_FREQUENCY_SECS', 0.05)
+    events = tmp_path / 'events.jsonl'
+    monkeypatch.setenv('HOROVOD_ELASTIC_EVENTS_FILE', str(events))
+    grace = 10.0
+    job = jobs({'host-1': 1, 'host-2': 1}, min_np=1, max_np=2, leave_grace=grace)
+    job.start()
+    keys = [('host-1', 0), ('host-2', 0)]
+    job.wait_ready(*keys)
+    wait_for(lambda: all(w.client is not None for w in job.driver._workers.values()), START_DEADLINE,
+             'both notification services registered')
+    ranks = {key: job.driver.get_slot_info(*key).rank for key in keys}
+    calls, ended = _watch_leave_grace(job.driver)
+
+    job.discovery.set({h: 1 for h in ('host-1', 'host-2') if h != flapping})
+    wait_for(lambda: _kinds(events, 'removal_held'), START_DEADLINE, f'the removal of {flapping} held')
+    job.discovery.set({'host-1': 1, 'host-2': 1})
+    wait_for(lambda: _kinds(events, 'removal_dropped'), START_DEADLINE, f'{flapping} back, its removal dropped')
+    assert not ended.is_set(), f'{flapping} came back after the {grace:g} s grace (machine too loaded)'
+    wait_for(ended.is_set, grace + END_DEADLINE, 'the leave grace to end')
+
+    assert calls == [[flapping]]
+    assert not _kinds(events, 'notify', 'removal_released', 'worker_lost', 'abort')
+    assert job.driver._pending_update is None
+    assert {key: job.driver.get_slot_info(*key).rank for key in keys} == ranks
+    assert job.aborts == {key: [] for key in keys}
+    res = job.results()
+    assert sorted(res) == ['host-1[0]', 'host-2[0]']
+    assert all(code == 0 for code, _ in res.values()), res
+
+
+def test_held_removal_not_back_within_the_grace_is_delivered_then(jobs, monkeypatch, tmp_path):
+    """Patch 0025: a held removal whose host does not come back is delivered to the
+    coordinator at the end of the leave grace (no host change lost: 0001), and the worker
+    there, still in the world a grace after that, is lost as in 0007."""
+    monkeypatch.setattr(driver_module, 'DISCOVER_HOSTS_FREQUENCY_SECS', 0.05)
+    events = tmp_path / 'events.jsonl'
+    monkeypatch.setenv('HOROVOD_ELASTIC_EVENTS_FILE', str(events))
+    job = jobs({'host-1': 1, 'host-2': 1}, min_np=1, max_np=2, leave_grace=2.0)
+    job.start()
+    job.wait_ready(('host-1', 0), ('host-2', 0))
+    wait_for(lambda: all(w.client is not None for w in job.driver._workers.values()), START_DEADLINE,
+             'both notification services registered')
+
+    job.discovery.set({'host-1': 1})
+    wait_for(lambda: _kinds(events, 'removal_held'), START_DEADLINE, 'the removal held')
+    wait_for(lambda: _kinds(events, 'notify'), START_DEADLINE, 'the removal delivered')
+    kinds = [e['kind'] for e in _events(events) if e['kind'] in ('removal_held', 'removal_released', 'notify')]
+    assert kinds[:3] == ['removal_held', 'removal_released', 'notify'], kinds
+    wait_for(lambda: job.ended.get(('host-2', 0)), START_DEADLINE, 'the worker on host-2 to end')
+    assert job.ended[('host-2', 0)] == 'kill'
+
+
+def test_removal_of_a_leaving_worker_goes_at_once(jobs, monkeypatch, tmp_path):
+    """Patch 0025: a removal whose worker said it is leaving (0011) is not held: the
+    coordinator hears of it at once (here well before the 120 s grace would end)."""
+    monkeypatch.setattr(driver_module, 'DISCOVER_HOSTS_FREQUENCY_SECS', 0.05)
+    events = tmp_path / 'events.jsonl'
+    monkeypatch.setenv('HOROVOD_ELASTIC_EVENTS_FILE', str(events))
+    job = jobs({'host-1': 1, 'host-2': 1}, min_np=1, max_np=2, leave_grace=120.0)
+    job.start()
+    job.wait_ready(('host-1', 0), ('host-2', 0))
+    wait_for(lambda: all(w.client is not None for w in job.driver._workers.values()), START_DEADLINE,
+             'both notification services registered')
+
+    job.driver.record_leaving('host-2', 0)
+    job.discovery.set({'host-1': 1})
+    wait_for(lambda: _kinds(events, 'notify'), START_DEADLINE, 'the removal delivered')
+    assert not _kinds(events, 'removal_held')
+
+
+def test_silent_worker_is_lost_at_its_deadline_not_at_the_next_ping_round(jobs, monkeypatch, tmp_path):
+    """Patch 0026: the liveness timeout is checked when it falls due, not at the next ping
+    round: with pings every 60 s and a 2 s timeout, a worker that answers no ping (none is
+    sent) is lost long before the first round. Stock 0008: silence was counted at the 1 s
+    ticks, so a frozen rank was found up to a tick after the timeout (5.3 s for 5 s)."""
+    monkeypatch.setattr(driver_module, 'LIVENESS_INTERVAL_SECS', 60.0)
+    monkeypatch.setenv('HOROVOD_ELASTIC_LIVENESS_TIMEOUT_SECONDS', '2')
+    events = tmp_path / 'events.jsonl'
+    monkeypatch.setenv('HOROVOD_ELASTIC_EVENTS_FILE', str(events))
+    job = jobs({'host-1': 1, 'host-2': 1}, min_np=1, max_np=2)
+    job.start()
+    job.wait_ready(('host-1', 0), ('host-2', 0))
+    # the first ping round is 60 s away: a 30 s deadline tells the two apart under any load
+    wait_for(lambda: _kinds(events, 'worker_lost'), 30.0, 'a worker lost at its liveness deadline')
