@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.projectmodules import PACKAGES, project_modules
+
 ROOT = Path(__file__).resolve().parents[1]
 TOP = ("discovery/", "elastic/", "training/", "localcluster/", "images/", "deploy/", "scripts/", "tests/", "docs/")
 DOCS = ["README.md", "docs/architecture.md", *sorted(str(p.relative_to(ROOT)) for p in ROOT.glob("*/README.md"))]
@@ -28,7 +30,6 @@ def test_no_doc_points_outside_the_repository(doc):
 
 
 # The project's packages; a dotted name starting with one of them must name a module of it.
-PACKAGES = ("discovery", "elastic", "training", "localcluster", "shared")
 # Names in backticks that are not this project's and not used by its code, each with why.
 OUTSIDE = {
     "root_squash": "an NFS export option",
@@ -36,15 +37,6 @@ OUTSIDE = {
     "from_rate": "a field of a tuple, named in the text only",
     "val_annotations": "Tiny ImageNet's val/val_annotations.txt",
 }
-
-
-def _project_modules() -> dict[str, Path]:
-    mods = {}
-    for package in PACKAGES:
-        for path in (ROOT / package).rglob("*.py"):
-            parts = path.relative_to(ROOT).with_suffix("").parts
-            mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    return mods
 
 
 def _texts(mods: dict[str, Path]) -> list[tuple[str, str]]:
@@ -103,7 +95,7 @@ def stale_names(texts: list[tuple[str, str]], mods: dict[str, Path], files: set[
 
 
 def test_no_docstring_or_doc_names_a_module_that_does_not_exist():
-    mods = _project_modules()
+    mods = project_modules()
     files = set()
     for top, dirs, names in os.walk(ROOT):
         dirs[:] = [d for d in dirs if d not in (".venv", ".git", "__pycache__", ".mypy_cache", ".ruff_cache")]
@@ -113,7 +105,7 @@ def test_no_docstring_or_doc_names_a_module_that_does_not_exist():
 
 def test_stale_names_sees_renamed_modules():
     """The check itself: the names issue 25 found stale are caught, the live ones are not."""
-    mods = _project_modules()
+    mods = project_modules()
     files = {"elastic/sync/lock.py", "elastic/sync/remote.py"}
     text = ("``sync_lock``, ``sync_remote.probe_script``, ``discovery.cli_runner.run_main``, "
             "``open_master.py``, ``elastic.sync.lock``, ``elastic.sync.remote.probe_script``, "

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.projectmodules import project_modules
+
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("discovery", "elastic", "training", "localcluster", "shared")
 SHARED = "shared"  # the one package every other may import
 # room -> rooms of elastic it may import (besides itself)
 ELASTIC_ROOMS = {
@@ -21,15 +22,6 @@ ELASTIC_ROOMS = {
     "sync": {"ssh", "common", "errors"},
     "launch": {"sync", "ssh", "common", "errors"},
 }
-
-
-def _modules() -> dict[str, Path]:
-    mods = {}
-    for package in PACKAGES:
-        for path in (ROOT / package).rglob("*.py"):
-            parts = path.relative_to(ROOT).with_suffix("").parts
-            mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    return mods
 
 
 def _imported(name: str, path: Path, node: ast.AST) -> list[str]:
@@ -59,7 +51,7 @@ def _imported(name: str, path: Path, node: ast.AST) -> list[str]:
 def _import_graph() -> dict[str, set[str]]:
     """module -> the project modules it imports (``from a import b`` counts ``a.b`` if a module;
     relative imports count as the absolute ones they stand for)."""
-    mods = _modules()
+    mods = project_modules()
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for name, path in mods.items():
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -145,7 +137,7 @@ def test_shared_imports_only_the_standard_library():
     """``shared`` is what ``discover-hosts`` and the daemon image carry: no third-party
     import, at import time or inside a function, and nothing from the four packages."""
     import sys
-    for name, path in _modules().items():
+    for name, path in project_modules().items():
         if name.split(".")[0] != SHARED:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
@@ -181,7 +173,7 @@ def test_client_side_modules_import_only_the_standard_library(module):
     """At import time, only the standard library; inside a function, also what
     ``LAZY_NON_STDLIB`` lists for the module (a path of its own, e.g. a YAML kubeconfig)."""
     import sys
-    path = _modules()[module]
+    path = project_modules()[module]
     imported: set[str] = set()
     lazy: set[str] = set()
     tree = ast.parse(path.read_text())
@@ -230,7 +222,7 @@ HOROVOD_AT_IMPORT = {"training.sampler", "training.state"}
 def _training_imports() -> dict[str, tuple[set[str], set[str]]]:
     """training module -> (what it imports at import time, what inside a function): project
     modules by name, other packages by their top-level name."""
-    mods = {m: p for m, p in _modules().items() if m.split(".")[0] == "training"}
+    mods = {m: p for m, p in project_modules().items() if m.split(".")[0] == "training"}
     out: dict[str, tuple[set[str], set[str]]] = {}
     for name, path in mods.items():
         tree = ast.parse(path.read_text(), str(path))
