@@ -28,23 +28,12 @@ import sys
 from pathlib import Path
 
 from shared.argparser import OneLineParser
+from shared.envvars import env_int
 from shared.runner import run_main
 
 from . import control
 from .errors import LocalClusterError, UsageError
 from .statefiles import StatePaths, default_state_dir
-
-
-def _env_int(name: str, default: int | None) -> int | None:
-    """An integer environment variable (``default`` when unset or empty); ``UsageError`` naming
-    it otherwise. localcluster's copy: it ships without ``elastic``, which has its own."""
-    value = os.environ.get(name)
-    if value in (None, ""):
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise UsageError(f"{name} must be an integer, got {value!r}") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,15 +47,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def pod_opts(sp):
-        sp.add_argument("--slots", type=int, default=_env_int("LOCAL_CLUSTER_SLOTS", None),
+        sp.add_argument("--slots", type=int, default=env_int("LOCAL_CLUSTER_SLOTS", None, UsageError),
                         help="set the elastic-horovod/slots annotation (env LOCAL_CLUSTER_SLOTS)")
         sp.add_argument("--gpus", type=int, default=0, help="nvidia.com/gpu limit of each pod")
 
     up = sub.add_parser("up", parents=[common], help="start the cluster (or report the running one)")
-    up.add_argument("--workers", type=int, default=_env_int("LOCAL_CLUSTER_WORKERS", 2),
+    up.add_argument("--workers", type=int, default=env_int("LOCAL_CLUSTER_WORKERS", 2, UsageError),
                     help="worker pods to start (env LOCAL_CLUSTER_WORKERS; default %(default)s)")
     pod_opts(up)
-    up.add_argument("--ssh-port", type=int, default=_env_int("LOCAL_CLUSTER_SSH_PORT", 2222),
+    up.add_argument("--ssh-port", type=int, default=env_int("LOCAL_CLUSTER_SSH_PORT", 2222, UsageError),
                     help="sshd port of every pod (env LOCAL_CLUSTER_SSH_PORT; default %(default)s)")
     up.add_argument("--isolation", choices=["namespaces", "none"],
                     default=os.environ.get("LOCAL_CLUSTER_ISOLATION") or "namespaces",

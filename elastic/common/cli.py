@@ -1,6 +1,7 @@
 """Helpers shared by the ``ssh-bootstrap`` and ``dataset-sync`` command lines.
 
-``env_default(name, fallback)`` reads a flag's environment variable; ``hosts_from_args`` turns
+``env_default(name, fallback)`` and ``env_int`` read a flag's environment variable
+(``shared.envvars``); ``hosts_from_args`` turns
 ``--hosts``/``--hosts-file``/``--host`` (or ``discover-hosts``) into a host list. The parser
 and the command runner are the project's one copy: ``shared.argparser.OneLineParser`` and
 ``shared.runner.run_main`` (``ConfigError`` 2, ``Interrupted`` 128+N, other ``ElasticError`` 1).
@@ -9,7 +10,6 @@ and the command runner are the project's one copy: ``shared.argparser.OneLinePar
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,12 +17,9 @@ from typing import overload
 
 from elastic.common.hostlist import Host, parse_entry, parse_host_list, parse_hosts_file
 from elastic.errors import ConfigError
+from shared import envvars
 
-
-def env_default(name: str, fallback: str | None = None) -> str | None:
-    """The value of environment variable ``name`` if set and non-empty, else ``fallback``."""
-    value = os.environ.get(name, "")
-    return value if value else fallback
+env_default = envvars.env_default
 
 
 @overload
@@ -31,15 +28,8 @@ def env_int(name: str, fallback: int) -> int: ...
 def env_int(name: str, fallback: None = None) -> int | None: ...
 def env_int(name: str, fallback: int | None = None) -> int | None:
     """An integer environment variable (``fallback`` when unset or empty); ``ConfigError``
-    naming it if it is not an integer. The one copy in ``elastic`` (localcluster has its own:
-    the packages ship alone)."""
-    value = env_default(name)
-    if value is None:
-        return fallback
-    try:
-        return int(value)
-    except ValueError:
-        raise ConfigError(f"{name} must be an integer, got {value!r}") from None
+    naming it if it is not an integer (``shared.envvars.env_int``)."""
+    return envvars.env_int(name, fallback, ConfigError)
 
 
 def hosts_from_args(hosts: str | None, hosts_file: str | None, host: str | None,
