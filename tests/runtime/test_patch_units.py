@@ -389,24 +389,32 @@ def _kinds(path: Any, *kinds: str) -> list[dict[str, Any]]:
     return [e for e in _events(path) if e['kind'] in kinds]
 
 
+def _two_registered_workers(jobs, monkeypatch, tmp_path, leave_grace: float):
+    """A job on host-1 and host-2 (one slot each, discovery polled every 50 ms, the driver's
+    events in tmp_path/events.jsonl) whose two workers run with their notification services
+    registered (liveness pings them); (job, the events file)."""
+    monkeypatch.setattr(driver_module, 'DISCOVER_HOSTS_FREQUENCY_SECS', 0.05)
+    events = tmp_path / 'events.jsonl'
+    monkeypatch.setenv('HOROVOD_ELASTIC_EVENTS_FILE', str(events))
+    job = jobs({'host-1': 1, 'host-2': 1}, min_np=1, max_np=2, leave_grace=leave_grace)
+    job.start()
+    job.wait_ready(('host-1', 0), ('host-2', 0))
+    wait_for(lambda: all(w.client is not None for w in job.driver._workers.values()), START_DEADLINE,
+             'both notification services registered')
+    return job, events
+
+
 @pytest.mark.parametrize('flapping', ['host-2', 'host-1'])
 def test_readiness_flap_within_the_grace_reaches_no_worker(jobs, monkeypatch, tmp_path, flapping):
-    """Patch 0025: a host of the world that leaves discovery while its workers answer and none
+    """Patch 0026: a host of the world that leaves discovery while its workers answer and none
     said it is leaving (a pod NotReady for a moment) has its removal held back for the leave
     grace; listed again within it, neither the removal nor the return reaches the coordinator
     (no notification: no reset), the host keeps its place (its ranks), nothing is aborted.
     host-1 is the coordinator's host: back at the end of the discovery order it would get
     other ranks. Stock (and 0001-0024): the removal went to the coordinator at once."""
-    monkeypatch.setattr(driver_module, 'DISCOVER_HOSTS_FREQUENCY_SECS', 0.05)
-    events = tmp_path / 'events.jsonl'
-    monkeypatch.setenv('HOROVOD_ELASTIC_EVENTS_FILE', str(events))
     grace = 10.0
-    job = jobs({'host-1': 1, 'host-2': 1}, min_np=1, max_np=2, leave_grace=grace)
-    job.start()
+    job, events = _two_registered_workers(jobs, monkeypatch, tmp_path, grace)
     keys = [('host-1', 0), ('host-2', 0)]
-    job.wait_ready(*keys)
-    wait_for(lambda: all(w.client is not None for w in job.driver._workers.values()), START_DEADLINE,
-             'both notification services registered')
     ranks = {key: job.driver.get_slot_info(*key).rank for key in keys}
     calls, ended = _watch_leave_grace(job.driver)
 
@@ -428,17 +436,10 @@ def test_readiness_flap_within_the_grace_reaches_no_worker(jobs, monkeypatch, tm
 
 
 def test_held_removal_not_back_within_the_grace_is_delivered_then(jobs, monkeypatch, tmp_path):
-    """Patch 0025: a held removal whose host does not come back is delivered to the
+    """Patch 0026: a held removal whose host does not come back is delivered to the
     coordinator at the end of the leave grace (no host change lost: 0001), and the worker
     there, still in the world a grace after that, is lost as in 0007."""
-    monkeypatch.setattr(driver_module, 'DISCOVER_HOSTS_FREQUENCY_SECS', 0.05)
-    events = tmp_path / 'events.jsonl'
-    monkeypatch.setenv('HOROVOD_ELASTIC_EVENTS_FILE', str(events))
-    job = jobs({'host-1': 1, 'host-2': 1}, min_np=1, max_np=2, leave_grace=2.0)
-    job.start()
-    job.wait_ready(('host-1', 0), ('host-2', 0))
-    wait_for(lambda: all(w.client is not None for w in job.driver._workers.values()), START_DEADLINE,
-             'both notification services registered')
+    job, events = _two_registered_workers(jobs, monkeypatch, tmp_path, 2.0)
 
     job.discovery.set({'host-1': 1})
     wait_for(lambda: _kinds(events, 'removal_held'), START_DEADLINE, 'the removal held')
@@ -450,16 +451,9 @@ def test_held_removal_not_back_within_the_grace_is_delivered_then(jobs, monkeypa
 
 
 def test_removal_of_a_leaving_worker_goes_at_once(jobs, monkeypatch, tmp_path):
-    """Patch 0025: a removal whose worker said it is leaving (0011) is not held: the
+    """Patch 0026: a removal whose worker said it is leaving (0011) is not held: the
     coordinator hears of it at once (here well before the 120 s grace would end)."""
-    monkeypatch.setattr(driver_module, 'DISCOVER_HOSTS_FREQUENCY_SECS', 0.05)
-    events = tmp_path / 'events.jsonl'
-    monkeypatch.setenv('HOROVOD_ELASTIC_EVENTS_FILE', str(events))
-    job = jobs({'host-1': 1, 'host-2': 1}, min_np=1, max_np=2, leave_grace=120.0)
-    job.start()
-    job.wait_ready(('host-1', 0), ('host-2', 0))
-    wait_for(lambda: all(w.client is not None for w in job.driver._workers.values()), START_DEADLINE,
-             'both notification services registered')
+    job, events = _two_registered_workers(jobs, monkeypatch, tmp_path, 120.0)
 
     job.driver.record_leaving('host-2', 0)
     job.discovery.set({'host-1': 1})
@@ -468,7 +462,7 @@ def test_removal_of_a_leaving_worker_goes_at_once(jobs, monkeypatch, tmp_path):
 
 
 def test_silent_worker_is_lost_at_its_deadline_not_at_the_next_ping_round(jobs, monkeypatch, tmp_path):
-    """Patch 0026: the liveness timeout is checked when it falls due, not at the next ping
+    """Patch 0025: the liveness timeout is checked when it falls due, not at the next ping
     round: with pings every 60 s and a 2 s timeout, a worker that answers no ping (none is
     sent) is lost long before the first round. Stock 0008: silence was counted at the 1 s
     ticks, so a frozen rank was found up to a tick after the timeout (5.3 s for 5 s)."""
