@@ -161,7 +161,8 @@ def make_plan(config: LaunchConfig, *, run_id: str, workdir: str,
         if opts.ssh_identity_file:
             prepare = shlex.join(prepare_argv(opts.ssh_identity_file, ssh_dir, opts.ssh_port, config.dataset))
         spec = DaemonSpec(executable=tool("discovery-daemon"), namespace=config.namespace,
-                          selector=config.selector, kubeconfig=config.kubeconfig, prepare_cmd=prepare)
+                          selector=config.selector, kubeconfig=config.kubeconfig, prepare_cmd=prepare,
+                          admitted_file=os.path.join(workdir, "admitted-uids") if prepare else None)
         daemon = DaemonPlan(spec=spec, log_file=os.path.join(config.log_dir or workdir, "discovery-daemon.log"),
                             env=dict(config.daemon_env), ready_timeout=config.daemon_ready_timeout,
                             prepares_hosts=prepare is not None)
