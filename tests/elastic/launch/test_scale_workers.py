@@ -5,8 +5,9 @@ or 2, the last try, a deletion on the last try) or suspended, keeps them for a r
 the pod was disrupted; retries API calls.
 
 The process tests run the module as the kubelet would (its own process, SIGTERM) with the
-official client; the API is a small HTTP server in the test that answers the calls (the local
-cluster serves core/v1 pods only, not apps/v1 workloads or batch/v1 Jobs) and records them."""
+official client; the API is a small HTTP server in the test that answers the calls and
+records them (the local cluster serves pods and apps/v1 ReplicaSets, not batch/v1 Jobs: the
+scaler against its ReplicaSets is tests/e2e/test_grows_to_max_np.py)."""
 from __future__ import annotations
 
 import json
