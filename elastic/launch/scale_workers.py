@@ -40,8 +40,9 @@ native sidecar); ``both`` (the default) does all three.
    Scaling to 0 is retried until the same deadline.
 
 Needs ``get`` on the workload, ``get``/``patch`` on its ``scale``; with ``--job``: ``patch``
-on the workload, ``get`` on the Job and ``update`` on ``jobs/finalizers`` (what the API asks
-of whoever sets ``blockOwnerDeletion``); ``get`` on pods. Exit codes: 0 after the stop (or
+on the workload (and ``delete``, where the OwnerReferencesPermissionEnforcement admission
+plugin guards ownerReferences), ``get`` on the Job and ``update`` on ``jobs/finalizers``
+(what the API asks of whoever sets ``blockOwnerDeletion``); ``get`` on pods. Exit codes: 0 after the stop (or
 after the start with ``--phase start``), 2 bad input (flags, no cluster configuration, a
 workload being deleted), 1 an API call failed for good. What the API returns is checked
 before use (``stop_decision``, ``owner_reference``, ``being_deleted``).

@@ -116,8 +116,9 @@ def test_rbac_is_least_privilege(objects):
         {"apiGroups": ["apps"], "resources": ["replicasets/scale"], "resourceNames": [sts["metadata"]["name"]],
          "verbs": ["get", "patch"]},
         # its ownerReference to the Job; the Job's uid and retries
+        # is it being deleted; its ownerReference (delete: OwnerReferencesPermissionEnforcement)
         {"apiGroups": ["apps"], "resources": ["replicasets"], "resourceNames": [sts["metadata"]["name"]],
-         "verbs": ["get", "patch"]},
+         "verbs": ["get", "patch", "delete"]},
         {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": [job["metadata"]["name"]], "verbs": ["get"]},
         # what the API asks of whoever sets blockOwnerDeletion on an ownerReference to the Job
         {"apiGroups": ["batch"], "resources": ["jobs/finalizers"], "resourceNames": [job["metadata"]["name"]],
