@@ -1,5 +1,6 @@
 """The job as it runs: a launcher Job that retries sensibly and frees the workers at the end,
-workers that leave within their grace period, Guaranteed QoS, no `replicas` that a re-apply
+workers that leave within their grace period, Guaranteed QoS (a Burstable daemon), a budget
+that keeps the floor, no `replicas` that a re-apply
 would reset, and two jobs (namePrefix overlays) in one namespace that never mix."""
 import shutil
 import textwrap
