@@ -21,7 +21,9 @@ side effects) and ``execute(plan)`` carries it out, in these steps (blocks until
    ``elastic.launch.console``: the training's metrics lines as a live view on a terminal,
    plain lines otherwise, Horovod's expected abort as one info line); when no rank made
    progress for ``plan.stall_timeout`` seconds it prints what each was last seen doing and
-   stops horovodrun's whole session (exit 1);
+   stops horovodrun's whole session (exit 1); when every rank of the first world exited 2
+   before any commit (``elastic.launch.badinput``: a bad training flag) it stops it at once
+   (exit 2) instead of waiting for other hosts up to ``--elastic-timeout``;
 4. at the end (always; each step runs even when one before it failed, and a SIGINT/SIGTERM
    arriving meanwhile is noted, not obeyed: this is what stops the job's processes, and
    each step has a deadline): a horovodrun still running is stopped; the host recorder is
@@ -64,6 +66,7 @@ from elastic.common.hostlist import split_host_slots
 from elastic.common.procs import tied_popen, tied_run
 from elastic.errors import ElasticError, Interrupted, LaunchError, SSHError, SyncError
 from elastic.launch import console, events, plot, timeline
+from elastic.launch.badinput import BadInputWatch
 from elastic.launch.daemon import ManagedDaemon, fetch_hosts, probe
 from elastic.launch.hvdrun import LAUNCHER_GONE_SIGNAL
 from elastic.launch.outputs import outputs_line
@@ -225,6 +228,9 @@ def execute(plan: LaunchPlan) -> int:
             watchdog = Watchdog(plan.events_file, plan.stall_timeout, lambda report: _stop_stalled(proc, report))
             cleanup.step("stopping the stall watchdog", watchdog.stop)
             watchdog.start()
+        bad_input = BadInputWatch(plan.events_file, lambda size: _stop_bad_input(proc, size))
+        cleanup.step("stopping the bad-input watch", bad_input.stop)
+        bad_input.start()
         with _SignalForwarder(proc) as forwarder:
             while True:
                 try:
@@ -234,6 +240,8 @@ def execute(plan: LaunchPlan) -> int:
                     continue
         if forwarder.received:  # ended by a signal: 128+N, whatever horovodrun made of it
             return 128 + forwarder.received[0]
+        if bad_input.fired:  # every rank of the first world exited 2: stopped at once
+            return 2
         if watchdog is not None and watchdog.fired:
             outcome.returncode = 1
         return bad_input_exit(exit_code(outcome.returncode), events.read_records(plan.events_file))
@@ -310,6 +318,13 @@ STALL_KILL_GRACE = 10.0
 def _stop_stalled(proc: subprocess.Popen, report: str) -> None:
     """The watchdog fired: say why, then stop horovodrun's session."""
     print(f"elastic-run: error: the job stalled (--stall-timeout): {report}", file=sys.stderr, flush=True)
+    _stop_session(proc)
+
+
+def _stop_bad_input(proc: subprocess.Popen, world_size: int) -> None:
+    """Every rank of the first world exited 2 before any commit: say so, stop horovodrun."""
+    print(f"elastic-run: error: all {world_size} ranks of the first world exited 2 (bad input) before any "
+          "commit: stopping", file=sys.stderr, flush=True)
     _stop_session(proc)
 
 
