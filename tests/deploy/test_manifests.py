@@ -303,3 +303,17 @@ def test_the_daemon_command_is_valid_for_its_parser(objects, monkeypatch):
     args = daemon_parser().parse_args(daemon["args"][1:])
     assert args.host == "127.0.0.1"
     assert parse_selector(args.selector).items() <= pod_labels(one(objects, "ReplicaSet")).items()
+
+
+def test_a_restarted_daemon_sidecar_keeps_what_it_prepared(objects):
+    """The sidecar's --admitted-file lies on the pod's emptyDir beside the pinned keys its
+    prepare command writes, so a restarted sidecar (restartPolicy Always) does not take every
+    worker out of /hosts while it prepares them again."""
+    daemon = container(launcher_spec(objects), "discovery-daemon")
+    path = flag(daemon["args"], "--admitted-file")
+    ssh_dir = flag(prepare_argv(objects), "--ssh-dir")
+    assert path.startswith(ssh_dir + "/")
+    mounts = {m["mountPath"]: m["name"] for m in daemon["volumeMounts"]}
+    volumes = {v["name"]: v for v in launcher_spec(objects)["volumes"]}
+    mount = next(m for m in mounts if ssh_dir.startswith(m))
+    assert "emptyDir" in volumes[mounts[mount]]
