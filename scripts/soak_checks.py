@@ -62,8 +62,10 @@ def preceding_fault(faults: Sequence[Fault], t: float | None) -> Fault | None:
     return before[-1] if before else None
 
 
-def exit_zero(code: int | None) -> Check:
-    return Check("the job finished with exit 0", code == 0, f"exit {code}")
+def exit_zero(code: int | None, last_progress: float | None = None) -> Check:
+    """``code`` 0 (None: it never ended and was stopped); ``when``: its last progress."""
+    return Check("the job finished with exit 0", code == 0,
+                 f"exit {code}" if code is not None else "no progress, stopped", None if code == 0 else last_progress)
 
 
 def samples_exactly_once(commits: Iterable[dict], dataset_size: int, epochs: int) -> Check:
