@@ -286,8 +286,8 @@ class DeviceAugment:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             hint = (" (a torchcodec built without CUDA, or nvJPEG failed to start)"
                     if self.device.type == "cuda" else "")
-            raise DeviceError(f"{where}: {type(exc).__name__}: {first}{hint}; without "
-                              "--augment-on-device the loading processes decode on the CPU"
+            raise DeviceError(f"{where}: {type(exc).__name__}: {first}{hint}; with "
+                              "--no-augment-on-device the loading processes decode on the CPU"
                               ) from exc
         if len(out[0].shape) != 3 or tuple(out[0].shape) != (3, 16, 16) or any(
                 abs(g - c) > 8 for g, c in zip(got, colour, strict=True)):

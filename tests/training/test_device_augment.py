@@ -202,7 +202,7 @@ def test_self_check_fails_with_the_cause():
     message = str(err.value)
     assert message == ("--augment-on-device cannot decode JPEGs on cuda: RuntimeError: nvjpeg: "
                        "NVJPEG_STATUS_NOT_INITIALIZED (a torchcodec built without CUDA, or nvJPEG "
-                       "failed to start); without --augment-on-device the loading processes "
+                       "failed to start); with --no-augment-on-device the loading processes "
                        "decode on the CPU")
 
     def wrong_colours(data, device):
