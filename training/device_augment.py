@@ -52,7 +52,7 @@ from typing import NamedTuple
 import torch
 from torch.utils.data import Dataset
 
-from training.datasets import IMAGENET_MEAN, IMAGENET_STD
+from training.datasets import IMAGENET_MEAN, IMAGENET_STD, upright_rgb
 from training.errors import DatasetError, DeviceError
 
 JPEG_MAGIC = b"\xff\xd8\xff"
@@ -104,7 +104,7 @@ def _decode_other(path: str, data: bytes) -> torch.Tensor:
 
     try:
         with Image.open(io.BytesIO(data)) as img:
-            rgb = np.asarray(img.convert("RGB"))
+            rgb = np.asarray(upright_rgb(img))
     except (OSError, UnidentifiedImageError) as exc:
         raise DatasetError(f"{path}: cannot decode image: {exc}") from exc
     return torch.from_numpy(rgb.copy()).permute(2, 0, 1).contiguous()
@@ -174,15 +174,16 @@ def torchcodec_decoder(data: list[torch.Tensor], device: torch.device) -> list[t
 
 
 def cpu_decode(data: torch.Tensor) -> torch.Tensor:
-    """JPEG bytes decoded with PIL (any JPEG it reads, CMYK included) as (3, H, W) uint8 RGB;
-    ``OSError`` or ``UnidentifiedImageError`` when it cannot."""
+    """JPEG bytes decoded with PIL (any JPEG it reads, CMYK included) as (3, H, W) uint8 RGB,
+    its EXIF orientation applied as torchcodec applies it; ``OSError`` or
+    ``UnidentifiedImageError`` when it cannot."""
     import io
 
     import numpy as np
     from PIL import Image
 
     with Image.open(io.BytesIO(data.numpy().tobytes())) as img:
-        rgb = np.asarray(img.convert("RGB"))
+        rgb = np.asarray(upright_rgb(img))
     return torch.from_numpy(rgb.copy()).permute(2, 0, 1).contiguous()
 
 
