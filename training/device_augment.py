@@ -54,6 +54,7 @@ from torch.utils.data import Dataset
 
 from training.datasets import IMAGENET_MEAN, IMAGENET_STD, upright_rgb
 from training.errors import DatasetError, DeviceError
+from training.jpeg_header import needs_cpu_decode
 
 JPEG_MAGIC = b"\xff\xd8\xff"
 SCALE = (0.08, 1.0)
@@ -72,7 +73,11 @@ class JpegBytesDataset(Dataset):
 
     ``__getitem__`` returns ``(image, label, path)``: for a JPEG file, its bytes as a 1-D uint8
     tensor (decoded later on the device); for any other format (PNG, BMP... in an
-    ImageFolder) the image decoded here with PIL as a 3-D uint8 tensor (C, H, W) in RGB.
+    ImageFolder), and for a JPEG whose header says CMYK, YCCK or Adobe RGB
+    (``training.jpeg_header``: nvJPEG's colour conversion expects YCbCr or grayscale and may
+    return wrong colours instead of an error; ImageNet holds ~22 CMYK JPEGs), the image
+    decoded here with PIL as a 3-D uint8 tensor (C, H, W) in RGB. The header is read here,
+    in the loading processes, not in the training process that feeds the GPU.
     An unreadable file raises ``DatasetError`` naming it.
     """
 
@@ -90,13 +95,13 @@ class JpegBytesDataset(Dataset):
         except OSError as exc:
             raise DatasetError(f"{path}: cannot read: {exc.strerror}") from exc
         target = torch.tensor(label, dtype=torch.int64)
-        if is_jpeg(data):
+        if is_jpeg(data) and not needs_cpu_decode(data):
             return torch.frombuffer(bytearray(data), dtype=torch.uint8), target, path
         return _decode_other(path, data), target, path
 
 
 def _decode_other(path: str, data: bytes) -> torch.Tensor:
-    """A non-JPEG image as a (3, H, W) uint8 tensor, decoded with PIL."""
+    """A non-JPEG (or CMYK JPEG) image as a (3, H, W) uint8 tensor, decoded with PIL."""
     import io
 
     import numpy as np
