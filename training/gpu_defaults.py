@@ -78,3 +78,14 @@ def probe(index: int) -> DeviceInfo | None:
         return None
     props = torch.cuda.get_device_properties(min(index, torch.cuda.device_count() - 1))
     return DeviceInfo(props.name, (props.major, props.minor), int(props.total_memory))
+
+
+def nccl_missing_line(gpu_path: bool, nccl_built: bool) -> str | None:
+    """The line a worker logs at start when it trains on the GPU path (CUDA, or forced on
+    the CPU) with a Horovod built without NCCL: its GPU gradients would then be staged
+    through host memory and reduced by Gloo, correct but slow, and nothing else says so."""
+    if not gpu_path or nccl_built:
+        return None
+    return ("warning: Horovod was built without NCCL: GPU tensors are copied to host memory "
+            "and reduced by Gloo (slow); build it with HOROVOD_GPU_OPERATIONS=NCCL "
+            "(images/Dockerfile does)")

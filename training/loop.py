@@ -757,6 +757,11 @@ def run(task: Task, args: TrainConfig) -> int:
 
     if gpu_path(args):
         torch.backends.cudnn.benchmark = True  # fixed input shapes: let cuDNN pick kernels
+    from training.gpu_defaults import nccl_missing_line
+
+    note = nccl_missing_line(gpu_path(args), bool(hvd.nccl_built()))
+    if note:
+        log(note)
     trainer = Trainer(task, args, flags, tracer)
     tracer.event("prepared", dynamo=dynamo_imported())
     tracer.event("init", dynamo=dynamo_imported())
