@@ -57,15 +57,17 @@ def thaw(job: Job, key: Key) -> None:
     threading.Thread(target=job.managers[key]._service._server.serve_forever, daemon=True).start()
 
 
-def _running(jobs, monkeypatch, tmp_path: Path, hosts: dict[str, int], **env: str) -> tuple[Job, Path, list[Key]]:
-    """A job over hosts whose every worker has checked in and registered its service."""
+def _running(jobs, monkeypatch, tmp_path: Path, hosts: dict[str, int], abort: Any = None,
+             **env: str) -> tuple[Job, Path, list[Key]]:
+    """A job over hosts whose every worker has checked in and registered its service; abort:
+    called by each worker told to abort (key, reason), as Job's."""
     events = tmp_path / 'events.jsonl'
     monkeypatch.setenv('HOROVOD_ELASTIC_EVENTS_FILE', str(events))
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(driver_module, 'DISCOVER_HOSTS_FREQUENCY_SECS', 0.05)
     size = sum(hosts.values())
-    job = jobs(hosts, min_np=2, max_np=size)
+    job = jobs(hosts, min_np=2, max_np=size, abort=abort)
     job.start()
     keys = [(host, slot) for host, slots in hosts.items() for slot in range(slots)]
     job.wait_ready(*keys)
@@ -84,13 +86,15 @@ def _answered_since(job: Job, keys: list[Key], since: float) -> bool:
 @pytest.mark.parametrize('layout', ['16x1', '4x4'])
 def test_four_frozen_workers_are_lost_and_no_one_else(jobs, monkeypatch, tmp_path, layout):
     """Patch 0029: four workers freeze together (four 1-slot pods on one node, or the four
-    ranks of one pod) in a world of 16. Exactly those four are lost, in one decision or a few,
-    no abort is sent to any of them, and the twelve others go on answering well past one
-    liveness timeout after the loss. Before (0008-0028): one loss per silent worker, each
-    sending aborts to the other frozen ones (2 x 2 s each) on the 8 threads the pings use;
-    the healthy workers' pings queued, they expired too: all 16 lost."""
+    ranks of one pod) in a world of 16; each healthy worker takes 1.5 s to abort (closing its
+    Gloo pairs one at a time, as a real rank does). Exactly those four are lost, in one
+    decision or a few, no abort is sent to any of them, and the twelve others go on answering
+    well past one liveness timeout after the loss. Before (0008-0028): one loss per silent
+    worker, each sending aborts to the other frozen ones (2 x 2 s each) and to the healthy
+    ones (held for their abort) on the 8 threads the pings use; the healthy workers' pings
+    queued, they expired too: all 16 lost."""
     hosts = {f'host-{i:02d}': 1 for i in range(16)} if layout == '16x1' else {f'host-{i}': 4 for i in range(4)}
-    job, events, keys = _running(jobs, monkeypatch, tmp_path, hosts)
+    job, events, keys = _running(jobs, monkeypatch, tmp_path, hosts, abort=lambda key, reason: time.sleep(1.5))
     frozen, healthy = keys[-4:], keys[:-4]
     for key in frozen:
         freeze(job, key)
