@@ -107,9 +107,9 @@ class Job:
     """One elastic-run job over the cluster's worker pods (restartable: ``start`` again)."""
 
     def __init__(self, cluster, work: Path, bin_dir: Path, root: Path, discovery_mode: str, large_mb: float,
-                 after_stop=None):
+                 after_stop=None, slots: int = 1):
         self.c, self.work, self.bin, self.root, self.after_stop = cluster, work, bin_dir, root, after_stop
-        self.mode, self.large_mb = discovery_mode, large_mb
+        self.mode, self.large_mb, self.slots = discovery_mode, large_mb, slots
         self.n = 0
         self.proc: subprocess.Popen | None = None
         self.log = self.events = Tail(work / "none")
@@ -128,6 +128,8 @@ class Job:
         for name in ("DISCOVERY_URL", "DISCOVERY_SELECTOR", "DISCOVERY_PORT"):
             env.pop(name, None)
         extra = ["-x", f"BENCH_ALLREDUCE_MB={self.large_mb:g}", "-x", "BENCH_STEP_DELAY=0"] if self.large_mb else []
+        if self.slots > 1:
+            extra += ["--slots-per-host", str(self.slots)]
         self.out = open(d / "elastic-run.log", "w")
         self.proc = subprocess.Popen(
             [str(self.bin / "elastic-run"), "--selector", "app=elastic-horovod,role=worker",
@@ -558,9 +560,180 @@ class Bench:
         self.remove_pod(victim)
         self.finish(rnd)
 
+    # -- the failure detector (Horovod patches 0029-0031) -----------------------------------
+    def pod_ranks_frozen(self) -> None:
+        """``pod-ranks-frozen``: a job of its own over 2 pods of ``POD_RANKS`` (4) slots each
+        (world 8); the ranks of the pod that is not rank 0's frozen at once (SIGSTOP to its whole
+        pid namespace), the pod left Ready. Goal: exactly 4 lost (the driver's ``worker_lost``
+        events), the other 4 train on at world size 4 ``OBSERVE_S`` after the resume."""
+        if self.job is not None:
+            self.job.stop()
+            self.job = None
+        for name in list(self.pods):
+            self.remove_pod(name)
+        rnd = Round("pod-ranks-frozen", f"the {POD_RANKS} ranks of one pod of 2, left Ready")
+        job = Job(self.c, self.work, self.bin, self.root, self.mode, 0, self.kill_strays, slots=POD_RANKS)
+        size = 2 * POD_RANKS
+        try:
+            while len(self.pods) < 2:
+                self.add_pod()
+            job.start()
+            self.job = job
+            tick, outcome = self.wait_resumed(time.time(), size)
+            if tick is None:
+                raise Aborted(f"the job of {size} ranks did not start: {outcome}")
+            victim = self.other(self.rank0()[1])
+            ip = self.ip_of(victim)
+            t_freeze = time.time()
+            self.freeze(victim)
+            tick, rnd.outcome = self.wait_resumed(t_freeze, None, below=size)
+            last = self.last_tick_before(t_freeze)
+            rnd.values |= {"resumed": tick and (tick["t"] - t_freeze) * 1000,
+                          "pause": tick and last and (tick["t"] - last) * 1000}
+            if tick is not None:
+                end = time.time() + OBSERVE_S
+                while time.time() < end and job.alive():
+                    time.sleep(0.2)
+                lost = [e for e in job.events.poll() if e.get("kind") == "worker_lost" and e.get("time", 0) > t_freeze]
+                rnd.values["ranks lost"] = float(len(lost))
+                t = job.ticks()
+                held = job.alive() and bool(t) and t[-1]["t"] > time.time() - 2.0 and t[-1]["size"] == POD_RANKS
+                others = [e for e in lost if (e.get("detail") or {}).get("host") != ip]
+                if others or len(lost) != POD_RANKS:
+                    rnd.outcome = f"recovered, but {len(lost)} ranks lost ({len(others)} on the healthy pod)"
+                elif not held:
+                    rnd.outcome = f"recovered, but not training at world size {POD_RANKS} {OBSERVE_S:.0f} s later"
+            self.remove_pod(victim)
+            self.finish(rnd)
+        finally:
+            job.stop()
+            self.job = None
+            for name in list(self.pods):
+                self.remove_pod(name)
+
+    def driver_frozen(self) -> None:
+        """``driver-frozen``: the Horovod driver (elastic-run's horovodrun process) stopped for
+        ``DRIVER_FREEZE_S`` (6 s, SIGSTOP then SIGCONT) while the world of 3 trains. Goal:
+        nobody lost, training at world size 3 ``OBSERVE_S`` after the thaw."""
+        self.settle(0)
+        assert self.job is not None and self.job.proc is not None
+        rnd = Round("driver-frozen", f"the driver stopped {DRIVER_FREEZE_S:g} s")
+        driver = driver_pid(self.job.proc.pid)
+        if driver is None:
+            raise Aborted("the job's horovodrun process was not found")
+        t_freeze = time.time()
+        os.kill(driver, signal.SIGSTOP)
+        try:
+            time.sleep(DRIVER_FREEZE_S)
+        finally:
+            os.kill(driver, signal.SIGCONT)
+        t_thaw = time.time()
+        end = t_thaw + OBSERVE_S
+        while time.time() < end and self.job.alive():
+            time.sleep(0.2)
+        lost = [e for e in self.job.events.poll() if e.get("kind") == "worker_lost" and e.get("time", 0) > t_freeze]
+        t = self.job.ticks()
+        rnd.values |= {"ranks lost": float(len(lost)), "resets after": float(len(self.job.resets(t_freeze)))}
+        if lost:
+            rnd.outcome = f"{len(lost)} ranks lost"
+        elif not (self.job.alive() and t and t[-1]["t"] > time.time() - 2.0 and t[-1]["size"] == PODS):
+            rnd.outcome = f"not training at world size {PODS} {OBSERVE_S:.0f} s after the thaw" + (
+                "" if self.job.alive() else " (job ended)")
+        self.finish(rnd)
+
+    def pod_frozen_thawed(self) -> None:
+        """``pod-frozen-thawed``: a pod (not rank 0's) frozen for ``THAW_AFTER_S`` (8 s) and
+        thawed, left Ready all along. Measured: the pause (last step before the freeze -> first
+        step of the world without it) and the seconds from the thaw until the world has a rank
+        on it again (its first ``step`` record). Goal: back within 60 s."""
+        self.settle(0)
+        assert self.job is not None
+        victim = self.other(self.rank0()[1])
+        ip = self.ip_of(victim)
+        rnd = Round("pod-frozen-thawed", f"another pod frozen {THAW_AFTER_S:g} s, left Ready")
+        ns = pod_namespace(self.c, victim)
+        t_freeze = time.time()
+        self.freeze(victim)
+        time.sleep(THAW_AFTER_S)
+        if ns is not None:
+            procs.signal_all(procs.in_namespace(ns), signal.SIGCONT)
+        self.frozen.discard(victim)
+        t_thaw = time.time()
+        tick, rnd.outcome = self.wait_resumed(t_freeze, None, below=PODS)
+        last = self.last_tick_before(t_freeze)
+        rnd.values["pause"] = tick and last and (tick["t"] - last) * 1000
+        deadline = time.monotonic() + max(self.round_timeout, THAW_BACK_GOAL_S + 30.0)
+        back = None
+        while back is None and time.monotonic() < deadline and self.job.alive():
+            for r in self.job.log.poll():
+                if r.get("ev") == "step" and r.get("host") == ip and r["t"] > t_thaw:
+                    back = r["t"]
+                    break
+            time.sleep(0.1)
+        rnd.values["back after thaw"] = back and (back - t_thaw) * 1000
+        if back is None:
+            rnd.outcome = "no rank on the thawed pod again" + ("" if self.job.alive() else " (job ended)")
+        self.finish(rnd)
+
     def close(self) -> None:
         if self.job is not None:
             self.job.stop()
+
+
+def driver_pid(root: int) -> int | None:
+    """The horovodrun process (the elastic driver) under elastic-run's process ``root``."""
+    todo, seen = [root], set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                argv = fh.read().split(b"\0")
+        except OSError:
+            continue
+        if any(a.endswith(b"horovodrun") or a == b"elastic.launch.hvdrun" for a in argv):
+            return pid
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children") as fh:
+                todo += [int(c) for c in fh.read().split()]
+        except OSError:
+            continue
+    return None
+
+
+DETECTOR_SCENARIOS = ("pod-ranks-frozen", "driver-frozen", "pod-frozen-thawed")
+POD_RANKS = 4  # pod-ranks-frozen: slots per pod
+DRIVER_FREEZE_S = 6.0  # driver-frozen: how long the driver is stopped
+THAW_AFTER_S = 8.0  # pod-frozen-thawed: how long the pod is frozen
+THAW_BACK_GOAL_S = 60.0
+
+
+def detector_report(rounds: list[Round], table) -> None:
+    """The failure detector's rounds (0029-0031) and their goals."""
+    mine = [r for r in rounds if r.scenario in DETECTOR_SCENARIOS]
+    if not mine:
+        return
+    rows = [(r.scenario, r.target, fmt(r.values.get("pause")), fmt(r.values.get("ranks lost")),
+             fmt(r.values.get("back after thaw")), r.outcome) for r in mine]
+    table("failure detector rounds (ms)", ("scenario", "hit", "pause", "ranks lost", "back after thaw", "outcome"),
+          rows)
+    goals = []
+    for r in mine:
+        v = r.values
+        if r.scenario == "pod-ranks-frozen":
+            goals.append(("4 ranks of one pod frozen: ranks lost", fmt(v.get("ranks lost")), str(POD_RANKS),
+                          "met" if r.outcome == "recovered" else f"MISSED; {r.outcome}"))
+        elif r.scenario == "driver-frozen":
+            goals.append((f"driver frozen {DRIVER_FREEZE_S:g} s: ranks lost", fmt(v.get("ranks lost")), "0",
+                          "met" if r.outcome == "recovered" else f"MISSED; {r.outcome}"))
+        else:
+            b = v.get("back after thaw")
+            goals.append((f"pod frozen {THAW_AFTER_S:g} s then thawed: back after the thaw", fmt(b),
+                          f"< {THAW_BACK_GOAL_S * 1000:.0f}",
+                          "met" if b is not None and b < THAW_BACK_GOAL_S * 1000 else f"MISSED; {r.outcome}"))
+    table("failure detector goals", ("measurement", "value", "goal", "status"), goals)
 
 
 # -- report -------------------------------------------------------------------------------
