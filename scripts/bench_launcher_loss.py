@@ -91,7 +91,7 @@ def tagged(tag: str) -> list[int]:
 
 def trainers(tag: str) -> list[int]:
     return [pid for pid, (_, e, argv) in processes().items()
-            if e.get(TAG) == tag and "training.mnist" in argv and "-m" in argv]
+            if e.get(TAG) == tag and argv[1:3] == ["-m", "training.mnist"]]
 
 
 def tree(root: int) -> list[int]:

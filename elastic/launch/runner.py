@@ -14,7 +14,12 @@ side effects) and ``execute(plan)`` carries it out, in these steps (blocks until
    second) in its own session, with ``DISCOVERY_URL`` set
    for ``discover-hosts`` and, with an identity, ssh-bootstrap's pinning ``ssh`` wrapper first
    on its PATH (``elastic.ssh.config.horovodrun_env``: checks the job's pinned host keys, keeps
-   them out of ``~/.ssh/known_hosts``); SIGINT/SIGTERM to the launcher are forwarded to it;
+   them out of ``~/.ssh/known_hosts``); before it starts, whatever earlier runs of the job
+   (``plan.job_id``) left on the hosts served then is stopped (``elastic.launch.reap``; the
+   prepare hook does the same for each host it prepares); SIGINT to the launcher is forwarded
+   to it; SIGTERM drains the training first (``_drain``: one SIGTERM to each training process,
+   which commits, rank 0 checkpoints, and leaves; up to ``plan.term_grace`` seconds), then
+   stops horovodrun's session;
    while fewer than ``plan.min_slots`` slots are served, which pods it waits for and why is
    logged (``elastic.launch.waits``); the driver's events go to ``plan.events_file``, which
    the stall watchdog follows (hvdrun's output is relayed through

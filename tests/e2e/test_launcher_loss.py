@@ -66,9 +66,10 @@ def processes() -> dict[int, tuple[int, dict[str, str], list[str]]]:
 
 
 def trainers(tag: str) -> list[int]:
-    """The run's training processes (on the pods): tagged, running training.mnist."""
+    """The run's training processes (on the pods): tagged, `python -m training.mnist` (not horovodrun,
+    whose argv holds the training command too)."""
     return [pid for pid, (_, e, argv) in processes().items()
-            if e.get(TAG) == tag and "training.mnist" in argv and "-m" in argv]
+            if e.get(TAG) == tag and argv[1:3] == ["-m", "training.mnist"]]
 
 
 def launcher_tree(root: int) -> list[int]:
@@ -233,12 +234,12 @@ def test_sigterm_to_the_launcher_checkpoints_and_the_retry_resumes_from_it(clust
         assert first["epoch"] == 1
         old.proc.send_signal(signal.SIGTERM)
         assert old.proc.wait(timeout=120) == 143, old.log()
-        assert "SIGTERM: asking the training on 2 host(s) to commit, write a checkpoint" in old.log()
-        assert "the training left on every host" in old.log(), old.log()
         found = checkpoint.latest(old.checkpoints)
         assert found is not None, f"no checkpoint written:\n{old.log()}"
         (epoch, processed), path = found
         assert epoch == 0 and processed > 0, f"not a mid-epoch checkpoint: {path.name}"
+        assert "SIGTERM: asking the training on 2 host(s) to commit, write a checkpoint" in old.log()
+        assert "the training left on every host" in old.log(), old.log()
         wait_for(lambda: not old.trainers(), GONE_TIMEOUT, "the old world to be gone")
         new = Job(cluster, tmp_path, "new")
         line = f"resuming from {path} (epoch 1, {processed} samples done)"
