@@ -12,7 +12,8 @@ child's code (128+N when the child died of signal N). Meanwhile it watches, ever
 
 - the lease: while ``HOROVOD_GLOO_RENDEZVOUS_ADDR``/``_PORT`` (Horovod sets them for every
   elastic worker: the driver's HTTP server in horovodrun) are set, a thread asks that server
-  for ``/`` every ``POLL`` s (``POLL`` s deadline); any HTTP answer renews the lease. No answer
+  for ``LEASE_PATH`` every ``POLL`` s (``POLL`` s deadline); any HTTP answer renews the lease
+  (the path is a key-value scope nobody writes: the driver answers 404 without a log line). No answer
   for N seconds (a launcher killed, a node gone with no FIN: the connections stay half-open, a
   launcher frozen) and the lease is lost. N must outlast a stalled driver (a GIL hold, a
   throttled pod: the driver tolerates 6 s stalls of its own, so N >= 15 by default; see
@@ -46,6 +47,7 @@ from collections.abc import Sequence
 DEFAULT_LEASE = 15.0
 MIN_LEASE = 5.0
 MAX_LEASE = 3600.0
+LEASE_PATH = "/elastic-run-lease/ping"
 POLL = 2.0  # seconds between two questions to the driver, and each one's deadline
 TICK = 0.5
 ADDR_ENV = "HOROVOD_GLOO_RENDEZVOUS_ADDR"
@@ -93,7 +95,7 @@ def hung_up(fds: Sequence[int]) -> bool:
 
 
 class Renewer:
-    """Asks the driver's HTTP server at ``addr:port`` for ``/`` every ``POLL`` s in a daemon
+    """Asks the driver's HTTP server at ``addr:port`` for ``LEASE_PATH`` every ``POLL`` s in a daemon
     thread; ``renewed`` is when it last answered (any status), starting at ``start()``."""
 
     def __init__(self, addr: str, port: int):
@@ -109,7 +111,7 @@ class Renewer:
         asked = time.monotonic()
         conn = http.client.HTTPConnection(self._addr, self._port, timeout=POLL)
         try:
-            conn.request("GET", "/")
+            conn.request("GET", LEASE_PATH)
             conn.getresponse().read()
         except (OSError, http.client.HTTPException):
             return False

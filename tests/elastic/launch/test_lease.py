@@ -213,3 +213,23 @@ def test_a_port_nobody_listens_on_counts_as_silence():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     assert not Renewer("127.0.0.1", port).ask()
+
+
+def test_the_drivers_own_server_answers_the_lease_quietly(caplog):
+    """The question goes to horovodrun's real rendezvous server (the elastic handler): it is
+    answered (the lease renewed) and the driver logs nothing for it. Before: ``GET /`` logged
+    ``KVStore ERROR: Invalid request path`` every 2 s per worker."""
+    import logging
+
+    from horovod.runner.elastic.rendezvous import create_rendezvous_handler
+    from horovod.runner.http.http_server import RendezvousServer
+
+    from elastic.launch.lease import Renewer
+    server = RendezvousServer()
+    port = server.start(create_rendezvous_handler(driver=None))
+    try:
+        with caplog.at_level(logging.DEBUG):
+            assert Renewer("127.0.0.1", port).ask()
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    finally:
+        server.stop()
