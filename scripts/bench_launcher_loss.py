@@ -4,10 +4,10 @@
     scripts/bench_launcher_loss.py [--project DIR]... [--signals SIGKILL,SIGSTOP,SIGTERM]
                                    [--rounds N] [--at-samples N] [--keep-logs DIR]
 
-For each project tree (``--project``, default this clone; give ``/work/main`` or any other
-clone with its own ``.venv`` for a baseline side by side) and each signal, ``--rounds`` times,
+For each project tree (``--project``, default this clone; give any other
+clone of main with its own ``.venv`` for a baseline side by side) and each signal, ``--rounds`` times,
 on a local cluster of two one-slot pods: ``elastic-run`` runs ``training.mnist --synthetic``
-(6,000 samples an epoch, batch 16, ``--commit-every 5``, ``--checkpoint-dir``) as in issue 31;
+(6,000 samples an epoch, batch 16, ``--commit-every 5``, ``--checkpoint-dir``);
 once the epoch has reached ``--at-samples`` (1,600) samples the launcher is lost:
 
 - SIGKILL: every launcher process (elastic-run and everything under it: horovodrun, the
@@ -23,7 +23,7 @@ old run is left ("old world gone"), seconds until the retry's world trains (its 
 record), the samples trained again as a share of an epoch (the old run's last progress record
 minus where the retry resumed: its "resuming from" line, else the epoch's start), and whether a
 training process of the old run was alive while one of the retry's was ("two worlds").
-Goals (issue 31): old world gone < 10 s; training again < 30 s; rollback at most one commit
+Goals: old world gone < 10 s; training again < 30 s; rollback at most one commit
 interval after SIGKILL, none after SIGTERM; never two worlds.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The launcher is a pod like any other (issue 31): elastic-run running the real elastic MNIST
+"""The launcher is a pod like any other: elastic-run running the real elastic MNIST
 training (``--checkpoint-dir``, ``--commit-every 5``) on a local cluster of two pods, and the
 launcher lost mid-training as a node loss, a drain or a retry would lose it.
 

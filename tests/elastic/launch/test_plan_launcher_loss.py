@@ -1,4 +1,4 @@
-"""The plan's part in "no second world" (issue 31): the job's identity every worker carries and
+"""The plan's part in "no second world": the job's identity every worker carries and
 the prepare hook reaps by, the lease wrapper around the training command, the SIGTERM grace;
 and their flags' bad values as one-line usage errors."""
 import json
