@@ -45,12 +45,15 @@ def _find(tag: str, skip: str | None = None) -> str:
     """A shell loop printing the pid of every process (not the shell itself) whose environment
     carries the line ``tag``; with ``skip``, only those that also belong to a run
     (``ELASTIC_RUN_ID=...``) and not to the run of the line ``skip``: a launcher's own
-    processes (elastic-run, its daemon, the prepare hook) carry no run id and are never found."""
-    test = f"e=$(tr '\\0' '\\n' < $d/environ 2>/dev/null) && printf '%s\\n' \"$e\" | grep -qx '{tag}'"
+    processes (elastic-run, its daemon, the prepare hook) carry no run id and are never found.
+    One ``grep -z`` reads every process's environment (a process per pid would fork hundreds
+    of times on a busy host); only the few it names are checked further."""
+    test = ""
     if skip:
-        test += (f" && printf '%s\\n' \"$e\" | grep -q '^{RUN_ID_ENV}='"
-                 f" && ! printf '%s\\n' \"$e\" | grep -qx '{skip}'")
-    return f"for d in /proc/[0-9]*; do p=${{d#/proc/}}; [ \"$p\" = \"$$\" ] && continue; {test} && echo $p; done"
+        test = (f" grep -qz '^{RUN_ID_ENV}=' \"$f\" 2>/dev/null || continue;"
+                f" grep -qxzF -- '{skip}' \"$f\" 2>/dev/null && continue;")
+    return (f"for f in $(grep -lxzF -- '{tag}' /proc/[0-9]*/environ 2>/dev/null); do p=${{f#/proc/}}; "
+            f"p=${{p%/environ}}; [ \"$p\" = \"$$\" ] && continue;{test} echo $p; done")
 
 
 def _check(name: str, value: str) -> str:
@@ -90,7 +93,7 @@ def term_command(run_id: str, wait: float) -> str:
     find = _find(tag)
     steps = max(1, int(wait * 10))
     root = (f"pp=$(sed -n 's/^PPid:[[:space:]]*//p' /proc/$p/status 2>/dev/null); "
-            f"tr '\\0' '\\n' < /proc/$pp/environ 2>/dev/null | grep -qx '{tag}' || roots=\"$roots $p\"")
+            f"grep -qxzF -- '{tag}' /proc/$pp/environ 2>/dev/null || roots=\"$roots $p\"")
     return (f"pids=$({find}); [ -z \"$pids\" ] && exit 0; roots=''; for p in $pids; do {root}; done; "
             f"[ -n \"$roots\" ] && kill -TERM $roots 2>/dev/null; "
             f"i=0; while [ $i -lt {steps} ]; do pids=$({find}); [ -z \"$pids\" ] && exit 0; "
