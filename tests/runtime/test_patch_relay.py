@@ -178,9 +178,9 @@ def test_an_elastic_job_whose_output_nobody_reads_trains_on_and_grows(tmp_path):
     their prints and the discovery script's output was never read (the world never grew)."""
     me = socket.gethostname()
     script, hosts, _ = discovery_script(tmp_path, "localhost:1\n127.0.0.1:1\n")
-    log, stop_file = tmp_path / "relay.jsonl", tmp_path / "stop"
+    log, stop_file, events = tmp_path / "relay.jsonl", tmp_path / "stop", tmp_path / "events.jsonl"
     env = run_env(RELAY_LOG=str(log), RELAY_STOP=str(stop_file), HOROVOD_OUTPUT_BUFFER_BYTES=str(256 * 1024),
-                  HOROVOD_GLOO_TIMEOUT_SECONDS="120")
+                  HOROVOD_GLOO_TIMEOUT_SECONDS="120", HOROVOD_ELASTIC_EVENTS_FILE=str(events))
     proc = subprocess.Popen([HOROVODRUN, "-np", "2", "--min-np", "2", "--max-np", "3",
                              "--host-discovery-script", str(script), "--network-interface", "lo",
                              "--elastic-timeout", "120", sys.executable, str(HERE / "relay_job.py")],
@@ -190,6 +190,10 @@ def test_an_elastic_job_whose_output_nobody_reads_trains_on_and_grows(tmp_path):
 
     def steps(size: int, since: float = 0.0) -> int:
         return sum(1 for r in read_log(log) if r["size"] == size and r["time"] > since)
+
+    def driver_events() -> str:
+        return "the driver's last events:\n" + "\n".join(
+            str(r) for r in read_log(events) if r["kind"] != "progress")[-3000:]
 
     def running() -> None:
         if proc.poll() is not None:
@@ -202,7 +206,7 @@ def test_an_elastic_job_whose_output_nobody_reads_trains_on_and_grows(tmp_path):
         hosts.write_text(f"localhost:1\n127.0.0.1:1\n{me}:1\n")
         wait_for(lambda: steps(3) >= 20, 240,
                  "the world to grow to 3 and train, stdout unread (before 0038: the ranks block in print, "
-                 "the discovery script's output is never read)", alive=running)
+                 "the discovery script's output is never read)", alive=running, detail=driver_events)
         wait_for(lambda: max(r["time"] for r in read_log(log)) > blocked + 30, 120,
                  "30 s of training with stdout unread", alive=running)
         assert queued(proc.stdout) >= PIPE_FULL  # nobody has read it
@@ -218,6 +222,8 @@ def test_an_elastic_job_whose_output_nobody_reads_trains_on_and_grows(tmp_path):
         for rank in range(3):
             assert f"<stdout>:done {rank}" in text, text[-3000:]
     finally:
-        if err is None and proc.stderr is not None:
-            proc.stderr.close()
         stop(proc)
+        if err is not None:
+            err.thread.join(30)
+        if proc.stderr is not None:
+            proc.stderr.close()
