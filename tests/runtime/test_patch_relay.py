@@ -60,6 +60,20 @@ while True:
     time.sleep(0.001)
 """
 
+# leaves a process of its own session holding its stdout and stderr, then waits; pids in
+# $RELAY_DIR/escaped.<rank> and pid.<rank>
+ESCAPES = """
+import os, subprocess, sys, time
+d, rank = os.environ["RELAY_DIR"], os.environ["HOROVOD_RANK"]
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+with open(f"{d}/escaped.{rank}", "w") as f:
+    f.write(str(child.pid))
+with open(f"{d}/pid.{rank}", "w") as f:
+    f.write(str(os.getpid()))
+print("ready", flush=True)
+time.sleep(600)
+"""
+
 
 class Reader:
     """Drains a pipe into memory in a thread of its own (once started)."""
@@ -227,3 +241,31 @@ def test_an_elastic_job_whose_output_nobody_reads_trains_on_and_grows(tmp_path):
             err.thread.join(30)
         if proc.stderr is not None:
             proc.stderr.close()
+
+
+@pytest.mark.timeout(300)
+def test_sigterm_ends_horovodrun_within_its_deadline_whatever_it_waits_for(tmp_path):
+    """Each rank leaves a process in a session of its own holding its stdout (a daemon it
+    started), so after the ranks are ended their output never reaches EOF and horovodrun
+    would wait for it for good. SIGTERM to horovodrun: at HOROVOD_SHUTDOWN_DEADLINE_SECONDS
+    (5 here) it kills what it still waits for, says so, and exits 143 (128 + SIGTERM). Before
+    0039 (0037 and 0038 included) it waited for that output forever (this test: 120 s)."""
+    proc = run_static(tmp_path, ESCAPES, HOROVOD_SHUTDOWN_DEADLINE_SECONDS="5")
+    out = Reader(proc.stdout).start()
+    escaped: list[int] = []
+    try:
+        wait_for(lambda: len(list(tmp_path.glob("pid.*"))) == 2 and out.text().count("<stdout>:ready") == 2, 180,
+                 "both ranks to start their daemons", detail=out.text)
+        escaped = [int(p.read_text()) for p in tmp_path.glob("escaped.*")]
+        ranks = [int(p.read_text()) for p in tmp_path.glob("pid.*")]
+        os.kill(proc.pid, signal.SIGTERM)
+        wait_for(lambda: proc.poll() is not None, 120,
+                 "horovodrun to exit at its shutdown deadline (before 0039: never)", detail=out.text)
+        assert proc.returncode == 128 + signal.SIGTERM, out.text()
+        assert all(pid_gone(p) for p in ranks)
+        wait_for(lambda: "still running 5 s after SIGTERM" in out.text(), 30, "the line saying why it exits",
+                 detail=out.text)
+    finally:
+        for pid in escaped:
+            kill_quietly(pid)
+        stop(proc)
