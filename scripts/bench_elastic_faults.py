@@ -23,12 +23,13 @@ see below):
   (``HOROVOD_ELASTIC_LEAVE_GRACE_SECONDS``, 5 s). Goal: no reset (driver ``reset`` events).
 - ``invalid-utf8``: every rank prints a line per step (a training log, ``BENCH_PRINT``) and
   rank 1 writes one line that is not UTF-8; 5 s later a pod is added. Observed for
-  ``RELAY_WINDOW_S`` (30 s): the job goes on (rank 0's steps, the longest pause), the
+  ``RELAY_WINDOW_S`` (30 s), or until the added pod trains if later (at most the round
+  timeout; "window"): the job goes on (rank 0's steps, the longest pause), the
   output after the bad line still arrives (rank lines in elastic-run's output after it),
   the added pod trains (Ready -> its first step, its imports included). Goal: no pause over
   5 s, the pod joins.
-- ``output-blocked``: the same chatty job, but nobody reads elastic-run's stdout for
-  ``RELAY_WINDOW_S`` (30 s): its pipe fills, then horovodrun's; a pod added 5 s in. Goal as
+- ``output-blocked``: the same chatty job, but nobody reads elastic-run's stdout for the
+  window (30 s at least): its pipe fills, then horovodrun's; a pod added 5 s in. Goal as
   above; then the output is read again and the job must still train.
   Both run a job of their own (restarted for the next scenario).
 - ``kill-large``: a job whose every step allreduces a 64 MB tensor (bench_elastic_job.py,
@@ -620,9 +621,13 @@ class Bench:
             garble.touch()
         time.sleep(RELAY_JOIN_AFTER_S)
         pod, ip, t_ready = self.add_pod()
+        # the window: RELAY_WINDOW_S, or longer until the added pod trains (its imports are
+        # slow under load), so that its join falls inside it (stdout still unread)
+        step, outcome = self.wait_step(ip, t_ready)
         end = t0 + RELAY_WINDOW_S
         while time.time() < end and job.alive():
             time.sleep(0.2)
+        rnd.values["window"] = (time.time() - t0) * 1000
         t = [r["t"] for r in job.ticks_after(t0)]
         last = self.last_tick_before(t0)
         seq = ([last] if last else []) + t
@@ -631,7 +636,6 @@ class Bench:
         rnd.values |= {"steps in window": float(len(t)), "longest pause": max(gaps) * 1000}
         if blocked and job.alive():
             job.drain()
-        step, outcome = self.wait_step(ip, t_ready)
         rnd.values["join"] = step and (step - t_ready) * 1000
         if not job.alive():
             rnd.outcome = f"job ended (exit {job.proc.returncode if job.proc else '?'})"
@@ -661,7 +665,7 @@ class Bench:
 
 # -- report -------------------------------------------------------------------------------
 OTHER = ("ranks lost", "resets", "resets after", "workers started on it", "join", "delay", "detection",
-         "trained without it", "step", "steps in window", "lines after", "dropped")
+         "trained without it", "step", "window", "steps in window", "lines after", "dropped")
 
 
 def fmt(x: float | None) -> str:
