@@ -21,10 +21,12 @@ see below):
   start, as every world that adds a host waits for it: goal <= detection + J0.
 - ``flap``: a pod (not rank 0's) marked NotReady and Ready again within the leave grace
   (``HOROVOD_ELASTIC_LEAVE_GRACE_SECONDS``, 5 s). Goal: no reset (driver ``reset`` events).
-- ``invalid-utf8``: every rank prints a line per step (a training log, ``BENCH_PRINT``) and
+- ``invalid-utf8``: every rank prints an 8 KB line per step (a chatty training log,
+  ``BENCH_PRINT``) and
   rank 1 writes one line that is not UTF-8; 5 s later a pod is added. Observed for
   ``RELAY_WINDOW_S`` (30 s), or until the added pod trains if later (at most the round
-  timeout; "window"): the job goes on (rank 0's steps, the longest pause), the
+  timeout; "window"): the job goes on (rank 0's steps, the longest pause but for the reset
+  that takes the pod in: "join pause"), the
   output after the bad line still arrives (rank lines in elastic-run's output after it),
   the added pod trains (Ready -> its first step, its imports included). Goal: no pause over
   5 s, the pod joins.
@@ -78,6 +80,9 @@ NOTREADY_AFTER_S = 0.5  # freeze-notready: the NotReady mark this long after the
 COOLDOWN = ("2", "4")
 RELAY_WINDOW_S = 30.0  # invalid-utf8, output-blocked: how long the job is watched (stdout unread)
 RELAY_JOIN_AFTER_S = 5.0  # ... and when in that window a pod is added
+# ... and how long each rank's line a step is: 8 KB x 20 steps/s per rank outgrows ssh's
+# channel window and the pipes in about 15 s when nobody reads
+RELAY_LINE_BYTES = 8192
 JOB_IDS = itertools.count(1)  # each job (and restart) logs into job-<n>/
 
 
@@ -610,7 +615,7 @@ class Bench:
         work.mkdir(parents=True, exist_ok=True)
         garble = work / f"garble-{time.time():.0f}"
         self.job = Job(self.c, self.work, self.bin, self.root, self.mode, 0, self.kill_strays)
-        self.job.extra_x = ["BENCH_PRINT=1"] + ([] if blocked else [f"BENCH_GARBLE={garble}"])
+        self.job.extra_x = [f"BENCH_PRINT={RELAY_LINE_BYTES}"] + ([] if blocked else [f"BENCH_GARBLE={garble}"])
         self.job.pipe_stdout = blocked
         self.settle(0)
         job = self.job
@@ -628,12 +633,16 @@ class Bench:
         while time.time() < end and job.alive():
             time.sleep(0.2)
         rnd.values["window"] = (time.time() - t0) * 1000
-        t = [r["t"] for r in job.ticks_after(t0)]
+        ticks = job.ticks_after(t0)
+        t = [r["t"] for r in ticks]
         last = self.last_tick_before(t0)
-        seq = ([last] if last else []) + t
-        gaps = [b - a for a, b in zip(seq, seq[1:], strict=False)]
-        gaps.append(time.time() - seq[-1] if seq else RELAY_WINDOW_S)  # the last step -> the window's end
-        rnd.values |= {"steps in window": float(len(t)), "longest pause": max(gaps) * 1000}
+        seq = ([(last, PODS)] if last else []) + [(r["t"], r["size"]) for r in ticks]
+        # the join's own pause (the reset that takes the pod in) apart from the others
+        gaps = [b - a for (a, sa), (b, sb) in zip(seq, seq[1:], strict=False) if sa == sb]
+        joined = [b - a for (a, sa), (b, sb) in zip(seq, seq[1:], strict=False) if sa != sb]
+        gaps.append(time.time() - seq[-1][0] if seq else RELAY_WINDOW_S)  # the last step -> the window's end
+        rnd.values |= {"steps in window": float(len(t)), "longest pause": max(gaps) * 1000,
+                       "join pause": max(joined) * 1000 if joined else None}
         if blocked and job.alive():
             job.drain()
         rnd.values["join"] = step and (step - t_ready) * 1000
@@ -665,7 +674,7 @@ class Bench:
 
 # -- report -------------------------------------------------------------------------------
 OTHER = ("ranks lost", "resets", "resets after", "workers started on it", "join", "delay", "detection",
-         "trained without it", "step", "window", "steps in window", "lines after", "dropped")
+         "trained without it", "step", "window", "steps in window", "join pause", "lines after", "dropped")
 
 
 def fmt(x: float | None) -> str:

@@ -12,7 +12,8 @@ $BENCH_LOG at the moments a join or a leave is made of (unix time "t", "ev", "ho
   tick      with $BENCH_TICKS=1, rank 0 after every step ("t0": when the step's large
             allreduce began, with $BENCH_ALLREDUCE_MB): the fault rounds' pause measurements
 
-With $BENCH_PRINT=1 every rank prints a line per step to stdout (a training log); with
+With $BENCH_PRINT=N every rank prints a line per step to stdout (a training log), padded to
+N characters when N > 1; with
 $BENCH_GARBLE=PATH, once PATH exists, rank 1 writes one line that is not UTF-8 to stdout
 (and a marker record "garbled" to $BENCH_LOG).
 
@@ -52,7 +53,8 @@ stop = os.environ["BENCH_STOP"]
 ticks = os.environ.get("BENCH_TICKS") == "1"
 big_mb = float(os.environ.get("BENCH_ALLREDUCE_MB", "0"))
 big = torch.ones(int(big_mb * (1 << 20) / 4)) if big_mb > 0 else None
-chatty = os.environ.get("BENCH_PRINT") == "1"
+chatty = int(os.environ.get("BENCH_PRINT") or "0")
+pad = "." * max(0, chatty - 60)
 garble = os.environ.get("BENCH_GARBLE")
 garbled = []
 
@@ -76,7 +78,7 @@ def train(state):
             stepped_at = hvd.size()
             emit("step", size=hvd.size(), rank=hvd.rank(), step=state.step)
         if chatty:
-            print(f"step {state.step} rank {hvd.rank()} size {hvd.size()} loss {loss.item():.6f}", flush=True)
+            print(f"step {state.step} rank {hvd.rank()} size {hvd.size()} loss {loss.item():.6f} {pad}", flush=True)
         if garble and not garbled and hvd.rank() == 1 and os.path.exists(garble):
             garbled.append(True)
             os.write(1, b"caf\xe9 \xff\xfe not utf-8\n")
