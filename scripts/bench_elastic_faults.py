@@ -653,6 +653,10 @@ class Bench:
         elif max(gaps) > 5.0:
             rnd.outcome = "recovered, but training paused"
         if blocked:
+            # what was queued comes first, then the count of what did not fit (if anything)
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and job.alive() and "bytes of output dropped" not in job.output():
+                time.sleep(0.5)
             rnd.values["dropped"] = float(sum(int(m) for m in re.findall(
                 r"(\d+) bytes of output dropped", job.output())))
         else:
