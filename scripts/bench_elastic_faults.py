@@ -34,6 +34,16 @@ see below):
   window (30 s at least): its pipe fills, then horovodrun's; a pod added 5 s in. Goal as
   above; then the output is read again and the job must still train.
   Both run a job of their own (restarted for the next scenario).
+- ``busy-rank0``: rank 0 works ``BUSY_S`` (20) s outside any collective (a checkpoint saved
+  and computing, again and again: bench_elastic_job.py's $BENCH_BUSY_TRIGGER), and meanwhile
+  another rank's process is SIGKILLed. Goal: nobody else is lost (exactly one rank fewer when
+  training resumes, no ``worker_lost`` for rank 0's host), however long rank 0 stays out of
+  its collectives (the registration barrier's deadline is 15 s).
+- ``join-siblings``: two pods added together, the second with a set-up of ``SLOW_S`` (30) s
+  more before hvd.init() (bench_elastic_job.py's $BENCH_SLOW_HOSTS). Figures: each one's
+  Ready -> its first step, and how long before the second the first stepped ("ahead"). Goal:
+  the first joins without waiting for the second's set-up (ahead > ``SLOW_S`` / 2; the
+  driver's sibling wait is 5 s; before it, both joined in one reset: ahead ~ 0).
 - ``kill-large``: a job whose every step allreduces a 64 MB tensor (bench_elastic_job.py,
   ``BENCH_ALLREDUCE_MB``, no delay between steps, so a kill lands mid-transfer), and a random
   rank's process SIGKILLed. Goal: training resumes within 2 s of the kill, no pause over 2 s.
@@ -70,7 +80,9 @@ from localcluster import procs
 from localcluster.errors import ClusterError, LocalClusterError, NotFound
 
 SCENARIOS = ("freeze-notready", "freeze-ready", "frozen-coordinator", "flap", "kill-large", "invalid-utf8",
-             "output-blocked")
+             "output-blocked", "busy-rank0", "join-siblings")
+BUSY_S = 20.0  # busy-rank0: how long rank 0 works outside collectives
+SLOW_S = 30.0  # join-siblings: the second joiner's extra set-up
 PODS = 3  # one slot each: the world size the rounds start from
 LARGE_PODS = 4  # kill-large: the world size after each restore
 OBSERVE_S = 10.0  # freeze-ready: how long after the resume the job must still train
@@ -146,6 +158,7 @@ class Job:
         d = self.work / f"job-{self.n}"
         d.mkdir(parents=True, exist_ok=True)
         log, events, self.stopfile = d / "job.jsonl", d / "driver-events.jsonl", d / "stop"
+        self.busy_trigger, self.slow_hosts = d / "busy", d / "slow-hosts"
         self.log, self.events = Tail(log), Tail(events)
         self._ticks, self._seen = [], 0
         env = dict(os.environ, PATH=f"{self.bin}:{os.environ.get('PATH', '')}", PYTHONUNBUFFERED="1")
@@ -166,6 +179,8 @@ class Job:
              "--blacklist-cooldown-range", *COOLDOWN, "--discovery-mode", self.mode,
              "--events-file", str(events), "-x", "OMP_NUM_THREADS=1", "-x", f"BENCH_LOG={log}",
              "-x", f"BENCH_STOP={self.stopfile}", "-x", "BENCH_TICKS=1", *extra,
+             "-x", f"BENCH_BUSY_TRIGGER={self.busy_trigger}", "-x", f"BENCH_BUSY_SECONDS={BUSY_S:g}",
+             "-x", f"BENCH_SLOW_HOSTS={self.slow_hosts}", "-x", f"BENCH_SLOW_SECONDS={SLOW_S:g}",
              "--", sys.executable, str(self.root / "scripts" / "bench_elastic_job.py")],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE if self.pipe_stdout else self.out,
             stderr=self.out if self.pipe_stdout else subprocess.STDOUT, env=env, start_new_session=True)
@@ -786,6 +801,55 @@ class Bench:
         self.finish(rnd)
         job.stop()
         self.job = None  # the next scenario starts a plain job
+    def busy_rank0(self) -> None:
+        self.settle(0)
+        assert self.job is not None
+        ip0 = self.rank0()[1]
+        victim = self.other(ip0)
+        rnd = Round("busy-rank0", f"rank 0 busy {BUSY_S:g} s outside collectives, another rank killed")
+        self.job.busy_trigger.touch()
+        marker = Path(f"{self.job.busy_trigger}.busy")
+        deadline = time.monotonic() + self.round_timeout
+        while not marker.exists() and time.monotonic() < deadline and self.job.alive():
+            time.sleep(0.05)
+        if not marker.exists():
+            raise Aborted("rank 0 did not start its work outside collectives")
+        t_kill = time.time()
+        if not kill_rank(self.c, victim):
+            raise Aborted(f"no training process found in pod {victim}")
+        self.round_timeout += BUSY_S
+        try:
+            tick, rnd.outcome = self.wait_resumed(t_kill, None, below=PODS)
+        finally:
+            self.round_timeout -= BUSY_S
+        self.lost(rnd, tick, PODS)
+        lost = [e for e in self.job.events.poll() if e.get("kind") == "worker_lost" and e.get("time", 0) > t_kill]
+        rank0_lost = any((e.get("detail") or {}).get("host") == ip0 for e in lost)
+        rnd.values |= {"resumed": tick and (tick["t"] - t_kill) * 1000, "rank 0 lost": float(rank0_lost),
+                      "barrier busy": float(len([e for e in self.job.events.poll()
+                                                 if e.get("kind") == "barrier_busy" and e.get("time", 0) > t_kill]))}
+        if rank0_lost:
+            rnd.outcome = "recovered, but the busy rank 0 was lost"
+        self.remove_pod(victim)
+        self.finish(rnd)
+
+    def join_siblings(self) -> None:
+        self.settle(0)
+        assert self.job is not None
+        rnd = Round("join-siblings", f"2 pods added, the second with {SLOW_S:g} s more set-up")
+        fast, ip_fast, t_fast = self.add_pod()
+        slow, ip_slow, t_slow = self.add_pod()
+        self.job.slow_hosts.write_text(ip_slow + "\n")
+        step_fast, rnd.outcome = self.wait_step(ip_fast, t_fast)
+        step_slow, outcome = self.wait_step(ip_slow, t_slow) if step_fast is not None else (None, "")
+        if step_fast is not None and step_slow is None:
+            rnd.outcome = f"slow sibling: {outcome}"
+        rnd.values |= {"join": step_fast and (step_fast - t_fast) * 1000,
+                      "join, slow sibling": step_slow and (step_slow - t_slow) * 1000,
+                      "ahead": step_fast and step_slow and (step_slow - step_fast) * 1000}
+        self.remove_pod(fast, grace=None)
+        self.remove_pod(slow, grace=None)
+        self.finish(rnd)
 
     def close(self) -> None:
         if self.job is not None:
@@ -850,7 +914,8 @@ def detector_report(rounds: list[Round], table) -> None:
 
 # -- report -------------------------------------------------------------------------------
 OTHER = ("ranks lost", "resets", "resets after", "workers started on it", "join", "delay", "detection",
-         "trained without it", "step", "window", "steps in window", "join pause", "lines after", "dropped")
+         "trained without it", "step", "window", "steps in window", "join pause", "lines after", "dropped",
+         "rank 0 lost", "barrier busy", "join, slow sibling", "ahead")
 
 
 def fmt(x: float | None) -> str:
@@ -923,6 +988,14 @@ def report(rounds: list[Round], table, grace: float) -> None:
                       else f"MISSED; {r.outcome}"))
         goals.append((f"{what}: a pod added meanwhile trains (Ready -> first step, its imports included)",
                       fmt(join), "trains", "met" if join is not None else "MISSED"))
+    for r in by["busy-rank0"]:
+        n = r.values.get("ranks lost")
+        goals.append((f"rank 0 busy {BUSY_S:g} s outside collectives + a kill: ranks lost", fmt(n), "1",
+                      "met" if n == 1 and r.outcome == "recovered" else f"MISSED; {r.outcome}"))
+    for r in by["join-siblings"]:
+        a = r.values.get("ahead")
+        goals.append((f"join beside a sibling with {SLOW_S:g} s more set-up: steps before it by", fmt(a),
+                      f"> {SLOW_S * 500:.0f}", "met" if a is not None and a > SLOW_S * 500 else f"MISSED; {r.outcome}"))
     table("fault goals", ("measurement", "ms", "goal ms", "status"), goals)
     print("goal: training resumes < 2 s after a NotReady mark or a kill, < 5 s after a freeze Kubernetes "
           "never reports; no pause > 2 s mid large allreduce; a flap costs no reset; a frozen coordinator "

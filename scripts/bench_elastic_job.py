@@ -11,6 +11,8 @@ $BENCH_LOG at the moments a join or a leave is made of (unix time "t", "ev", "ho
   step      the first step at a world size this process had not stepped at before
   tick      with $BENCH_TICKS=1, rank 0 after every step ("t0": when the step's large
             allreduce began, with $BENCH_ALLREDUCE_MB): the fault rounds' pause measurements
+  busy      rank 0 starts its work outside collectives ($BENCH_BUSY_TRIGGER, below)
+  idle      ... and ends it
 
 With $BENCH_PRINT=N every rank prints a line per step to stdout (a training log), padded to
 N characters when N > 1; with
@@ -20,7 +22,11 @@ $BENCH_GARBLE=PATH, once PATH exists, rank 1 writes one line that is not UTF-8 t
 It trains a tiny model forever (an allreduce and a commit per step, $BENCH_STEP_DELAY s
 apart), until $BENCH_STOP exists. With $BENCH_ALLREDUCE_MB=N each step also allreduces an
 N MB float32 tensor (hvd.allreduce, one message: a rank killed mid-send leaves its peers in a
-large transfer), while the state to sync stays tiny.
+large transfer), while the state to sync stays tiny. When the file $BENCH_BUSY_TRIGGER
+exists, rank 0, after its next commit, works $BENCH_BUSY_SECONDS (20) s outside any collective
+(saves a checkpoint and computes, again and again: a rank-0-only checkpoint or evaluation),
+once. A process on a host listed in the file $BENCH_SLOW_HOSTS (one per line, read after the
+imports) sleeps $BENCH_SLOW_SECONDS (30) s before hvd.init(): a joiner with a long set-up.
 """
 import json
 import os
@@ -42,6 +48,9 @@ import horovod.torch as hvd  # noqa: E402
 import torch  # noqa: E402
 
 emit("imported")
+slow_hosts = os.environ.get("BENCH_SLOW_HOSTS")
+if slow_hosts and os.path.exists(slow_hosts) and HOST in open(slow_hosts).read().split():
+    time.sleep(float(os.environ.get("BENCH_SLOW_SECONDS", "30")))
 hvd.init()
 emit("init", size=hvd.size(), rank=hvd.rank())
 model = torch.nn.Linear(8, 1)
@@ -57,6 +66,22 @@ chatty = int(os.environ.get("BENCH_PRINT") or "0")
 pad = "." * max(0, chatty - 60)
 garble = os.environ.get("BENCH_GARBLE")
 garbled = []
+busy_trigger = os.environ.get("BENCH_BUSY_TRIGGER")
+busy_seconds = float(os.environ.get("BENCH_BUSY_SECONDS", "20"))
+
+
+def busy():
+    """Rank 0's work outside collectives, once: a checkpoint saved and computing, for busy_seconds."""
+    import tempfile
+    open(busy_trigger + ".busy", "w").close()
+    emit("busy")
+    payload = {"model": model.state_dict(), "ballast": torch.zeros(1 << 20)}
+    end = time.monotonic() + busy_seconds
+    with tempfile.TemporaryDirectory() as tmp:
+        while time.monotonic() < end:
+            torch.save(payload, os.path.join(tmp, "checkpoint.pt"))
+            torch.mm(torch.ones(128, 128), torch.ones(128, 128))
+    emit("idle")
 
 
 @hvd.elastic.run
@@ -84,6 +109,9 @@ def train(state):
             os.write(1, b"caf\xe9 \xff\xfe not utf-8\n")
             emit("garbled", size=hvd.size(), rank=1, step=state.step)
         state.commit()
+        if busy_trigger and hvd.rank() == 0 and os.path.exists(busy_trigger) \
+                and not os.path.exists(busy_trigger + ".busy"):
+            busy()
         time.sleep(delay)
 
 emit("built")

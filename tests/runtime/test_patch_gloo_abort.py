@@ -166,8 +166,8 @@ def test_an_abort_frees_ranks_caught_mid_send_of_a_large_tensor(tmp_path):
 @pytest.mark.timeout(300)
 def test_an_abort_during_init_fails_the_init_at_once(tmp_path):
     """0015: rank 1 stops before hvd.init, so rank 0's init waits in the rendezvous for it.
-    With HOROVOD_GLOO_ABORT_DURING_INIT=1 (off by default: until aborts carry their world,
-    an abort for the previous world would fail the next world's init), the aborted init
+    With HOROVOD_GLOO_ABORT_DURING_INIT=1 (the default since 0033; set here so that the test
+    shows 0015 on its own; 0033's default: tests/runtime/test_patch_joins.py), the aborted init
     must fail within PROMPT s with HorovodInternalError (recoverable, as a failed
     collective), not wait out the Gloo timeout and end the process (std::terminate from the
     background thread, as stock Horovod does)."""

@@ -1,0 +1,110 @@
+"""An elastic horovod.torch job for tests/runtime/test_patch_joins.py (the barrier deadline, a
+joiner taken in at --min-np, sibling joiners).
+
+Every rank trains ``Linear(4, 1)`` until the file $JOINS_STOP exists (rank 0 broadcasts it each
+step, so every rank ends at the same step), one commit per step, and appends JSON lines to
+$JOINS_LOG ("ev", "time", "host", "slot", "pid", and "size", "rank", "step" where they apply):
+
+  start        the script runs (before any import)
+  init_called  hvd.init() is called next (the script's own set-up before it is done)
+  init         hvd.init() returned: this process is in a world
+  step         every step (after the optimizer step, before the commit)
+  busy / idle  the busy rank (below) starts and ends its work outside collectives
+
+Each process writes its pid to ``$JOINS_LOG.pid.<host>.<slot>`` once it has initialized.
+
+Knobs (all optional):
+- $JOINS_BEFORE_INIT: ``host:slot=sleep:S`` or ``host:slot=exit:CODE`` entries separated by
+  ``;``: a joiner (started while the world trains, $HOROVOD_ELASTIC_JOINING=1) on that slot
+  sleeps (a long set-up) or exits (a set-up that fails) before hvd.init(); workers that are no
+  joiners start at once;
+- $JOINS_BUSY_HOST / $JOINS_BUSY_AT_STEP / $JOINS_BUSY_SECONDS: the rank on that host, after
+  its commit of that step, works that long outside any collective (writes a checkpoint with
+  torch.save and computes, again and again: rank 0 saving or evaluating), once (its pid goes
+  to ``$JOINS_LOG.busy`` first);
+- $JOINS_STEP_SECONDS: a pause in every step (0.05 by default).
+"""
+
+import json
+import os
+import socket
+import sys
+import tempfile
+import time
+
+T_START = time.time()
+LOG_PATH = os.environ["JOINS_LOG"]
+LOG = open(LOG_PATH, "a", buffering=1)
+HOST = os.environ.get("HOROVOD_HOSTNAME", socket.gethostname())
+SLOT = int(os.environ.get("HOROVOD_LOCAL_RANK", "0"))
+JOINER = os.environ.get("HOROVOD_ELASTIC_JOINING") == "1"
+
+
+def emit(ev, **fields):
+    LOG.write(json.dumps({"ev": ev, "time": time.time() if ev != "start" else T_START, "host": HOST,
+                          "slot": SLOT, "pid": os.getpid(), "joiner": JOINER, **fields}) + "\n")
+
+
+def write_atomically(path, text):
+    with open(path + ".tmp", "w") as out:
+        out.write(text)
+    os.rename(path + ".tmp", path)
+
+
+emit("start")
+import horovod.torch as hvd  # noqa: E402
+import torch  # noqa: E402
+
+BEFORE_INIT = dict(entry.split("=", 1) for entry in os.environ.get("JOINS_BEFORE_INIT", "").split(";") if entry)
+if JOINER and f"{HOST}:{SLOT}" in BEFORE_INIT:
+    what, _, arg = BEFORE_INIT[f"{HOST}:{SLOT}"].partition(":")
+    if what == "exit":
+        sys.exit(int(arg))
+    time.sleep(float(arg))
+STEP_SECONDS = float(os.environ.get("JOINS_STEP_SECONDS", "0.05"))
+STOP = os.environ["JOINS_STOP"]
+BUSY_HOST = os.environ.get("JOINS_BUSY_HOST")
+BUSY_AT = int(os.environ.get("JOINS_BUSY_AT_STEP", "20"))
+BUSY_SECONDS = float(os.environ.get("JOINS_BUSY_SECONDS", "0"))
+
+emit("init_called")
+hvd.init()
+emit("init", size=hvd.size(), rank=hvd.rank())
+write_atomically(f"{LOG_PATH}.pid.{HOST}.{SLOT}", str(os.getpid()))
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 1)
+optimizer = hvd.DistributedOptimizer(
+    torch.optim.SGD(model.parameters(), lr=0.01), named_parameters=model.named_parameters()
+)
+state = hvd.elastic.TorchState(model=model, optimizer=optimizer, step=0)
+
+
+def busy(seconds):
+    """Work outside any collective for seconds: save a checkpoint and compute, again and again."""
+    write_atomically(LOG_PATH + ".busy", str(os.getpid()))
+    emit("busy")
+    payload = {"model": model.state_dict(), "ballast": torch.zeros(1 << 20)}
+    end = time.monotonic() + seconds
+    with tempfile.TemporaryDirectory() as tmp:
+        while time.monotonic() < end:
+            torch.save(payload, os.path.join(tmp, "checkpoint.pt"))
+            torch.mm(torch.ones(128, 128), torch.ones(128, 128))
+    emit("idle")
+
+
+@hvd.elastic.run
+def train(state):
+    while not hvd.broadcast_object(os.path.exists(STOP), root_rank=0, name="joins.stop"):
+        loss = model(torch.ones(8, 4)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        state.step += 1
+        emit("step", size=hvd.size(), rank=hvd.rank(), step=state.step)
+        state.commit()
+        if HOST == BUSY_HOST and state.step == BUSY_AT and not os.path.exists(LOG_PATH + ".busy"):
+            busy(BUSY_SECONDS)
+        time.sleep(STEP_SECONDS)
+
+
+train(state)
