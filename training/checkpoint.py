@@ -101,12 +101,29 @@ def newest_generation(directory: str | Path) -> int:
     return max(gens)
 
 
-def claim_generation(directory: str | Path, keep_markers: int = 3) -> int:
+def claim_generation(directory: str | Path, keep_markers: int = 50) -> int:
+    """``claim``'s generation."""
+    return claim(directory, keep_markers)[0]
+
+
+def generation_token(directory: str | Path, generation: int) -> str | None:
+    """The token the run of ``generation`` wrote into its marker, None without the marker."""
+    try:
+        return (Path(directory) / f"generation-{generation:06d}").read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def claim(directory: str | Path, keep_markers: int = 50) -> tuple[int, str]:
     """Take this run's generation: one more than any present, claimed by creating its
-    ``generation-<g>`` marker exclusively (a run that loses the race takes the next one).
+    ``generation-<g>`` marker exclusively (a run that loses the race takes the next one),
+    which holds a random token: ``(generation, token)``. The token ties a host's local
+    snapshots to this directory (a directory emptied and used again has other tokens).
     Markers beyond the newest ``keep_markers`` are removed. ``CheckpointError`` when the
     directory cannot be written."""
     directory = Path(directory)
+    token = os.urandom(4).hex()
+    _names(directory)  # "checkpoint directory X: Not a directory" for a file
     try:
         directory.mkdir(parents=True, exist_ok=True)
         generation = newest_generation(directory) + 1
@@ -117,7 +134,11 @@ def claim_generation(directory: str | Path, keep_markers: int = 3) -> int:
             except FileExistsError:
                 generation += 1
                 continue
-            os.close(fd)
+            try:
+                os.write(fd, token.encode())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
             break
         _fsync_dir(directory)
     except OSError as exc:
@@ -129,7 +150,7 @@ def claim_generation(directory: str | Path, keep_markers: int = 3) -> int:
             (directory / f"generation-{old:06d}").unlink()
         except OSError:
             pass
-    return generation
+    return generation, token
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -148,6 +148,11 @@ def log(msg: str) -> None:
     sys.stderr.flush()
 
 
+def describe(source: str, path: str | Path) -> str:
+    """How the resume names what it read: the checkpoint's path, or ``local snapshot <path>``."""
+    return f"local snapshot {path}" if source == "local" else str(path)
+
+
 def local_rank_hint() -> int:
     """This worker's local rank before ``hvd.init()``: ``HOROVOD_LOCAL_RANK``, set by
     horovodrun for each worker it starts (the slot it runs in, kept for the worker's life,
@@ -292,6 +297,7 @@ class Trainer:
         # this run's checkpoint generation (``training.checkpoint``: fencing), taken by rank 0
         # when a world starts from nothing in memory (``agree``), the same on every rank
         fields["generation"] = 0
+        fields["token"] = ""  # the random token its marker holds (ties local snapshots to it)
         # rank 0's refusal to resume (another --seed, a checkpoint that does not fit) must end
         # every rank: it travels in the state, and every rank raises it after the sync
         fields["refused"] = None
@@ -322,12 +328,14 @@ class Trainer:
         the newest of its host's local snapshot and (rank 0) the shared checkpoint."""
         self._offer_paths = {}
         if self._live:
-            return (1, -1, -1, -1, "live")
+            return (1, -1, -1, -1, "live", "")
         best: tuple[snapshots.Key, str] | None = None
+        token = ""
         try:
             if self.local is not None and (found := self.local.best()) is not None:
                 best = found[0], "local"
                 self._offer_paths["local"] = found[1]
+                token = self.local.token(found[1])
         except CheckpointError as exc:
             log(f"error: {exc}")
         if self.args.checkpoint_dir and self.hvd.rank() == 0:
@@ -340,9 +348,23 @@ class Trainer:
                 if best is None or shared[0] >= best[0]:  # the durable one among equals
                     best = shared[0], "shared"
         if best is None:
-            return (0, -1, -1, -1, "")
+            return (0, -1, -1, -1, "", "")
         (gen, epoch, processed), source = best
-        return (0, gen, epoch, processed, source)
+        return (0, gen, epoch, processed, source, token if source == "local" else "")
+
+    def valid_offers(self, offers: list[tuple]) -> list[tuple]:
+        """Rank 0: ``offers`` with every local snapshot whose generation marker in
+        ``--checkpoint-dir`` does not hold its token left out (a snapshot of a checkpoint
+        directory emptied and used again, or of another job at the same path)."""
+        out = []
+        for o in offers:
+            if o[4] == "local" and (not self.args.checkpoint_dir or checkpoint.generation_token(
+                    self.args.checkpoint_dir, o[1]) != o[5]):
+                log(f"a local snapshot of generation {o[1]} does not belong to "
+                    f"{self.args.checkpoint_dir}: not used")
+                o = (0, -1, -1, -1, "", "")
+            out.append(o)
+        return out
 
     def agree(self, state) -> None:
         """Before every state sync, on every rank: agree on the state this world starts from
@@ -369,13 +391,19 @@ class Trainer:
                     try:
                         payload = self.apply(state, held, f"rank {root}'s state")
                         state.generation = int(payload.get("generation", 0))
+                        state.token = str(payload.get("token", ""))
                     except (ConfigError, CheckpointError) as exc:
                         state.refused = (type(exc).__name__, str(exc))
                     state.save()
             return
+        # nothing in memory: rank 0 checks the snapshots against the checkpoint directory,
+        # decides, and takes this run's generation
+        if rank == 0:
+            choice = snapshots.choose(self.valid_offers(offers))
+        choice = hvd.broadcast_object(choice, root_rank=0, name="training.choice")
         if rank == 0 and self.args.checkpoint_dir:
             try:
-                state.generation = checkpoint.claim_generation(self.args.checkpoint_dir)
+                state.generation, state.token = checkpoint.claim(self.args.checkpoint_dir)
             except CheckpointError as exc:
                 state.refused = (type(exc).__name__, str(exc))
         if choice is None:
@@ -405,11 +433,11 @@ class Trainer:
                 if root == 0:
                     path = self._offer_paths[source]
                     self.tracer.event("checkpoint-read", rank=rank, path=str(path))
-                    loaded = checkpoint.load(path), f"{source} {path}", path.name
+                    loaded = checkpoint.load(path), describe(source, path), path.name
                 elif data is not None:
                     where, raw = data
-                    loaded = (checkpoint.load_bytes(raw, where), f"rank {root}'s {source} {where}",
-                              Path(where).name)
+                    loaded = (checkpoint.load_bytes(raw, where),
+                              f"rank {root}'s {describe(source, where)}", Path(where).name)
             except CheckpointError as exc:
                 if source == "shared" or "shared" not in self._offer_paths:
                     raise
@@ -417,7 +445,7 @@ class Trainer:
                 log(f"error: {exc}; resuming from the shared checkpoint instead")
                 path = self._offer_paths["shared"]
                 self.tracer.event("checkpoint-read", rank=rank, path=str(path))
-                loaded = checkpoint.load(path), f"shared {path}", path.name
+                loaded = checkpoint.load(path), str(path), path.name
             if loaded is not None:
                 self.apply(state, loaded[0], loaded[1], name=loaded[2])
         except (ConfigError, CheckpointError) as exc:
@@ -859,8 +887,8 @@ class Trainer:
                 and self._commits % a.snapshot_every == 0):
             self.local_writer.wait()
             data, store = self.payload(state), self.local
-            key = (data["generation"], data["epoch"], data["processed"])
-            self.local_writer.submit(lambda: store.write(snapshots.to_cpu(data), key),
+            key, token = (data["generation"], data["epoch"], data["processed"]), state.token
+            self.local_writer.submit(lambda: store.write(snapshots.to_cpu(data), key, token),
                                      f"local snapshot in {store.dir}")
         if hvd.rank() == 0 and a.checkpoint_dir and self.checkpoint_due():
             self.write_checkpoint(state, wait=False)

@@ -10,9 +10,12 @@ on (``TrainingState.restore`` waits for such a write first: torch's
 in the writing thread).
 
 ``LocalStore``: the newest committed state this host holds, on pod-local storage, as
-``<dir>/snapshot-g<generation>-<epoch>-<processed>.pt`` (written like a checkpoint: temporary
-file, fsync, rename; the older ones removed after). ``default_dir`` keys the directory by
-the job (the checkpoint directory and the task), so another job's snapshots are never seen.
+``<dir>/snapshot-g<generation>-<token>-<epoch>-<processed>.pt`` (written like a checkpoint:
+temporary file, fsync, rename; every other snapshot removed after). ``default_dir`` keys the
+directory by the job (the checkpoint directory and the task); the token is the one the run's
+generation marker holds in the checkpoint directory (``checkpoint.claim``), and rank 0 takes
+a snapshot only when that marker still holds it, so a snapshot of a checkpoint directory that
+was emptied and used again is never read.
 
 ``choose(offers)``: which rank's state a new world starts from (pure; see its docstring).
 """
@@ -32,7 +35,7 @@ import torch
 
 from training.errors import CheckpointError
 
-NAME = re.compile(r"^snapshot-g(\d{6,})-(\d{5,})-(\d{10,})\.pt$")
+NAME = re.compile(r"^snapshot-g(\d{6,})-([0-9a-f]{8})-(\d{5,})-(\d{10,})\.pt$")
 Key = tuple[int, int, int]  # (generation, epoch, processed)
 NONE: Key = (-1, -1, -1)
 
@@ -59,7 +62,8 @@ def payload(c: Committed, task: str, dataset_size: int, settings: dict) -> dict:
     ramp = f.get("lr_ramp")
     return {
         "task": task, "dataset_size": dataset_size,
-        "generation": c.generation, "epoch": c.epoch, "processed": c.processed,
+        "generation": c.generation, "token": c.fields.get("token", ""),
+        "epoch": c.epoch, "processed": c.processed,
         "model": c.model, "optimizer": c.optimizer,
         "batch": f["batch"], "resets": f["resets"], "stats": tuple(f["stats"]),
         "clock": tuple(f["clock"]), "world": f["world"],
@@ -88,8 +92,8 @@ def default_dir(base: str | None, checkpoint_dir: str, task: str) -> Path:
     return root / key[:16]
 
 
-def name_for(k: Key) -> str:
-    return f"snapshot-g{k[0]:06d}-{k[1]:05d}-{k[2]:010d}.pt"
+def name_for(k: Key, token: str) -> str:
+    return f"snapshot-g{k[0]:06d}-{token}-{k[1]:05d}-{k[2]:010d}.pt"
 
 
 class LocalStore:
@@ -99,6 +103,7 @@ class LocalStore:
         self.dir = Path(directory)
 
     def listing(self) -> list[tuple[Key, Path]]:
+        """The snapshots present, oldest first: ``(key, path)``; ``token(path)`` reads the token."""
         try:
             names = os.listdir(self.dir)
         except FileNotFoundError:
@@ -109,8 +114,13 @@ class LocalStore:
         for n in names:
             m = NAME.match(n)
             if m:
-                found.append(((int(m.group(1)), int(m.group(2)), int(m.group(3))), self.dir / n))
+                found.append(((int(m.group(1)), int(m.group(3)), int(m.group(4))), self.dir / n))
         return sorted(found)
+
+    @staticmethod
+    def token(path: Path) -> str:
+        m = NAME.match(path.name)
+        return m.group(2) if m else ""
 
     def best(self) -> tuple[Key, Path] | None:
         found = self.listing()
@@ -132,11 +142,12 @@ class LocalStore:
                 except OSError:
                     pass
 
-    def write(self, data: dict, k: Key) -> Path:
-        """Write ``data`` (tensors on the CPU) as the snapshot at ``k``, then remove older
-        ones; ``OSError`` when it cannot."""
+    def write(self, data: dict, k: Key, token: str) -> Path:
+        """Write ``data`` (tensors on the CPU) as the snapshot at ``k`` of the run whose
+        generation marker holds ``token``, then remove every other; ``OSError`` when it
+        cannot."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        final = self.dir / name_for(k)
+        final = self.dir / name_for(k, token)
         fd, tmp = tempfile.mkstemp(prefix=".snapshot-", suffix=".tmp", dir=self.dir)
         try:
             with os.fdopen(fd, "wb") as f:
@@ -150,8 +161,8 @@ class LocalStore:
             except OSError:
                 pass
             raise
-        for old_key, old in self.listing():
-            if old_key < k:
+        for _, old in self.listing():
+            if old != final:
                 try:
                     old.unlink()
                 except OSError:
@@ -159,13 +170,14 @@ class LocalStore:
         return final
 
 
-# what a rank offers when a world starts: (live, generation, epoch, processed, source)
+# what a rank offers when a world starts: (live, generation, epoch, processed, source, token)
 # live = 1 when the process holds the world's committed state in memory (it trained in an
-# earlier world of this run); source = "local" / "shared" / "" for what a fresh process can read
-Offer = tuple[int, int, int, int, str]
+# earlier world of this run); source = "local" / "shared" / "" for what a fresh process can
+# read; token: a local snapshot's (rank 0 checks it against the generation marker)
+Offer = tuple[int, int, int, int, str, str]
 
 
-def choose(offers: list[Offer]) -> tuple[int, str] | None:
+def choose(offers: list[tuple]) -> tuple[int, str] | None:
     """Which rank a new world takes its state from, and from what: ``(rank, source)``, None
     for a fresh start. Any live rank holds the world's state (rank 0 preferred, else the
     lowest live rank; ``source`` "live"). Else the newest ``(generation, epoch, processed)``

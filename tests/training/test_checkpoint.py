@@ -73,8 +73,12 @@ def test_generations_are_claimed_once_each_and_above_any_present(tmp_path):
     # a marker someone else created first is skipped, not shared
     (tmp_path / "generation-000009").write_text("")
     assert checkpoint.claim_generation(tmp_path) == 10
+    gen, token = checkpoint.claim(tmp_path)
+    assert gen == 11 and checkpoint.generation_token(tmp_path, 11) == token
+    assert checkpoint.generation_token(tmp_path, 12) is None
+    checkpoint.claim(tmp_path, keep_markers=2)
     markers = sorted(n for n in os.listdir(tmp_path) if n.startswith("generation-"))
-    assert markers == ["generation-000008", "generation-000009", "generation-000010"]
+    assert markers == ["generation-000011", "generation-000012"]
 
 
 def test_latest_orders_by_generation_first_and_old_names_are_generation_0(tmp_path):

@@ -18,12 +18,14 @@ from training.mnist import DEFAULTS
 def test_local_store_keeps_the_newest_only(tmp_path):
     store = snapshots.LocalStore(tmp_path / "snap")
     assert store.best() is None
-    store.write({"model": {"w": torch.ones(2)}}, (1, 0, 40))
-    store.write({"model": {"w": torch.ones(2) * 2}}, (1, 0, 80))
+    store.write({"model": {"w": torch.ones(2)}}, (1, 0, 40), "0badc0de")
+    # a newer one of another run's directory (another token) is left from before
+    (tmp_path / "snap" / snapshots.name_for((9, 9, 0), "deadbeef")).write_bytes(b"")
+    store.write({"model": {"w": torch.ones(2) * 2}}, (1, 0, 80), "0badc0de")
     key, path = store.best()
-    assert key == (1, 0, 80)
+    assert key == (1, 0, 80) and store.token(path) == "0badc0de"
     assert torch.load(path)["model"]["w"].tolist() == [2.0, 2.0]
-    assert os.listdir(tmp_path / "snap") == [snapshots.name_for((1, 0, 80))]
+    assert os.listdir(tmp_path / "snap") == [snapshots.name_for((1, 0, 80), "0badc0de")]
 
 
 def test_default_dir_is_per_job(tmp_path):
