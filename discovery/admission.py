@@ -16,12 +16,22 @@ Owned by the asyncio side: every method must be called from the event loop's thr
 read-only state by uid the table builder takes as a value; ``take_changed`` hands over the uids
 whose state changed since the last call; ``aclose`` cancels running commands (their processes
 are killed).
+
+With ``admitted_file`` (``--admitted-file``) the uids admitted so far are kept in that file
+(one per line, replaced atomically after every change), and a daemon started again with the
+same file (restarted by ``elastic-run`` after a crash, or a sidecar container restarted by the
+kubelet, the file on a volume that outlives the container) admits those uids at once, without
+running the command again: what the command prepared (pinned keys, the dataset) outlives the
+daemon, and a host that had to be prepared again would leave the served list for the time it
+takes, which horovodrun would take for a scale-down. A missing file is an empty one; a line
+that is not a uid is ignored with a warning; a failed write is logged, never fatal.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
+import re
 import shlex
 import signal
 from collections.abc import Callable, Iterable, Mapping
@@ -31,8 +41,10 @@ from types import MappingProxyType
 from discovery.errors import ConfigError
 from discovery.hosts import Host, escape, servable
 from discovery.table import ADMITTED, PREPARING
+from shared.atomicfile import write_atomic
 
 log = logging.getLogger("discovery.admission")
+UID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,127}$")  # what Kubernetes' uids (RFC 4122) and ours look like
 
 
 @dataclass(frozen=True)
@@ -42,10 +54,11 @@ class PrepareSettings:
     retries: int = 2
     retry_delay: float = 1.0
     timeout: float = 600.0
+    admitted_file: str | None = None
 
     @classmethod
     def parse(cls, command: str, *, concurrency: int = 4, retries: int = 2, retry_delay: float = 1.0,
-              timeout: float = 600.0) -> PrepareSettings:
+              timeout: float = 600.0, admitted_file: str | None = None) -> PrepareSettings:
         """Split ``command``; ``ConfigError`` naming the bad value if it is empty or unbalanced."""
         try:
             argv = tuple(shlex.split(command))
@@ -53,7 +66,10 @@ class PrepareSettings:
             raise ConfigError(f"bad --prepare-cmd {command!r}: {e}") from e
         if not argv:
             raise ConfigError("--prepare-cmd is empty")
-        s = cls(argv, concurrency=concurrency, retries=retries, retry_delay=retry_delay, timeout=timeout)
+        s = cls(argv, concurrency=concurrency, retries=retries, retry_delay=retry_delay, timeout=timeout,
+                admitted_file=admitted_file)
+        if admitted_file and not os.path.isdir(os.path.dirname(os.path.abspath(admitted_file))):
+            raise ConfigError(f"--admitted-file directory does not exist: {admitted_file}")
         if s.concurrency < 1:
             raise ConfigError(f"--prepare-concurrency must be >= 1, got {s.concurrency}")
         if s.retries < 0:
@@ -80,10 +96,17 @@ class Admission:
         self._sem: asyncio.Semaphore | None = None
         self.runs = 0          # command executions started
         self.failures = 0      # executions that did not exit 0
+        self._remembered = read_admitted(settings.admitted_file) if settings.admitted_file else set()
 
     def request(self, host: Host) -> str:
         """``ADMITTED`` | ``PREPARING`` | ``"prepare failed: ..."``; starts preparation if new."""
         st = self._state.get(host.uid)
+        if st is None and host.uid in self._remembered:
+            self._state[host.uid] = st = ADMITTED
+            self._changed.add(host.uid)  # the table takes it in at the next publish
+            self._on_change()
+            log.info("admitted before (--admitted-file)", extra={"fields": {"pod": host.pod, "host": host.host,
+                                                                            "uid": host.uid}})
         if st is None:
             self._state[host.uid] = st = PREPARING
             if self._sem is None:
@@ -99,11 +122,15 @@ class Admission:
 
     def forget(self, gone_uids: Iterable[str]) -> None:
         """Drop state (and cancel work) for uids whose pods no longer exist."""
-        for uid in [u for u in gone_uids if u in self._state]:
+        gone = [u for u in gone_uids if u in self._state]
+        for uid in gone:
             del self._state[uid]
             task = self._tasks.pop(uid, None)
             if task is not None:
                 task.cancel()
+        if gone and self.settings.admitted_file:
+            self._remembered.difference_update(gone)
+            self._persist()
 
     async def aclose(self) -> None:
         tasks = list(self._tasks.values())
@@ -138,7 +165,21 @@ class Admission:
         if uid in self._state:
             self._state[uid] = state
             self._changed.add(uid)
+            if state == ADMITTED and self.settings.admitted_file:
+                self._remembered.add(uid)
+                self._persist()
             self._on_change()
+
+    def _persist(self) -> None:
+        """Write the admitted uids to ``admitted_file`` (atomically; a failure is logged)."""
+        path = self.settings.admitted_file
+        assert path is not None
+        uids = sorted(u for u, st in self._state.items() if st == ADMITTED) + sorted(
+            u for u in self._remembered if u not in self._state)
+        try:
+            write_atomic(path, "".join(f"{u}\n" for u in uids))
+        except OSError as e:
+            log.warning("cannot write --admitted-file", extra={"fields": {"path": path, "error": str(e)}})
 
     async def _run_once(self, host: Host) -> tuple[bool, str]:
         if not servable(host.host):
@@ -171,3 +212,21 @@ class Admission:
         tail = err.decode(errors="replace").strip().splitlines()
         last = tail[-1][:200] if tail else ""
         return False, f"exit {proc.returncode}" + (f": {last}" if last else "")
+
+
+def read_admitted(path: str) -> set[str]:
+    """The uids listed in ``path`` (a missing or unreadable file: none; lines that are not
+    uids are skipped with a warning)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return set()
+    except OSError as e:
+        log.warning("cannot read --admitted-file", extra={"fields": {"path": path, "error": str(e)}})
+        return set()
+    uids = {line.strip() for line in lines if UID.match(line.strip())}
+    bad = sum(1 for line in lines if line.strip() and not UID.match(line.strip()))
+    if bad:
+        log.warning("--admitted-file lines skipped: not uids", extra={"fields": {"path": path, "lines": bad}})
+    return uids

@@ -82,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
       help="run 'CMD HOST' once per pod uid, with DISCOVERY_POD_UID, DISCOVERY_POD_NAME and "
            "DISCOVERY_POD_NAMESPACE in its environment; serve the host only after it exits 0 "
            "(env DISCOVERY_PREPARE_CMD)")
+    a("--admitted-file", default=env_default("DISCOVERY_ADMITTED_FILE"),
+      help="keep the uids the prepare command admitted in this file, and admit them at once when "
+           "started again with it (a restarted daemon; env DISCOVERY_ADMITTED_FILE)")
     a("--prepare-concurrency", default=env_default("DISCOVERY_PREPARE_CONCURRENCY", "4"),
       help="prepare commands at once (env DISCOVERY_PREPARE_CONCURRENCY, default 4)")
     a("--prepare-retries", default=env_default("DISCOVERY_PREPARE_RETRIES", "2"),
@@ -132,7 +135,10 @@ async def _serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
         retries = _int("--prepare-retries", args.prepare_retries)
         assert concurrency is not None and retries is not None  # both options have a default
         prepare = PrepareSettings.parse(args.prepare_cmd, concurrency=concurrency, retries=retries,
-                                        timeout=_float("--prepare-timeout", args.prepare_timeout))
+                                        timeout=_float("--prepare-timeout", args.prepare_timeout),
+                                        admitted_file=args.admitted_file)
+    elif args.admitted_file:
+        raise ConfigError("--admitted-file needs --prepare-cmd")
     stale_after = _float("--stale-after", args.stale_after)
     watch_timeout = _int("--watch-timeout", args.watch_timeout) or 0
     if watch_timeout < 1:

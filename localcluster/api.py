@@ -9,6 +9,8 @@
   the legacy ``/api/v1/watch/...`` paths; kubectl's server-side ``Table`` when asked for.
 - ``pods/{name}/log``: the pod's sshd log (``tailLines``, ``follow``), for ``kubectl logs``;
 - ``events``: an always-empty list (kubectl describe asks for it);
+- apps/v1 ``replicasets`` and ``replicasets/{name}/scale`` (``localcluster.replicasets``) when
+  ``replicasets`` is set: get, list, create, update, patch, delete; no watch;
 - errors as ``Status`` objects; 401 without the bearer token (when a token is set).
 
 A watch stream starts with ADDED events for the current state when no resourceVersion (or
@@ -32,9 +34,10 @@ from pathlib import Path
 
 from aiohttp import web
 
-from . import pods
+from . import pods, replicasets
 from .core import PodService, dumps
 from .errors import ApiError, BadRequest, InjectedFault, MethodNotAllowed, NotFound, Timeout, Unauthorized
+from .replicasets import ReplicaSets
 from .selectors import parse_fields, parse_labels
 from .store import Event, Scope, watch_view
 
@@ -55,6 +58,19 @@ API_RESOURCES = {
         {"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod", "verbs": ["get"]},
         {"name": "events", "singularName": "event", "namespaced": True, "kind": "Event", "verbs": ["list"],
          "shortNames": ["ev"]},
+    ],
+}
+
+
+APPS_GROUP = {"name": "apps", "versions": [{"groupVersion": "apps/v1", "version": "v1"}],
+              "preferredVersion": {"groupVersion": "apps/v1", "version": "v1"}}
+APPS_RESOURCES = {
+    "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "apps/v1",
+    "resources": [
+        {"name": "replicasets", "singularName": "replicaset", "namespaced": True, "kind": "ReplicaSet",
+         "verbs": ["create", "delete", "get", "list", "patch", "update"], "shortNames": ["rs"], "categories": ["all"]},
+        {"name": "replicasets/scale", "singularName": "", "namespaced": True, "group": "autoscaling",
+         "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]},
     ],
 }
 
@@ -163,6 +179,8 @@ class ApiServer:
         self._ssl = None
         # pod -> its log file, for pods/log (set by the owner of the kubelet); None: no logs
         self.log_path: Callable[[dict], Path | None] | None = None
+        # apps/v1 ReplicaSets (localcluster.replicasets), served when set
+        self.replicasets: ReplicaSets | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self, host: str = "127.0.0.1", port: int = 0, ssl_context=None) -> int:
@@ -243,7 +261,10 @@ class ApiServer:
             return _json({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
                 {"clientCIDR": "0.0.0.0/0", "serverAddress": f"{self.host}:{self.port}"}]})
         if parts == ["apis"]:
-            return _json({"kind": "APIGroupList", "apiVersion": "v1", "groups": []})
+            groups = [APPS_GROUP] if self.replicasets is not None else []
+            return _json({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+        if parts[:2] == ["apis", "apps"] and self.replicasets is not None:
+            return await self._apps(request, parts[2:])
         if parts == ["api", "v1"]:
             return _json(API_RESOURCES)
         if parts == ["openapi", "v3"]:
@@ -281,6 +302,43 @@ class ApiServer:
                     return await self._watch(request, namespace, name)
                 return await self._pods(request, namespace, name, sub)
         raise NotFound("the server could not find the requested resource")
+
+    async def _apps(self, request: web.Request, rest: list[str]) -> web.Response:
+        """``/apis/apps``, ``/apis/apps/v1`` and ``/apis/apps/v1/namespaces/{ns}/replicasets
+        [/{name}[/scale]]``: GET, POST, PUT, PATCH, DELETE (``localcluster.replicasets``)."""
+        sets, method = self.replicasets, request.method
+        assert sets is not None
+        if rest == []:
+            return _json({"kind": "APIGroup", "apiVersion": "v1", **APPS_GROUP})
+        if rest == ["v1"]:
+            return _json(APPS_RESOURCES)
+        if len(rest) < 4 or rest[:2] != ["v1", "namespaces"] or rest[3] != "replicasets" or len(rest) > 6:
+            raise NotFound("the server could not find the requested resource")
+        namespace = rest[2]
+        name = rest[4] if len(rest) >= 5 else None
+        sub = rest[5] if len(rest) == 6 else None
+        if sub not in (None, "scale"):
+            raise NotFound("the server could not find the requested resource")
+        if name is None:
+            if method == "GET":
+                items = sets.in_namespace(namespace)
+                return _json({"kind": "ReplicaSetList", "apiVersion": "apps/v1", "items": items,
+                              "metadata": {"resourceVersion": "0"}})
+            if method == "POST":
+                return _json(sets.create(namespace, replicasets.body_of(await request.read())), 201)
+            raise MethodNotAllowed(f"{method} is not supported on this path")
+        if method == "GET":
+            return _json(sets.scale(namespace, name) if sub else sets.get(namespace, name))
+        if method == "PATCH":
+            result = sets.patch(namespace, name, request.headers.get("Content-Type", ""), await request.read(), sub)
+        elif method == "PUT":
+            result = sets.replace(namespace, name, replicasets.body_of(await request.read()), sub)
+        elif method == "DELETE" and sub is None:
+            return _json(sets.delete(namespace, name))
+        else:
+            raise MethodNotAllowed(f"{method} is not supported on this path")
+        sets.reconcile()  # the controller acts on the new spec at once
+        return _json(result)
 
     async def _log(self, request: web.Request, namespace: str, name: str) -> web.StreamResponse:
         """``pods/{name}/log``: the pod's sshd log (``tailLines``, ``follow`` until the pod is gone)."""

@@ -39,6 +39,7 @@ from .core import PodService
 from .errors import LocalClusterError
 from .keys import ensure_cluster_key
 from .kubelet import Kubelet, managed
+from .replicasets import ReplicaSets
 from .statefiles import StatePaths, render_kubeconfig, write_atomic
 from .store import Event, Store
 from .tls import ensure_certs, server_context
@@ -91,6 +92,8 @@ class Daemon:
         self.store = Store(history_limit=args.history)
         self.service = PodService(self.store)
         self.api = ApiServer(self.service, self.token, bookmark_interval=args.bookmark_interval)
+        self.replicasets = ReplicaSets(self.service)
+        self.api.replicasets = self.replicasets
         self.kubelet: Kubelet | None = None
         self.reaper = Reaper(self.service)
         self.stopping = asyncio.Event()
@@ -110,6 +113,7 @@ class Daemon:
         admin_port = await self._start_admin()
         self.reaper.start()
         await self.kubelet.start()
+        controller = asyncio.get_running_loop().create_task(self._replicaset_controller())
         api_url = f"https://127.0.0.1:{api_port}"
         write_atomic(paths.kubeconfig, render_kubeconfig(api_url, self.token, ca.read_bytes()), 0o600)
         state = {"pid": os.getpid(), "api": api_url, "admin": f"http://127.0.0.1:{admin_port}",
@@ -124,6 +128,7 @@ class Daemon:
             loop.add_signal_handler(sig, self.stopping.set)
         await self.stopping.wait()
         log.info("shutting down")
+        controller.cancel()
         for f in (paths.state, paths.kubeconfig):
             try:
                 f.unlink()
@@ -135,6 +140,16 @@ class Daemon:
         if self._admin_runner is not None:
             await self._admin_runner.cleanup()
         lock.close()
+
+    async def _replicaset_controller(self, interval: float = 0.5) -> None:
+        """The ReplicaSet controller: a pass every ``interval`` seconds (pods made or gone,
+        readiness changed); writes through the API run a pass at once."""
+        while True:
+            try:
+                self.replicasets.reconcile()
+            except Exception:  # noqa: BLE001 - one bad pass must not end the controller
+                log.exception("replicaset controller pass failed")
+            await asyncio.sleep(interval)
 
     async def _start_admin(self) -> int:
         app = web.Application()

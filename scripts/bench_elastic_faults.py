@@ -21,6 +21,19 @@ see below):
   start, as every world that adds a host waits for it: goal <= detection + J0.
 - ``flap``: a pod (not rank 0's) marked NotReady and Ready again within the leave grace
   (``HOROVOD_ELASTIC_LEAVE_GRACE_SECONDS``, 5 s). Goal: no reset (driver ``reset`` events).
+- ``invalid-utf8``: every rank prints an 8 KB line per step (a chatty training log,
+  ``BENCH_PRINT``) and
+  rank 1 writes one line that is not UTF-8; 5 s later a pod is added. Observed for
+  ``RELAY_WINDOW_S`` (30 s), or until the added pod trains if later (at most the round
+  timeout; "window"): the job goes on (rank 0's steps, the longest pause but for the reset
+  that takes the pod in: "join pause"), the
+  output after the bad line still arrives (rank lines in elastic-run's output after it),
+  the added pod trains (Ready -> its first step, its imports included). Goal: no pause over
+  5 s, the pod joins.
+- ``output-blocked``: the same chatty job, but nobody reads elastic-run's stdout for the
+  window (30 s at least): its pipe fills, then horovodrun's; a pod added 5 s in. Goal as
+  above; then the output is read again and the job must still train.
+  Both run a job of their own (restarted for the next scenario).
 - ``kill-large``: a job whose every step allreduces a 64 MB tensor (bench_elastic_job.py,
   ``BENCH_ALLREDUCE_MB``, no delay between steps, so a kill lands mid-transfer), and a random
   rank's process SIGKILLed. Goal: training resumes within 2 s of the kill, no pause over 2 s.
@@ -43,10 +56,12 @@ import itertools
 import json
 import os
 import random
+import re
 import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,7 +69,8 @@ from pathlib import Path
 from localcluster import procs
 from localcluster.errors import ClusterError, LocalClusterError, NotFound
 
-SCENARIOS = ("freeze-notready", "freeze-ready", "frozen-coordinator", "flap", "kill-large")
+SCENARIOS = ("freeze-notready", "freeze-ready", "frozen-coordinator", "flap", "kill-large", "invalid-utf8",
+             "output-blocked")
 PODS = 3  # one slot each: the world size the rounds start from
 LARGE_PODS = 4  # kill-large: the world size after each restore
 OBSERVE_S = 10.0  # freeze-ready: how long after the resume the job must still train
@@ -62,6 +78,11 @@ NOTREADY_AFTER_S = 0.5  # freeze-notready: the NotReady mark this long after the
 # a host's first cooldown ends 4 s after its worker failed: freeze-ready's OBSERVE_S sees
 # whether the driver then starts a worker on the hung pod
 COOLDOWN = ("2", "4")
+RELAY_WINDOW_S = 30.0  # invalid-utf8, output-blocked: how long the job is watched (stdout unread)
+RELAY_JOIN_AFTER_S = 5.0  # ... and when in that window a pod is added
+# ... and how long each rank's line a step is: 8 KB x 20 steps/s per rank outgrows ssh's
+# channel window and the pipes in about 15 s when nobody reads
+RELAY_LINE_BYTES = 8192
 JOB_IDS = itertools.count(1)  # each job (and restart) logs into job-<n>/
 
 
@@ -107,14 +128,17 @@ class Job:
     """One elastic-run job over the cluster's worker pods (restartable: ``start`` again)."""
 
     def __init__(self, cluster, work: Path, bin_dir: Path, root: Path, discovery_mode: str, large_mb: float,
-                 after_stop=None):
+                 after_stop=None, slots: int = 1):
         self.c, self.work, self.bin, self.root, self.after_stop = cluster, work, bin_dir, root, after_stop
-        self.mode, self.large_mb = discovery_mode, large_mb
+        self.mode, self.large_mb, self.slots = discovery_mode, large_mb, slots
         self.n = 0
         self.proc: subprocess.Popen | None = None
         self.log = self.events = Tail(work / "none")
         self._ticks: list[dict] = []
         self._seen = 0
+        self.extra_x: list[str] = []  # more -x NAME=VALUE for the job (the relay scenarios)
+        self.pipe_stdout = False  # elastic-run's stdout a pipe nobody reads until drain()
+        self.drainer: threading.Thread | None = None
 
     def start(self) -> None:
         self.stop()
@@ -128,6 +152,11 @@ class Job:
         for name in ("DISCOVERY_URL", "DISCOVERY_SELECTOR", "DISCOVERY_PORT"):
             env.pop(name, None)
         extra = ["-x", f"BENCH_ALLREDUCE_MB={self.large_mb:g}", "-x", "BENCH_STEP_DELAY=0"] if self.large_mb else []
+        if self.slots > 1:
+            extra += ["--slots-per-host", str(self.slots)]
+        for x in self.extra_x:
+            extra += ["-x", x]
+        self.drainer = None
         self.out = open(d / "elastic-run.log", "w")
         self.proc = subprocess.Popen(
             [str(self.bin / "elastic-run"), "--selector", "app=elastic-horovod,role=worker",
@@ -138,8 +167,26 @@ class Job:
              "--events-file", str(events), "-x", "OMP_NUM_THREADS=1", "-x", f"BENCH_LOG={log}",
              "-x", f"BENCH_STOP={self.stopfile}", "-x", "BENCH_TICKS=1", *extra,
              "--", sys.executable, str(self.root / "scripts" / "bench_elastic_job.py")],
-            stdin=subprocess.DEVNULL, stdout=self.out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE if self.pipe_stdout else self.out,
+            stderr=self.out if self.pipe_stdout else subprocess.STDOUT, env=env, start_new_session=True)
         print(f"bench-elastic: started job {self.n} ({d})", file=sys.stderr, flush=True)
+
+    def drain(self) -> None:
+        """Start reading elastic-run's stdout (pipe_stdout) into the log: a thread until EOF."""
+        assert self.proc is not None and self.proc.stdout is not None
+        pipe, out = self.proc.stdout, self.out
+
+        def copy() -> None:
+            while chunk := os.read(pipe.fileno(), 65536):
+                out.write(chunk.decode(errors="replace"))
+                out.flush()
+
+        self.drainer = threading.Thread(target=copy, name="drain", daemon=True)
+        self.drainer.start()
+
+    def output(self) -> str:
+        self.out.flush()
+        return (self.work / f"job-{self.n}" / "elastic-run.log").read_text(errors="replace")
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -161,6 +208,10 @@ class Job:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             pass
+        if self.drainer is not None:
+            self.drainer.join(10)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
         self.out.close()
         self.proc = None
         left = orphans(str(self.c.kubeconfig))
@@ -558,14 +609,248 @@ class Bench:
         self.remove_pod(victim)
         self.finish(rnd)
 
+    # -- the failure detector (Horovod patches 0029-0031) -----------------------------------
+    def pod_ranks_frozen(self) -> None:
+        """``pod-ranks-frozen``: a job of its own over 2 pods of ``POD_RANKS`` (4) slots each
+        (world 8); the ranks of the pod that is not rank 0's frozen at once (SIGSTOP to its whole
+        pid namespace), the pod left Ready. Goal: exactly 4 lost (the driver's ``worker_lost``
+        events), the other 4 train on at world size 4 ``OBSERVE_S`` after the resume."""
+        if self.job is not None:
+            self.job.stop()
+            self.job = None
+        for name in list(self.pods):
+            self.remove_pod(name)
+        rnd = Round("pod-ranks-frozen", f"the {POD_RANKS} ranks of one pod of 2, left Ready")
+        job = Job(self.c, self.work, self.bin, self.root, self.mode, 0, self.kill_strays, slots=POD_RANKS)
+        size = 2 * POD_RANKS
+        try:
+            while len(self.pods) < 2:
+                self.add_pod()
+            job.start()
+            self.job = job
+            tick, outcome = self.wait_resumed(time.time(), size)
+            if tick is None:
+                raise Aborted(f"the job of {size} ranks did not start: {outcome}")
+            victim = self.other(self.rank0()[1])
+            ip = self.ip_of(victim)
+            t_freeze = time.time()
+            self.freeze(victim)
+            tick, rnd.outcome = self.wait_resumed(t_freeze, None, below=size)
+            last = self.last_tick_before(t_freeze)
+            rnd.values |= {"resumed": tick and (tick["t"] - t_freeze) * 1000,
+                          "pause": tick and last and (tick["t"] - last) * 1000}
+            if tick is not None:
+                end = time.time() + OBSERVE_S
+                while time.time() < end and job.alive():
+                    time.sleep(0.2)
+                lost = [e for e in job.events.poll() if e.get("kind") == "worker_lost" and e.get("time", 0) > t_freeze]
+                rnd.values["ranks lost"] = float(len(lost))
+                t = job.ticks()
+                held = job.alive() and bool(t) and t[-1]["t"] > time.time() - 2.0 and t[-1]["size"] == POD_RANKS
+                others = [e for e in lost if (e.get("detail") or {}).get("host") != ip]
+                if others or len(lost) != POD_RANKS:
+                    rnd.outcome = f"recovered, but {len(lost)} ranks lost ({len(others)} on the healthy pod)"
+                elif not held:
+                    rnd.outcome = f"recovered, but not training at world size {POD_RANKS} {OBSERVE_S:.0f} s later"
+            self.remove_pod(victim)
+            self.finish(rnd)
+        finally:
+            job.stop()
+            self.job = None
+            for name in list(self.pods):
+                self.remove_pod(name)
+
+    def driver_frozen(self) -> None:
+        """``driver-frozen``: the Horovod driver (elastic-run's horovodrun process) stopped for
+        ``DRIVER_FREEZE_S`` (6 s, SIGSTOP then SIGCONT) while the world of 3 trains. Goal:
+        nobody lost, training at world size 3 ``OBSERVE_S`` after the thaw."""
+        self.settle(0)
+        assert self.job is not None and self.job.proc is not None
+        rnd = Round("driver-frozen", f"the driver stopped {DRIVER_FREEZE_S:g} s")
+        driver = driver_pid(self.job.proc.pid)
+        if driver is None:
+            raise Aborted("the job's horovodrun process was not found")
+        t_freeze = time.time()
+        os.kill(driver, signal.SIGSTOP)
+        try:
+            time.sleep(DRIVER_FREEZE_S)
+        finally:
+            os.kill(driver, signal.SIGCONT)
+        t_thaw = time.time()
+        end = t_thaw + OBSERVE_S
+        while time.time() < end and self.job.alive():
+            time.sleep(0.2)
+        lost = [e for e in self.job.events.poll() if e.get("kind") == "worker_lost" and e.get("time", 0) > t_freeze]
+        t = self.job.ticks()
+        rnd.values |= {"ranks lost": float(len(lost)), "resets after": float(len(self.job.resets(t_freeze)))}
+        if lost:
+            rnd.outcome = f"{len(lost)} ranks lost"
+        elif not (self.job.alive() and t and t[-1]["t"] > time.time() - 2.0 and t[-1]["size"] == PODS):
+            rnd.outcome = f"not training at world size {PODS} {OBSERVE_S:.0f} s after the thaw" + (
+                "" if self.job.alive() else " (job ended)")
+        self.finish(rnd)
+
+    def pod_frozen_thawed(self) -> None:
+        """``pod-frozen-thawed``: a pod (not rank 0's) frozen for ``THAW_AFTER_S`` (8 s) and
+        thawed, left Ready all along. Measured: the pause (last step before the freeze -> first
+        step of the world without it) and the seconds from the thaw until the world has a rank
+        on it again (its first ``step`` record). Goal: back within 60 s."""
+        self.settle(0)
+        assert self.job is not None
+        victim = self.other(self.rank0()[1])
+        ip = self.ip_of(victim)
+        rnd = Round("pod-frozen-thawed", f"another pod frozen {THAW_AFTER_S:g} s, left Ready")
+        ns = pod_namespace(self.c, victim)
+        t_freeze = time.time()
+        self.freeze(victim)
+        time.sleep(THAW_AFTER_S)
+        if ns is not None:
+            procs.signal_all(procs.in_namespace(ns), signal.SIGCONT)
+        self.frozen.discard(victim)
+        t_thaw = time.time()
+        tick, rnd.outcome = self.wait_resumed(t_freeze, None, below=PODS)
+        last = self.last_tick_before(t_freeze)
+        rnd.values["pause"] = tick and last and (tick["t"] - last) * 1000
+        deadline = time.monotonic() + max(self.round_timeout, THAW_BACK_GOAL_S + 30.0)
+        back = None
+        while back is None and time.monotonic() < deadline and self.job.alive():
+            for r in self.job.log.poll():
+                if r.get("ev") == "step" and r.get("host") == ip and r["t"] > t_thaw:
+                    back = r["t"]
+                    break
+            time.sleep(0.1)
+        rnd.values["back after thaw"] = back and (back - t_thaw) * 1000
+        if back is None:
+            rnd.outcome = "no rank on the thawed pod again" + ("" if self.job.alive() else " (job ended)")
+        self.finish(rnd)
+    def relay(self, blocked: bool) -> None:
+        """invalid-utf8 (blocked False) or output-blocked (True): see the module docstring."""
+        if self.job is not None:
+            self.job.stop()
+        work = self.work / "relay"
+        work.mkdir(parents=True, exist_ok=True)
+        garble = work / f"garble-{time.time():.0f}"
+        self.job = Job(self.c, self.work, self.bin, self.root, self.mode, 0, self.kill_strays)
+        self.job.extra_x = [f"BENCH_PRINT={RELAY_LINE_BYTES}"] + ([] if blocked else [f"BENCH_GARBLE={garble}"])
+        self.job.pipe_stdout = blocked
+        self.settle(0)
+        job = self.job
+        name = "output-blocked" if blocked else "invalid-utf8"
+        rnd = Round(name, "elastic-run's stdout unread" if blocked else "rank 1")
+        t0 = time.time()
+        if not blocked:
+            garble.touch()
+        time.sleep(RELAY_JOIN_AFTER_S)
+        pod, ip, t_ready = self.add_pod()
+        # the window: RELAY_WINDOW_S, or longer until the added pod trains (its imports are
+        # slow under load), so that its join falls inside it (stdout still unread)
+        step, outcome = self.wait_step(ip, t_ready)
+        end = t0 + RELAY_WINDOW_S
+        while time.time() < end and job.alive():
+            time.sleep(0.2)
+        rnd.values["window"] = (time.time() - t0) * 1000
+        ticks = job.ticks_after(t0)
+        t = [r["t"] for r in ticks]
+        last = self.last_tick_before(t0)
+        seq = ([(last, PODS)] if last else []) + [(r["t"], r["size"]) for r in ticks]
+        # the join's own pause (the reset that takes the pod in) apart from the others
+        gaps = [b - a for (a, sa), (b, sb) in zip(seq, seq[1:], strict=False) if sa == sb]
+        joined = [b - a for (a, sa), (b, sb) in zip(seq, seq[1:], strict=False) if sa != sb]
+        gaps.append(time.time() - seq[-1][0] if seq else RELAY_WINDOW_S)  # the last step -> the window's end
+        rnd.values |= {"steps in window": float(len(t)), "longest pause": max(gaps) * 1000,
+                       "join pause": max(joined) * 1000 if joined else None}
+        if blocked and job.alive():
+            job.drain()
+        rnd.values["join"] = step and (step - t_ready) * 1000
+        if not job.alive():
+            rnd.outcome = f"job ended (exit {job.proc.returncode if job.proc else '?'})"
+        elif step is None:
+            rnd.outcome = f"the pod added in the window: {outcome}"
+        elif max(gaps) > 5.0:
+            rnd.outcome = "recovered, but training paused"
+        if blocked:
+            # what was queued comes first, then the count of what did not fit (if anything)
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and job.alive() and "bytes of output dropped" not in job.output():
+                time.sleep(0.5)
+            rnd.values["dropped"] = float(sum(int(m) for m in re.findall(
+                r"(\d+) bytes of output dropped", job.output())))
+        else:
+            text = job.output()
+            at = text.find("caf")
+            rnd.values["lines after"] = float(text.count("<stdout>:step ", at) if at >= 0 else 0)
+            if at < 0 or not rnd.values["lines after"]:
+                rnd.outcome = "the output stopped at the invalid line" + (
+                    "" if rnd.outcome == "recovered" else f"; {rnd.outcome}")
+        self.remove_pod(pod)
+        self.finish(rnd)
+        job.stop()
+        self.job = None  # the next scenario starts a plain job
+
     def close(self) -> None:
         if self.job is not None:
             self.job.stop()
 
 
+def driver_pid(root: int) -> int | None:
+    """The horovodrun process (the elastic driver) under elastic-run's process ``root``."""
+    todo, seen = [root], set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                argv = fh.read().split(b"\0")
+        except OSError:
+            continue
+        if any(a.endswith(b"horovodrun") or a == b"elastic.launch.hvdrun" for a in argv):
+            return pid
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children") as fh:
+                todo += [int(c) for c in fh.read().split()]
+        except OSError:
+            continue
+    return None
+
+
+DETECTOR_SCENARIOS = ("pod-ranks-frozen", "driver-frozen", "pod-frozen-thawed")
+POD_RANKS = 4  # pod-ranks-frozen: slots per pod
+DRIVER_FREEZE_S = 6.0  # driver-frozen: how long the driver is stopped
+THAW_AFTER_S = 8.0  # pod-frozen-thawed: how long the pod is frozen
+THAW_BACK_GOAL_S = 60.0
+
+
+def detector_report(rounds: list[Round], table) -> None:
+    """The failure detector's rounds (0029-0031) and their goals."""
+    mine = [r for r in rounds if r.scenario in DETECTOR_SCENARIOS]
+    if not mine:
+        return
+    rows = [(r.scenario, r.target, fmt(r.values.get("pause")), fmt(r.values.get("ranks lost")),
+             fmt(r.values.get("back after thaw")), r.outcome) for r in mine]
+    table("failure detector rounds (ms)", ("scenario", "hit", "pause", "ranks lost", "back after thaw", "outcome"),
+          rows)
+    goals = []
+    for r in mine:
+        v = r.values
+        if r.scenario == "pod-ranks-frozen":
+            goals.append(("4 ranks of one pod frozen: ranks lost", fmt(v.get("ranks lost")), str(POD_RANKS),
+                          "met" if r.outcome == "recovered" else f"MISSED; {r.outcome}"))
+        elif r.scenario == "driver-frozen":
+            goals.append((f"driver frozen {DRIVER_FREEZE_S:g} s: ranks lost", fmt(v.get("ranks lost")), "0",
+                          "met" if r.outcome == "recovered" else f"MISSED; {r.outcome}"))
+        else:
+            b = v.get("back after thaw")
+            goals.append((f"pod frozen {THAW_AFTER_S:g} s then thawed: back after the thaw", fmt(b),
+                          f"< {THAW_BACK_GOAL_S * 1000:.0f}",
+                          "met" if b is not None and b < THAW_BACK_GOAL_S * 1000 else f"MISSED; {r.outcome}"))
+    table("failure detector goals", ("measurement", "value", "goal", "status"), goals)
+
+
 # -- report -------------------------------------------------------------------------------
 OTHER = ("ranks lost", "resets", "resets after", "workers started on it", "join", "delay", "detection",
-         "trained without it", "step")
+         "trained without it", "step", "window", "steps in window", "join pause", "lines after", "dropped")
 
 
 def fmt(x: float | None) -> str:
@@ -629,6 +914,15 @@ def report(rounds: list[Round], table, grace: float) -> None:
         hits = sum(1 for r in kills if r.values.get("in flight"))
         goals.append(("SIGKILL mid 64 MB allreduce: kills that hit a transfer in flight", f"{hits} of {len(kills)}",
                       "-", "-"))
+    for r in by["invalid-utf8"] + by["output-blocked"]:
+        pause, join = r.values.get("longest pause"), r.values.get("join")
+        what = "a rank printed invalid UTF-8" if r.scenario == "invalid-utf8" else \
+            f"stdout unread {RELAY_WINDOW_S:.0f} s"
+        goals.append((f"{what}: longest pause in {RELAY_WINDOW_S:.0f} s", fmt(pause), "< 5000",
+                      "met" if r.outcome == "recovered" and pause is not None and pause < 5000
+                      else f"MISSED; {r.outcome}"))
+        goals.append((f"{what}: a pod added meanwhile trains (Ready -> first step, its imports included)",
+                      fmt(join), "trains", "met" if join is not None else "MISSED"))
     table("fault goals", ("measurement", "ms", "goal ms", "status"), goals)
     print("goal: training resumes < 2 s after a NotReady mark or a kill, < 5 s after a freeze Kubernetes "
           "never reports; no pause > 2 s mid large allreduce; a flap costs no reset; a frozen coordinator "

@@ -12,6 +12,11 @@ $BENCH_LOG at the moments a join or a leave is made of (unix time "t", "ev", "ho
   tick      with $BENCH_TICKS=1, rank 0 after every step ("t0": when the step's large
             allreduce began, with $BENCH_ALLREDUCE_MB): the fault rounds' pause measurements
 
+With $BENCH_PRINT=N every rank prints a line per step to stdout (a training log), padded to
+N characters when N > 1; with
+$BENCH_GARBLE=PATH, once PATH exists, rank 1 writes one line that is not UTF-8 to stdout
+(and a marker record "garbled" to $BENCH_LOG).
+
 It trains a tiny model forever (an allreduce and a commit per step, $BENCH_STEP_DELAY s
 apart), until $BENCH_STOP exists. With $BENCH_ALLREDUCE_MB=N each step also allreduces an
 N MB float32 tensor (hvd.allreduce, one message: a rank killed mid-send leaves its peers in a
@@ -48,6 +53,10 @@ stop = os.environ["BENCH_STOP"]
 ticks = os.environ.get("BENCH_TICKS") == "1"
 big_mb = float(os.environ.get("BENCH_ALLREDUCE_MB", "0"))
 big = torch.ones(int(big_mb * (1 << 20) / 4)) if big_mb > 0 else None
+chatty = int(os.environ.get("BENCH_PRINT") or "0")
+pad = "." * max(0, chatty - 60)
+garble = os.environ.get("BENCH_GARBLE")
+garbled = []
 
 
 @hvd.elastic.run
@@ -68,6 +77,12 @@ def train(state):
         if stepped_at != hvd.size():
             stepped_at = hvd.size()
             emit("step", size=hvd.size(), rank=hvd.rank(), step=state.step)
+        if chatty:
+            print(f"step {state.step} rank {hvd.rank()} size {hvd.size()} loss {loss.item():.6f} {pad}", flush=True)
+        if garble and not garbled and hvd.rank() == 1 and os.path.exists(garble):
+            garbled.append(True)
+            os.write(1, b"caf\xe9 \xff\xfe not utf-8\n")
+            emit("garbled", size=hvd.size(), rank=1, step=state.step)
         state.commit()
         time.sleep(delay)
 

@@ -14,6 +14,7 @@ whole file; ``Follower(path).poll()`` returns the records appended since the las
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,22 +53,37 @@ def read_records(path: str | Path | None) -> list[Record]:
 
 
 class Follower:
-    """Reads the records appended to a file since the last ``poll`` (a partial last line waits)."""
+    """Reads the records appended to a file since the last ``poll`` (a partial last line waits).
+
+    The driver rotates its events file (``<path>`` becomes ``<path>.1``, a new ``<path>`` is
+    started): when ``<path>`` is another file than the one read so far, the rest of the old
+    one (found as ``<path>.1``) is read first, then the new one from its start."""
 
     def __init__(self, path: str | Path):
         self._path = Path(path)
         self._offset = 0
         self._rest = b""
+        self._inode: int | None = None
 
     def poll(self) -> list[Record]:
         """The new complete records; [] when the file is missing or has nothing new."""
         try:
-            with open(self._path, "rb") as f:
-                f.seek(self._offset)
-                data = f.read()
+            inode = os.stat(self._path).st_ino
         except OSError:
             return []
-        self._offset += len(data)
+        data = b""
+        if self._inode is not None and inode != self._inode:
+            rotated = self._path.with_name(self._path.name + ".1")
+            try:
+                if os.stat(rotated).st_ino == self._inode:
+                    data = self._read(rotated)
+            except OSError:
+                pass
+            if not data.endswith(b"\n") and (self._rest or data):
+                data += b"\n"  # the old file's partial last line ends with it
+            self._offset = 0
+        self._inode = inode
+        data += self._read(self._path)
         data = self._rest + data
         lines = data.split(b"\n")
         self._rest = lines.pop()
@@ -77,3 +93,14 @@ class Follower:
             if rec is not None:
                 out.append(rec)
         return out
+
+    def _read(self, path: Path) -> bytes:
+        """What path holds past the offset read so far (which then moves to its end)."""
+        try:
+            with open(path, "rb") as f:
+                f.seek(self._offset)
+                data = f.read()
+        except OSError:
+            return b""
+        self._offset += len(data)
+        return data

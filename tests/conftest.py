@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.daemons import Daemon, start_daemon
+from tests.processes import SESSION_ENV, SESSION_TAG, kill_with
 
 TESTS = Path(__file__).resolve().parent
 BY_DIRECTORY = {"runtime": ("horovod",), "horovod_upstream": ("horovod",), "images": ("images",), "e2e": ("e2e",)}
@@ -47,6 +48,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker("horovod")
         if any(item.get_closest_marker(m) for m in SLOW_MARKERS) or fixtures & SLOW_FIXTURES:
             item.add_marker("slow")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_process_left_behind() -> Iterator[None]:
+    """The session's safety net (tests/processes.py): every process still carrying this
+    session's tag when the suite ends is killed, and named on stderr so the test that
+    forgot it can be found."""
+    yield
+    killed = kill_with(SESSION_ENV, SESSION_TAG)
+    if killed:
+        import sys
+        print(f"\ntests: killed {len(killed)} process(es) left behind: {killed}", file=sys.stderr)
 
 
 @pytest.fixture

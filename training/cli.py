@@ -14,10 +14,13 @@ import signal
 import sys
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from training import options
 from training.errors import EXIT_FAILURE, TrainingError
+
+if TYPE_CHECKING:
+    from training.gpu_defaults import DeviceInfo
 
 
 def one_line(exc: BaseException) -> str:
@@ -59,12 +62,50 @@ def guarded(body: Callable[[], int]) -> int:
 def train_command(argv: list[str] | None, defaults: options.Defaults,
                   make_task: Callable[[options.TrainConfig], Any]) -> int:
     """A command's ``main``: parse ``argv`` with ``defaults`` into a ``TrainConfig``,
-    ``make_task(args)`` (which checks the data before torch and Horovod are imported), then
-    ``training.loop.run``; ``guarded``."""
+    ``make_task(args)`` (which checks the data before torch and Horovod are imported, unless
+    the device must first decide ``--augment-on-device``, which picks the datasets), then
+    ``training.loop.run`` with the device's defaults (``resolve``); ``guarded``."""
     def body() -> int:
         args = options.parse(argv, defaults)
+        early = args.augment_on_device is None  # the device decides it: before the datasets
+        if early:
+            args = resolve(args, defaults)
         task = make_task(args)
-        from training.loop import run, use_cuda
+        from training.loop import run
 
-        return run(task, options.resolve_device_defaults(args, defaults, cuda=use_cuda(args)))
+        return run(task, args if early else resolve(args, defaults))
     return guarded(body)
+
+
+def resolve(args: options.TrainConfig, defaults: options.Defaults) -> options.TrainConfig:
+    """``args`` with the defaults the device decides (``options.resolve_device_defaults``:
+    batch size, rate, ``--augment-on-device``); on CUDA one line on stderr says what they
+    are and why."""
+    from training.gpu_defaults import probe
+    from training.loop import local_rank_hint, log, use_cuda
+
+    cuda = use_cuda(args)
+    device = probe(local_rank_hint()) if cuda else None
+    resolved = options.resolve_device_defaults(args, defaults, cuda, device)
+    if device is not None and (not args.batch_size_given or args.augment_on_device is None):
+        log(device_line(device, resolved, defaults, augment_decided=args.augment_on_device is None))
+    return resolved
+
+
+def device_line(device: DeviceInfo, cfg: options.TrainConfig, d: options.Defaults,
+                augment_decided: bool) -> str:
+    """What the device chose, e.g. ``NVIDIA T4 (14.6 GiB, 7.5): --batch-size 128 (256 does not
+    fit), --augment-on-device off (no hardware JPEG decoder)``."""
+    from training.gpu_defaults import GIB, has_jpeg_engine
+
+    parts = []
+    if not cfg.batch_size_given:
+        lowered = d.gpu_batch_size and cfg.batch_size < d.gpu_batch_size
+        parts.append(f"--batch-size {cfg.batch_size}"
+                     + (f" ({d.gpu_batch_size} does not fit)" if lowered else ""))
+    if augment_decided:
+        engine = has_jpeg_engine(device.name, device.capability)
+        parts.append(f"--augment-on-device {'on' if cfg.augment_on_device else 'off'}"
+                     + (" (hardware JPEG decoder)" if engine else " (no hardware JPEG decoder)"))
+    cc = f"{device.capability[0]}.{device.capability[1]}"
+    return f"{device.name} ({device.total_memory / GIB:.1f} GiB, {cc}): " + ", ".join(parts)

@@ -3,6 +3,11 @@
 Each dataset returns ``(image tensor, label)`` and is indexable by the sample indices the
 sampler hands out. Images are decoded lazily (per sample), so building a dataset is cheap
 and only ``scan``/``load_mnist`` touch the disk up front.
+
+Orientation: one rule on every decode path. An image's EXIF orientation (tag 0x0112) is
+applied, as torchcodec does on the CPU and on CUDA (``--augment-on-device``), so PIL (the
+loading processes' path and the device path's CPU fallback) applies it too (``oriented``):
+the same file trains upright on every path, crops drawn on the upright size.
 """
 
 from __future__ import annotations
@@ -58,6 +63,35 @@ class SyntheticDataset(Dataset):
         return x, torch.tensor(label, dtype=torch.int64)
 
 
+EXIF_ORIENTATION = 0x0112
+# EXIF orientation -> the PIL transpose that makes the image upright (PIL's exif_transpose)
+_UPRIGHT = {2: "FLIP_LEFT_RIGHT", 3: "ROTATE_180", 4: "FLIP_TOP_BOTTOM", 5: "TRANSPOSE",
+            6: "ROTATE_270", 7: "TRANSVERSE", 8: "ROTATE_90"}
+SWAPS_SIDES = frozenset({5, 6, 7, 8})
+
+
+def exif_orientation(img) -> int:
+    """The EXIF orientation of an open PIL image, 1 (as stored) when it has none or a bad one."""
+    try:
+        value = img.getexif().get(EXIF_ORIENTATION, 1)
+    except Exception:  # a malformed EXIF block: decoders ignore it, so do we
+        return 1
+    return value if isinstance(value, int) and value in _UPRIGHT else 1
+
+
+def oriented(img, orientation: int):
+    """``img`` turned upright for EXIF ``orientation`` (itself for 1)."""
+    from PIL import Image
+
+    method = _UPRIGHT.get(orientation)
+    return img.transpose(getattr(Image.Transpose, method)) if method else img
+
+
+def upright_rgb(img):
+    """An open PIL image as upright RGB (``exif_orientation`` applied)."""
+    return oriented(img.convert("RGB"), exif_orientation(img))
+
+
 class ImageListDataset(Dataset):
     """Images from ``(path, label)`` pairs, decoded with PIL and passed through ``transform``.
 
@@ -80,7 +114,7 @@ class ImageListDataset(Dataset):
                 x = self.transform.load(path)
             else:
                 with Image.open(path) as img:
-                    x = self.transform(img.convert("RGB"))
+                    x = self.transform(upright_rgb(img))
         except (OSError, UnidentifiedImageError) as exc:
             raise DatasetError(f"{path}: cannot decode image: {exc}") from exc
         return x, torch.tensor(label, dtype=torch.int64)
@@ -141,14 +175,18 @@ class CropToUint8:
         from PIL import Image
 
         with Image.open(path) as img:
-            width, height = img.size
+            orientation = exif_orientation(img)
+            width, height = img.size  # upright (the crop is drawn on the upright image)
+            if orientation in SWAPS_SIDES:
+                width, height = height, width
             left, top, right, bottom = self.box(width, height)
             flip = self.train and bool(torch.rand(1) < 0.5)
             if self.draft and img.format == "JPEG":
                 bw, bh = right - left, bottom - top
                 if bw >= 2 * self.size and bh >= 2 * self.size:
-                    img.draft("RGB", (-(-width * self.size // int(bw)), -(-height * self.size // int(bh))))
-            img = img.convert("RGB")
+                    want = (-(-width * self.size // int(bw)), -(-height * self.size // int(bh)))
+                    img.draft("RGB", want[::-1] if orientation in SWAPS_SIDES else want)
+            img = oriented(img.convert("RGB"), orientation)
             out = self.resample(img, (width, height), (left, top, right, bottom))
         if flip:
             out = out.transpose(Image.Transpose.FLIP_LEFT_RIGHT)

@@ -52,8 +52,9 @@ from typing import NamedTuple
 import torch
 from torch.utils.data import Dataset
 
-from training.datasets import IMAGENET_MEAN, IMAGENET_STD
+from training.datasets import IMAGENET_MEAN, IMAGENET_STD, upright_rgb
 from training.errors import DatasetError, DeviceError
+from training.jpeg_header import needs_cpu_decode
 
 JPEG_MAGIC = b"\xff\xd8\xff"
 SCALE = (0.08, 1.0)
@@ -72,7 +73,11 @@ class JpegBytesDataset(Dataset):
 
     ``__getitem__`` returns ``(image, label, path)``: for a JPEG file, its bytes as a 1-D uint8
     tensor (decoded later on the device); for any other format (PNG, BMP... in an
-    ImageFolder) the image decoded here with PIL as a 3-D uint8 tensor (C, H, W) in RGB.
+    ImageFolder), and for a JPEG whose header says CMYK, YCCK or Adobe RGB
+    (``training.jpeg_header``: nvJPEG's colour conversion expects YCbCr or grayscale and may
+    return wrong colours instead of an error; ImageNet holds ~22 CMYK JPEGs), the image
+    decoded here with PIL as a 3-D uint8 tensor (C, H, W) in RGB. The header is read here,
+    in the loading processes, not in the training process that feeds the GPU.
     An unreadable file raises ``DatasetError`` naming it.
     """
 
@@ -90,13 +95,13 @@ class JpegBytesDataset(Dataset):
         except OSError as exc:
             raise DatasetError(f"{path}: cannot read: {exc.strerror}") from exc
         target = torch.tensor(label, dtype=torch.int64)
-        if is_jpeg(data):
+        if is_jpeg(data) and not needs_cpu_decode(data):
             return torch.frombuffer(bytearray(data), dtype=torch.uint8), target, path
         return _decode_other(path, data), target, path
 
 
 def _decode_other(path: str, data: bytes) -> torch.Tensor:
-    """A non-JPEG image as a (3, H, W) uint8 tensor, decoded with PIL."""
+    """A non-JPEG (or CMYK JPEG) image as a (3, H, W) uint8 tensor, decoded with PIL."""
     import io
 
     import numpy as np
@@ -104,7 +109,7 @@ def _decode_other(path: str, data: bytes) -> torch.Tensor:
 
     try:
         with Image.open(io.BytesIO(data)) as img:
-            rgb = np.asarray(img.convert("RGB"))
+            rgb = np.asarray(upright_rgb(img))
     except (OSError, UnidentifiedImageError) as exc:
         raise DatasetError(f"{path}: cannot decode image: {exc}") from exc
     return torch.from_numpy(rgb.copy()).permute(2, 0, 1).contiguous()
@@ -174,15 +179,16 @@ def torchcodec_decoder(data: list[torch.Tensor], device: torch.device) -> list[t
 
 
 def cpu_decode(data: torch.Tensor) -> torch.Tensor:
-    """JPEG bytes decoded with PIL (any JPEG it reads, CMYK included) as (3, H, W) uint8 RGB;
-    ``OSError`` or ``UnidentifiedImageError`` when it cannot."""
+    """JPEG bytes decoded with PIL (any JPEG it reads, CMYK included) as (3, H, W) uint8 RGB,
+    its EXIF orientation applied as torchcodec applies it; ``OSError`` or
+    ``UnidentifiedImageError`` when it cannot."""
     import io
 
     import numpy as np
     from PIL import Image
 
     with Image.open(io.BytesIO(data.numpy().tobytes())) as img:
-        rgb = np.asarray(img.convert("RGB"))
+        rgb = np.asarray(upright_rgb(img))
     return torch.from_numpy(rgb.copy()).permute(2, 0, 1).contiguous()
 
 
@@ -286,8 +292,8 @@ class DeviceAugment:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             hint = (" (a torchcodec built without CUDA, or nvJPEG failed to start)"
                     if self.device.type == "cuda" else "")
-            raise DeviceError(f"{where}: {type(exc).__name__}: {first}{hint}; without "
-                              "--augment-on-device the loading processes decode on the CPU"
+            raise DeviceError(f"{where}: {type(exc).__name__}: {first}{hint}; with "
+                              "--no-augment-on-device the loading processes decode on the CPU"
                               ) from exc
         if len(out[0].shape) != 3 or tuple(out[0].shape) != (3, 16, 16) or any(
                 abs(g - c) > 8 for g, c in zip(got, colour, strict=True)):

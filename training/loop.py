@@ -73,7 +73,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from training import checkpoint, cpus, fingerprint, loaders, metrics, snapshots
 from training.background import BackgroundWriter
-from training.errors import CheckpointError, ConfigError
+from training.errors import CheckpointError, ConfigError, DeviceError
 from training.layout import LayoutCompression
 from training.options import TrainConfig
 from training.schedule import learning_rate, ramped, resize_ramp
@@ -233,6 +233,11 @@ class Trainer:
         args = self.args
         self.device = device
         if device.type == "cuda":
+            from training.cuda_arch import device_mismatch
+
+            mismatch = device_mismatch(torch, device.index or 0)
+            if mismatch:  # else the first kernel fails, and the host is blacklisted
+                raise DeviceError(mismatch)
             torch.cuda.set_device(device)
             torch.cuda.init()  # the CUDA context, now rather than in the rendezvous
         self.augment = None
@@ -966,6 +971,11 @@ def run(task: Task, args: TrainConfig) -> int:
 
     if gpu_path(args):
         torch.backends.cudnn.benchmark = True  # fixed input shapes: let cuDNN pick kernels
+    from training.gpu_defaults import nccl_missing_line
+
+    note = nccl_missing_line(gpu_path(args), bool(hvd.nccl_built()))
+    if note:
+        log(note)
     trainer = Trainer(task, args, flags, tracer)
     tracer.event("prepared", dynamo=dynamo_imported())
     tracer.event("init", dynamo=dynamo_imported())

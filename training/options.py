@@ -14,9 +14,12 @@ import argparse
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from training.errors import ConfigError
+
+if TYPE_CHECKING:
+    from training.gpu_defaults import DeviceInfo
 
 TRUE = {"1", "true", "yes", "on"}
 FALSE = {"0", "false", "no", "off", ""}
@@ -46,6 +49,11 @@ class Defaults:
     # when set and --lr is not given: the rate per worker is lr_per_256 * batch size / 256
     # (Goyal et al.'s linear rule; 0.1 per 256 for ResNet-50), ``lr`` is then unused
     lr_per_256: float | None = None
+    # on CUDA without --batch-size: gpu_batch_size is lowered to what fits the device's memory
+    # (``training.gpu_defaults.fit_batch_size``) from the activations saved per image at 224 px
+    # in 16-bit and the fixed cost; None: gpu_batch_size as it is
+    gpu_image_bytes: int | None = None
+    gpu_fixed_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -98,7 +106,8 @@ class TrainConfig:
     image_size: int | None = None
     num_classes: int | None = None
     zero_init_residual: bool = False
-    augment_on_device: bool = False
+    # None until the device decides (--data-dir, neither --augment-on-device nor --no-...)
+    augment_on_device: bool | None = False
 
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> TrainConfig:
@@ -246,8 +255,8 @@ class Flag(NamedTuple):
         if self.env:
             default = os.environ.get(self.env) or default
         kw: dict[str, Any] = {"default": default, "help": self.help}
-        if self.kind is bool:
-            kw["action"] = "store_true"
+        if self.kind is bool:  # a default of None: --flag / --no-flag, None when neither
+            kw["action"] = argparse.BooleanOptionalAction if default is None else "store_true"
         elif self.check is not None:
             kw["type"] = self.check(self.kind)
         elif self.kind is not str:
@@ -334,10 +343,11 @@ _IMAGE_FLAGS = (  # the image models' flags (``Defaults.image_size`` set)
          "classes with --synthetic (default %(default)s); else the dataset's", _positive),
     Flag("--zero-init-residual", bool, False,
          "start each residual block's last BatchNorm at zero (Goyal et al.)"),
-    Flag("--augment-on-device", bool, False,
+    Flag("--augment-on-device", bool, None,
          "the loading processes only read the JPEG files; the training process decodes them "
          "(nvJPEG on CUDA) and crops, flips and normalises each batch on its device: for when "
-         "the CPUs cannot keep the GPU fed (needs --data-dir)"),
+         "the CPUs cannot keep the GPU fed (needs --data-dir; default: on for a GPU with a "
+         "hardware JPEG decoder, A100, H100, L4 and later, else off)"),
 )
 
 
@@ -354,20 +364,34 @@ def _device_defaults(given_batch: int | None, given_lr: float | None, d: Default
     return batch, d.lr_per_256 * batch / 256 if d.lr_per_256 else d.lr
 
 
-def resolve_device_defaults(cfg: TrainConfig, d: Defaults, cuda: bool) -> TrainConfig:
+def resolve_device_defaults(cfg: TrainConfig, d: Defaults, cuda: bool,
+                            device: DeviceInfo | None = None) -> TrainConfig:
     """``cfg`` with ``--batch-size`` and ``--lr`` filled for the device when they were not
-    given (``_device_defaults``). ``parse`` fills them for the CPU; the command calls this
-    once it knows CUDA is used."""
+    given (``_device_defaults``; on CUDA with the ``device``'s properties, the model's GPU
+    batch lowered to what fits its memory), and ``--augment-on-device`` when the device
+    decides it (``training.gpu_defaults``). ``parse`` fills them for the CPU; the command
+    calls this once it knows whether CUDA is used."""
+    from training import gpu_defaults as gd
+
+    if cuda and device is not None and d.gpu_batch_size and d.gpu_image_bytes:
+        per_image = gd.activation_bytes(d.gpu_image_bytes, cfg.image_size or 224, not cfg.no_amp)
+        d = replace(d, gpu_batch_size=gd.fit_batch_size(device.total_memory, per_image,
+                                                        d.gpu_fixed_bytes, d.gpu_batch_size))
     batch, lr = _device_defaults(cfg.batch_size if cfg.batch_size_given else None,
                                  cfg.lr if cfg.lr_given else None, d, cuda)
-    return replace(cfg, batch_size=batch, lr=lr)
+    augment = cfg.augment_on_device
+    if augment is None:
+        augment = cuda and gd.augment_on_device_default(device)
+    return replace(cfg, batch_size=batch, lr=lr, augment_on_device=augment)
 
 
 def parse(argv: list[str] | None, d: Defaults) -> TrainConfig:
     """Parse ``argv`` (None = sys.argv[1:]) with the environment as defaults."""
     p = _Parser(prog=d.prog, description=d.description,
                 epilog=f"Defaults: --batch-size {d.batch_size}"
-                + (f" ({d.gpu_batch_size} on CUDA)" if d.gpu_batch_size else "")
+                + (f" ({d.gpu_batch_size} on CUDA" + (", less when that does not fit the GPU's memory)"
+                                                    if d.gpu_image_bytes else ")")
+                   if d.gpu_batch_size else "")
                 + (f", --lr {d.lr_per_256} x batch size / 256" if d.lr_per_256 else f", --lr {d.lr}")
                 + ". Every flag may also be set as TRAIN_<FLAG> in the environment.")
     src = p.add_mutually_exclusive_group()
@@ -387,6 +411,8 @@ def parse(argv: list[str] | None, d: Defaults) -> TrainConfig:
         args.norm_weight_decay = args.weight_decay
     if not args.debug_gpu_path:
         args.debug_gpu_path = _env_flag("TRAINING_DEBUG_GPU_PATH")
+    if getattr(args, "augment_on_device", False) is None and not args.data_dir:
+        args.augment_on_device = False  # nothing to decode: not the device's choice
     if getattr(args, "augment_on_device", False) and not args.data_dir:
         raise ConfigError("--augment-on-device decodes image files: it needs --data-dir, "
                           "not --synthetic")

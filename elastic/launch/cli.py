@@ -15,6 +15,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 import tempfile
 import uuid
@@ -23,7 +24,8 @@ from collections.abc import Sequence
 from elastic.common.cli import env_int
 from elastic.errors import ConfigError, ElasticError
 from elastic.launch.command import HorovodrunOptions
-from elastic.launch.plan import LaunchConfig, make_plan, plan_as_dict
+from elastic.launch.lease import DEFAULT_LEASE, MAX_LEASE, MIN_LEASE, check_seconds
+from elastic.launch.plan import DEFAULT_TERM_GRACE, LaunchConfig, make_plan, plan_as_dict
 from elastic.launch.plot import check_plot_path
 from elastic.launch.prepare import parse_dataset
 from elastic.launch.runner import run
@@ -61,6 +63,21 @@ def build_parser() -> argparse.ArgumentParser:
                         "them: long enough for a graceful delete to commit and leave, short for hosts that "
                         "vanish without a word (HOROVOD_ELASTIC_LEAVE_GRACE_SECONDS for horovodrun; "
                         "ELASTIC_LEAVE_GRACE; default: Horovod's, 5)")
+    g = p.add_argument_group("launcher loss (docs/architecture.md, \"The launcher\")")
+    g.add_argument("--job-id", default=None, metavar="JOB",
+                   help="the job's identity, the same for every retry of the job: a launcher stops whatever "
+                        "an earlier run of JOB left on a host before its own world starts there "
+                        "(ELASTIC_JOB_ID; letters, digits and '-', at most 63; default: derived from the "
+                        "pods' namespace, selector or daemon, the kubeconfig and the training command)")
+    g.add_argument("--lease", default=None, metavar="SECONDS",
+                   help="a worker whose driver has not answered for this long, or whose ssh session is "
+                        "gone, ends its processes (elastic.launch.lease): a lost launcher leaves no "
+                        f"world behind (ELASTIC_LEASE; 0: off, else {MIN_LEASE:g}..{MAX_LEASE:g}; "
+                        f"default {DEFAULT_LEASE:g}: three times the driver stall the job survives)")
+    g.add_argument("--term-grace", default=None, metavar="SECONDS",
+                   help="on SIGTERM (drain, eviction), how long the training gets to commit, write a "
+                        "checkpoint and leave before elastic-run stops what is left; keep it below the "
+                        f"pod's grace (ELASTIC_TERM_GRACE; default {DEFAULT_TERM_GRACE:g})")
     g = p.add_argument_group("hosts")
     g.add_argument("--ssh-port", type=int, default=None, help="sshd port of every host (ELASTIC_SSH_PORT)")
     g.add_argument("--ssh-identity-file", default=None, help="the job's private key (ELASTIC_SSH_IDENTITY)")
@@ -141,6 +158,44 @@ def parse_leave_grace(raw: str, name: str = "--leave-grace") -> float:
     return value
 
 
+_JOB_ID = re.compile(r"^[A-Za-z0-9-]{1,63}$")
+MAX_TERM_GRACE = 3600.0
+
+
+def parse_job_id(raw: str, name: str = "--job-id") -> str:
+    """``--job-id`` as given, or ConfigError naming it (it goes into a shell pattern on the hosts)."""
+    if not _JOB_ID.match(raw):
+        raise ConfigError(f"{name} must be 1 to 63 letters, digits or '-', got {raw!r}")
+    return raw
+
+
+def parse_lease(raw: str, name: str = "--lease") -> float:
+    """``--lease`` -> seconds (``elastic.launch.lease.check_seconds``); ConfigError naming it."""
+    try:
+        return check_seconds(float(raw))
+    except ValueError as exc:
+        raise ConfigError(f"{name}: {exc}" if "lease" in str(exc) else
+                          f"{name} must be a number of seconds, got {raw!r}") from None
+
+
+def parse_term_grace(raw: str, name: str = "--term-grace") -> float:
+    """``--term-grace`` -> seconds in (0, ``MAX_TERM_GRACE``]; ConfigError naming it."""
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number of seconds, got {raw!r}") from None
+    if not 0 < value <= MAX_TERM_GRACE:
+        raise ConfigError(f"{name} must be more than 0 and at most {MAX_TERM_GRACE:g} seconds, got {raw!r}")
+    return value
+
+
+def _flag_or_env(value: str | None, env: str) -> tuple[str | None, str]:
+    """The flag's value and its name, else the variable's (if set and not empty)."""
+    if value is not None:
+        return value, ""
+    return os.environ.get(env) or None, env
+
+
 def config_from_args(args: argparse.Namespace, command: list[str]) -> LaunchConfig:
     """Check the flags and environment; ConfigError names the first bad value."""
     if not command:
@@ -186,6 +241,12 @@ def config_from_args(args: argparse.Namespace, command: list[str]) -> LaunchConf
         leave_grace = parse_leave_grace(args.leave_grace)
     elif os.environ.get("ELASTIC_LEAVE_GRACE"):
         leave_grace = parse_leave_grace(os.environ["ELASTIC_LEAVE_GRACE"], "ELASTIC_LEAVE_GRACE")
+    raw, env_name = _flag_or_env(args.job_id, "ELASTIC_JOB_ID")
+    job_id = parse_job_id(raw, env_name or "--job-id") if raw is not None else None
+    raw, env_name = _flag_or_env(args.lease, "ELASTIC_LEASE")
+    lease = parse_lease(raw, env_name or "--lease") if raw is not None else DEFAULT_LEASE
+    raw, env_name = _flag_or_env(args.term_grace, "ELASTIC_TERM_GRACE")
+    term_grace = parse_term_grace(raw, env_name or "--term-grace") if raw is not None else DEFAULT_TERM_GRACE
     options = HorovodrunOptions(
         discovery_script=tool("discover-hosts"),
         min_np=min_np, max_np=max_np, np=args.np, slots_per_host=args.slots_per_host,
@@ -212,7 +273,7 @@ def config_from_args(args: argparse.Namespace, command: list[str]) -> LaunchConf
         metrics_file=metrics, timeline_file=args.timeline_file, plot_file=plot_file, log_dir=log_dir,
         stall_timeout=stall or None,
         events_file=os.path.abspath(args.events_file) if args.events_file else None,
-        leave_grace=leave_grace,
+        leave_grace=leave_grace, job_id=job_id, lease=lease, term_grace=term_grace,
     )
 
 

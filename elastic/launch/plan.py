@@ -22,6 +22,7 @@ Raises ``ConfigError``/``ToolNotFound`` (``ElasticError``s) only from ``tool`` o
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
@@ -35,12 +36,29 @@ from elastic.launch.command import HorovodrunOptions, build_horovodrun_command
 from elastic.launch.daemon import DaemonSpec
 from elastic.launch.events import EVENTS_ENV
 from elastic.launch.hvdrun import LAUNCHER_GONE_SIGNAL, REAP_SSH_ENV
+from elastic.launch.lease import DEFAULT_LEASE
 from elastic.launch.prepare import parse_dataset, prepare_argv
-from elastic.launch.reap import RUN_ID_ENV
+from elastic.launch.reap import JOB_ID_ENV, RUN_ID_ENV
 from elastic.launch.tools import tool as find_tool
 from elastic.ssh.config import SSH_CONFIG_ENV, BootstrapDir
 
 LEAVE_GRACE_ENV = "HOROVOD_ELASTIC_LEAVE_GRACE_SECONDS"
+DEFAULT_TERM_GRACE = 25.0  # Kubernetes' default grace is 30 s: 5 s are left for the clean-up
+
+
+def default_job_id(namespace: str, selector: str | None, discovery_url: str | None,
+                   kubeconfig: str | None, command: tuple[str, ...]) -> str:
+    """The job identity of a launcher given no ``--job-id``: the same for every retry with the
+    same arguments (where the pods are, the training command), 16 hex digits. Pure."""
+    key = json.dumps([namespace, selector, discovery_url, kubeconfig, list(command)])
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def lease_command(python: str, seconds: float, command: tuple[str, ...]) -> list[str]:
+    """``command`` under the lease wrapper (``elastic.launch.lease``), or as it is for 0."""
+    if not seconds:
+        return list(command)
+    return [python, "-m", "elastic.launch.lease", "--seconds", f"{seconds:g}", "--", *command]
 
 
 @dataclass(frozen=True)
@@ -65,6 +83,9 @@ class LaunchConfig:
     stall_timeout: float | None = 900.0
     events_file: str | None = None
     leave_grace: float | None = None
+    job_id: str | None = None
+    lease: float = DEFAULT_LEASE
+    term_grace: float = DEFAULT_TERM_GRACE
 
 
 @dataclass(frozen=True)
@@ -119,6 +140,13 @@ class LaunchPlan:
         script (Horovod's own shutdown).
     leave_grace: ``--leave-grace`` seconds, passed as ``HOROVOD_ELASTIC_LEAVE_GRACE_SECONDS``
         in ``env``; None leaves Horovod's default.
+    job_id: the job's identity (``--job-id``, else ``default_job_id``): every worker carries it
+        as ``ELASTIC_JOB_ID`` in ``env``; before its world starts on a host (the prepare hook,
+        and the hosts served at the start) the launcher stops every other run of it there.
+    lease: seconds a worker lives on without an answer from its driver (``--lease``; the
+        training command runs under ``elastic.launch.lease``); 0: off.
+    term_grace: on SIGTERM, seconds the training gets to commit, checkpoint and leave before
+        the clean-up stops what is left (``--term-grace``).
     """
 
     run_id: str
@@ -144,6 +172,9 @@ class LaunchPlan:
     stall_timeout: float | None = None
     horovodrun_death_signal: int = int(signal.SIGTERM)
     leave_grace: float | None = None
+    job_id: str = ""
+    lease: float = 0.0
+    term_grace: float = DEFAULT_TERM_GRACE
 
 
 def make_plan(config: LaunchConfig, *, run_id: str, workdir: str,
@@ -154,14 +185,18 @@ def make_plan(config: LaunchConfig, *, run_id: str, workdir: str,
     python_bin = python_bin if python_bin is not None else str(Path(sys.executable).parent)
     ssh_dir = config.ssh_dir or os.path.join(workdir, "ssh")
     layout = BootstrapDir(ssh_dir)
+    job_id = config.job_id or default_job_id(config.namespace, config.selector, config.discovery_url,
+                                             config.kubeconfig, config.command)
 
     daemon = None
     if config.selector:
         prepare = None
         if opts.ssh_identity_file:
-            prepare = shlex.join(prepare_argv(opts.ssh_identity_file, ssh_dir, opts.ssh_port, config.dataset))
+            prepare = shlex.join(prepare_argv(opts.ssh_identity_file, ssh_dir, opts.ssh_port, config.dataset,
+                                              reap_job=(job_id, run_id)))
         spec = DaemonSpec(executable=tool("discovery-daemon"), namespace=config.namespace,
-                          selector=config.selector, kubeconfig=config.kubeconfig, prepare_cmd=prepare)
+                          selector=config.selector, kubeconfig=config.kubeconfig, prepare_cmd=prepare,
+                          admitted_file=os.path.join(workdir, "admitted-uids") if prepare else None)
         daemon = DaemonPlan(spec=spec, log_file=os.path.join(config.log_dir or workdir, "discovery-daemon.log"),
                             env=dict(config.daemon_env), ready_timeout=config.daemon_ready_timeout,
                             prepares_hosts=prepare is not None)
@@ -182,6 +217,7 @@ def make_plan(config: LaunchConfig, *, run_id: str, workdir: str,
     events_file = config.events_file or os.path.join(workdir, "driver-events.jsonl")
     env = dict(opts.env)
     env[RUN_ID_ENV] = run_id
+    env[JOB_ID_ENV] = job_id
     env[EVENTS_ENV] = events_file
     path_prepend: tuple[str, ...] = (python_bin,)
     if opts.ssh_identity_file:
@@ -203,7 +239,8 @@ def make_plan(config: LaunchConfig, *, run_id: str, workdir: str,
     return LaunchPlan(
         run_id=run_id, workdir=workdir, ssh_dir=ssh_dir,
         discovery_url=config.discovery_url, daemon=daemon, steps=tuple(steps),
-        horovodrun=tuple(build_horovodrun_command(opts, config.command)),
+        horovodrun=tuple(build_horovodrun_command(
+            opts, lease_command(os.path.join(python_bin, "python"), config.lease, config.command))),
         env=env, env_defaults={"PYTHONUNBUFFERED": "1"}, path_prepend=path_prepend,
         reap_ssh_wrapper=wrapper,
         reap_ssh=tuple(reap_ssh), poll_interval=config.poll_interval,
@@ -213,7 +250,7 @@ def make_plan(config: LaunchConfig, *, run_id: str, workdir: str,
         daemon_log_kept=daemon is not None and config.log_dir is not None,
         events_file=events_file, stall_timeout=config.stall_timeout,
         horovodrun_death_signal=int(LAUNCHER_GONE_SIGNAL if hvdrun else signal.SIGTERM),
-        leave_grace=config.leave_grace,
+        leave_grace=config.leave_grace, job_id=job_id, lease=config.lease, term_grace=config.term_grace,
     )
 
 

@@ -15,7 +15,10 @@ RFC 1123 name (``hostlist.validate_host_name``); anything else -- an option such
    module holds no lock.  With ``DISCOVERY_POD_UID`` in the environment (the discovery daemon
    sets it), ``--repin-for-uid UID`` is passed: an address reused by a new pod gets its new
    host key pinned; a changed key for the same pod is still refused;
-2. with ``--dataset``, ``dataset-sync SRC DEST --host HOST --ssh-config DIR/ssh_config
+2. with ``--reap-job JOB --keep-run RUN`` (what elastic-run passes), the processes of job
+   JOB's other runs on HOST are stopped (``elastic.launch.reap``: an earlier launcher of the
+   same job was killed, its workers may still train); a host where that fails is not served;
+3. with ``--dataset``, ``dataset-sync SRC DEST --host HOST --ssh-config DIR/ssh_config
    --peers-file DIR/hostfile``: the job's other pinned hosts are peers, so a late joiner pulls
    the dataset from one that holds a verified copy (relay), not from the launcher.
 
@@ -36,7 +39,9 @@ import sys
 from elastic.common.hostlist import validate_host_name
 from elastic.common.procs import tie_to_parent, tied_run
 from elastic.errors import ConfigError, ElasticError, SSHError, SyncError
+from elastic.launch.reap import reap_command, reap_hosts
 from elastic.launch.tools import tool
+from elastic.ssh.config import BootstrapDir
 from shared.argparser import OneLineParser
 from shared.runner import run_main
 
@@ -49,11 +54,15 @@ def parse_dataset(value: str) -> tuple[str, str]:
     return src, dest
 
 
-def prepare_argv(identity: str, ssh_dir: str, ssh_port: int | None, dataset: str | None) -> list[str]:
-    """The daemon's ``--prepare-cmd`` (without the host the daemon appends), as argv."""
+def prepare_argv(identity: str, ssh_dir: str, ssh_port: int | None, dataset: str | None,
+                 reap_job: tuple[str, str] | None = None) -> list[str]:
+    """The daemon's ``--prepare-cmd`` (without the host the daemon appends), as argv;
+    ``reap_job``: (job id, this run's id) to stop the job's other runs on the host."""
     argv = [sys.executable, "-m", "elastic.launch.prepare", "--identity", identity, "--ssh-dir", ssh_dir]
     if ssh_port is not None:
         argv += ["--ssh-port", str(ssh_port)]
+    if reap_job is not None:
+        argv += ["--reap-job", reap_job[0], "--keep-run", reap_job[1]]
     if dataset:
         argv += ["--dataset", dataset]
     return argv
@@ -77,8 +86,9 @@ def _run(argv: list[str], what: str, error: type[ElasticError]) -> None:
 
 
 def prepare(host: str, identity: str, ssh_dir: str, ssh_port: int | None, dataset: str | None,
-            pod_uid: str | None = None) -> None:
-    """Pin ``host``'s key (re-pinning it for a new ``pod_uid``) and sync the dataset to it;
+            pod_uid: str | None = None, reap_job: tuple[str, str] | None = None) -> None:
+    """Pin ``host``'s key (re-pinning it for a new ``pod_uid``), stop the processes of the
+    job's other runs there (``reap_job``: job id, this run's id) and sync the dataset to it;
     raises SSHError/SyncError/ConfigError."""
     validate_host_name(host)
     argv = [tool("ssh-bootstrap"), "hosts", "--identity", identity, "--out", ssh_dir, f"--hosts={host}"]
@@ -87,6 +97,10 @@ def prepare(host: str, identity: str, ssh_dir: str, ssh_port: int | None, datase
     if pod_uid:
         argv += ["--repin-for-uid", pod_uid]
     _run(argv, f"ssh-bootstrap hosts for {host}", SSHError)
+    if reap_job is not None:
+        ssh = [str(BootstrapDir(ssh_dir).ssh_wrapper), "-o", "BatchMode=yes"]
+        if reap_hosts([host], ssh, reap_job[1], job_id=reap_job[0]):
+            raise SSHError(f"could not stop an earlier run of job {reap_job[0]} on {host}")
     if dataset:
         src, dest = parse_dataset(dataset)
         _run([tool("dataset-sync"), f"--host={host}", "--ssh-config", f"{ssh_dir}/ssh_config",
@@ -100,6 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--ssh-dir", required=True, help="where pinned host keys and ssh configs go")
     parser.add_argument("--ssh-port", type=int, default=None, help="the hosts' sshd port")
     parser.add_argument("--dataset", default=None, metavar="SRC:DEST", help="sync SRC to DEST on the host")
+    parser.add_argument("--reap-job", default=None, metavar="JOB",
+                        help="stop the processes of job JOB's other runs on the host (ELASTIC_JOB_ID)")
+    parser.add_argument("--keep-run", default=None, metavar="RUN", help="with --reap-job: this run, kept")
     parser.add_argument("host")
     return parser
 
@@ -110,8 +127,17 @@ def main(argv: list[str] | None = None) -> int:
     def body() -> int:
         tie_to_parent()  # the daemon that runs us does not tie its children; we die with it
         validate_host_name(args.host)
+        reap_job = None
+        if args.reap_job is not None:
+            if not args.keep_run:
+                raise ConfigError("--reap-job needs --keep-run (this run's id)")
+            reap_job = (args.reap_job, args.keep_run)
+            try:
+                reap_command(args.keep_run, job_id=args.reap_job)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
         prepare(args.host, args.identity, args.ssh_dir, args.ssh_port, args.dataset,
-                os.environ.get("DISCOVERY_POD_UID") or None)
+                os.environ.get("DISCOVERY_POD_UID") or None, reap_job)
         print(f"prepared {args.host}", file=sys.stderr)
         return 0
     return run_main("prepare", body, usage=ConfigError, failure=ElasticError)

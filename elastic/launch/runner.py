@@ -14,14 +14,21 @@ side effects) and ``execute(plan)`` carries it out, in these steps (blocks until
    second) in its own session, with ``DISCOVERY_URL`` set
    for ``discover-hosts`` and, with an identity, ssh-bootstrap's pinning ``ssh`` wrapper first
    on its PATH (``elastic.ssh.config.horovodrun_env``: checks the job's pinned host keys, keeps
-   them out of ``~/.ssh/known_hosts``); SIGINT/SIGTERM to the launcher are forwarded to it;
+   them out of ``~/.ssh/known_hosts``); before it starts, whatever earlier runs of the job
+   (``plan.job_id``) left on the hosts served then is stopped (``elastic.launch.reap``; the
+   prepare hook does the same for each host it prepares); SIGINT to the launcher is forwarded
+   to it; SIGTERM drains the training first (``_drain``: one SIGTERM to each training process,
+   which commits, rank 0 checkpoints, and leaves; up to ``plan.term_grace`` seconds), then
+   stops horovodrun's session;
    while fewer than ``plan.min_slots`` slots are served, which pods it waits for and why is
    logged (``elastic.launch.waits``); the driver's events go to ``plan.events_file``, which
    the stall watchdog follows (hvdrun's output is relayed through
    ``elastic.launch.console``: the training's metrics lines as a live view on a terminal,
    plain lines otherwise, Horovod's expected abort as one info line); when no rank made
    progress for ``plan.stall_timeout`` seconds it prints what each was last seen doing and
-   stops horovodrun's whole session (exit 1);
+   stops horovodrun's whole session (exit 1); when every rank of the first world exited 2
+   before any commit (``elastic.launch.badinput``: a bad training flag) it stops it at once
+   (exit 2) instead of waiting for other hosts up to ``--elastic-timeout``;
 4. at the end (always; each step runs even when one before it failed, and a SIGINT/SIGTERM
    arriving meanwhile is noted, not obeyed: this is what stops the job's processes, and
    each step has a deadline): a horovodrun still running is stopped; the host recorder is
@@ -45,6 +52,7 @@ timeline still shows horovodrun's code). Errors before horovodrun starts raise
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -53,6 +61,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -64,11 +73,12 @@ from elastic.common.hostlist import split_host_slots
 from elastic.common.procs import tied_popen, tied_run
 from elastic.errors import ElasticError, Interrupted, LaunchError, SSHError, SyncError
 from elastic.launch import console, events, plot, timeline
+from elastic.launch.badinput import BadInputWatch
 from elastic.launch.daemon import ManagedDaemon, fetch_hosts, probe
 from elastic.launch.hvdrun import LAUNCHER_GONE_SIGNAL
 from elastic.launch.outputs import outputs_line
 from elastic.launch.plan import LaunchConfig, LaunchPlan, horovodrun_env, make_plan
-from elastic.launch.reap import reap_hosts
+from elastic.launch.reap import reap_hosts, term_hosts
 from elastic.launch.stall import Watchdog
 from elastic.launch.waits import WaitExplainer
 from elastic.launch.watch import HostRecorder
@@ -89,12 +99,14 @@ def _run_step(argv: list[str], what: str, error: type[LaunchError] | type[SSHErr
 
 
 class _SignalForwarder:
-    """While installed, SIGINT/SIGTERM to this process go to the child instead."""
+    """While installed, SIGINT/SIGTERM to this process go to the child instead; with
+    ``on_term``, a SIGTERM calls it once (in a thread of its own) instead of going to the child."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-    def __init__(self, proc: subprocess.Popen):
+    def __init__(self, proc: subprocess.Popen, on_term: Callable[[], None] | None = None):
         self._proc = proc
+        self._on_term = on_term
         self._previous: dict = {}
         self.received: list[int] = []
 
@@ -108,7 +120,12 @@ class _SignalForwarder:
             signal.signal(sig, handler)
 
     def _forward(self, signum, _frame) -> None:
+        first_term = signum == signal.SIGTERM and signal.SIGTERM not in self.received
         self.received.append(signum)
+        if self._on_term is not None and signum == signal.SIGTERM:
+            if first_term:  # no I/O here: the main thread may be inside a write
+                threading.Thread(target=self._on_term, name="sigterm-drain", daemon=True).start()
+            return
         if self._proc.poll() is None:
             try:
                 self._proc.send_signal(signum)
@@ -200,6 +217,7 @@ def execute(plan: LaunchPlan) -> int:
         if hosts:
             for step in plan.steps:
                 _run_step([*step.argv, "--hosts", ",".join(hosts)], step.what, _STEP_ERRORS[step.kind])
+            _reap_earlier_runs(plan, hosts)
 
         argv = list(plan.horovodrun)
         env = horovodrun_env(plan, os.environ, url)
@@ -225,7 +243,10 @@ def execute(plan: LaunchPlan) -> int:
             watchdog = Watchdog(plan.events_file, plan.stall_timeout, lambda report: _stop_stalled(proc, report))
             cleanup.step("stopping the stall watchdog", watchdog.stop)
             watchdog.start()
-        with _SignalForwarder(proc) as forwarder:
+        bad_input = BadInputWatch(plan.events_file, lambda size: _stop_bad_input(proc, size))
+        cleanup.step("stopping the bad-input watch", bad_input.stop)
+        bad_input.start()
+        with _SignalForwarder(proc, on_term=lambda: _drain(plan, recorder, proc)) as forwarder:
             while True:
                 try:
                     outcome.returncode = proc.wait()
@@ -234,6 +255,8 @@ def execute(plan: LaunchPlan) -> int:
                     continue
         if forwarder.received:  # ended by a signal: 128+N, whatever horovodrun made of it
             return 128 + forwarder.received[0]
+        if bad_input.fired:  # every rank of the first world exited 2: stopped at once
+            return 2
         if watchdog is not None and watchdog.fired:
             outcome.returncode = 1
         return bad_input_exit(exit_code(outcome.returncode), events.read_records(plan.events_file))
@@ -313,6 +336,13 @@ def _stop_stalled(proc: subprocess.Popen, report: str) -> None:
     _stop_session(proc)
 
 
+def _stop_bad_input(proc: subprocess.Popen, world_size: int) -> None:
+    """Every rank of the first world exited 2 before any commit: say so, stop horovodrun."""
+    print(f"elastic-run: error: all {world_size} ranks of the first world exited 2 (bad input) before any "
+          "commit: stopping", file=sys.stderr, flush=True)
+    _stop_session(proc)
+
+
 def _stop_session(proc: subprocess.Popen) -> None:
     """Stop horovodrun's session: SIGTERM, then SIGKILL after ``STALL_KILL_GRACE`` seconds."""
     for sig, wait in ((signal.SIGTERM, STALL_KILL_GRACE), (signal.SIGKILL, None)):
@@ -329,15 +359,56 @@ def _stop_session(proc: subprocess.Popen) -> None:
             continue
 
 
-def _reap(plan: LaunchPlan, recorder: HostRecorder) -> None:
-    snapshots = recorder.snapshots()
-    # hosts still served; a pod that left the set took its processes with it
-    hosts = _host_names(snapshots[-1][1]) if snapshots else []
+def _reap_ssh(plan: LaunchPlan) -> list[str]:
+    """The ssh argv that reaches the hosts: the pinning wrapper once it exists, else ``reap_ssh``."""
     if plan.reap_ssh_wrapper and Path(plan.reap_ssh_wrapper).exists():
-        ssh = [plan.reap_ssh_wrapper, "-o", "BatchMode=yes"]
+        return [plan.reap_ssh_wrapper, "-o", "BatchMode=yes"]
+    return list(plan.reap_ssh)
+
+
+def _last_hosts(recorder: HostRecorder) -> list[str]:
+    """The hosts served last; a pod that left the set took its processes with it."""
+    snapshots = recorder.snapshots()
+    return _host_names(snapshots[-1][1]) if snapshots else []
+
+
+def _reap_earlier_runs(plan: LaunchPlan, hosts: Sequence[str]) -> None:
+    """Before this run's world starts on ``hosts``: stop what earlier runs of the job left there
+    (``elastic.launch.reap``, by ``ELASTIC_JOB_ID``; a launcher killed, its node gone). A host
+    where that fails is named; its old processes end by their lease."""
+    started = time.monotonic()
+    failed = reap_hosts(hosts, _reap_ssh(plan), plan.run_id, job_id=plan.job_id)
+    log.info("job %s: no process of an earlier run left on %d host(s) (%.1f s)%s", plan.job_id,
+             len(hosts) - len(failed), time.monotonic() - started,
+             f"; could not check {', '.join(failed)}" if failed else "")
+
+
+def _drain(plan: LaunchPlan, recorder: HostRecorder, proc: subprocess.Popen) -> None:
+    """SIGTERM to elastic-run (a drain, an eviction, an autoscaler's consolidation) while the
+    training runs: one SIGTERM to each training process (``elastic.launch.reap.term_hosts``:
+    it commits, rank 0 writes a checkpoint, it leaves), a wait of at most ``plan.term_grace``
+    seconds for them to end, then horovodrun's session is stopped (the clean-up reaps what is
+    left). Says what it did on stderr."""
+    hosts = _last_hosts(recorder)
+    say = functools.partial(print, file=sys.stderr, flush=True)
+    say(f"elastic-run: SIGTERM: asking the training on {len(hosts)} host(s) to commit, write a checkpoint "
+        f"and leave (up to {plan.term_grace:g} s)")
+    started = time.monotonic()
+    try:
+        failed = term_hosts(hosts, _reap_ssh(plan), plan.run_id, plan.term_grace)
+    except Exception as exc:  # noqa: BLE001 - whatever failed, horovodrun must still be stopped
+        failed = list(hosts)
+        say(f"elastic-run: SIGTERM: could not reach the training: {exc}")
+    took = time.monotonic() - started
+    if failed:
+        say(f"elastic-run: SIGTERM: training still running on {', '.join(failed)} after {took:.1f} s: stopping it")
     else:
-        ssh = list(plan.reap_ssh)
-    failed = reap_hosts(hosts, ssh, plan.run_id)
+        say(f"elastic-run: SIGTERM: the training left on every host in {took:.1f} s; stopping horovodrun")
+    _stop_session(proc)
+
+
+def _reap(plan: LaunchPlan, recorder: HostRecorder) -> None:
+    failed = reap_hosts(_last_hosts(recorder), _reap_ssh(plan), plan.run_id)
     if failed:
         log.warning("could not check for leftover training processes on %s", ", ".join(failed))
 

@@ -1,34 +1,51 @@
-"""The launcher pod's ``worker-scaler`` sidecar: workers up when a launcher pod starts, down to
-zero when the launcher Job is over (deploy/job/launcher.yaml).
+"""The launcher pod's worker scaler: the job's workers at their desired size when a launcher
+pod starts, at zero when the launcher Job is over or suspended (deploy/job/launcher.yaml).
 
-    python -m elastic.launch.scale_workers --statefulset NAME --min-replicas N \\
-        --pod POD --container launcher [--job JOB] [--namespace NS] [--kubeconfig FILE]
+    python -m elastic.launch.scale_workers --workers KIND/NAME --min-replicas FLOOR \\
+        --replicas DESIRED [--max-replicas CAP] --pod POD --container launcher [--job JOB] \\
+        [--phase start|stop|both] [--namespace NS] [--kubeconfig FILE]
 
-1. start: with ``--job``, reads the Job and makes it the StatefulSet's owner (its
-   ``metadata.ownerReferences`` become that one Job: deleting the Job deletes the workers);
-   then reads the StatefulSet's scale subresource and raises ``spec.replicas`` to
-   ``--min-replicas`` when it is below (a new job: the manifest sets no replicas; a job run
-   again after a finished one: 0). A larger size (the user scaled up) is kept. Each call is
-   retried until ``--start-timeout`` seconds have passed;
-2. then blocks until SIGTERM (or SIGINT): the kubelet stops a native sidecar once the pod's
-   main container has ended, and also when the pod is deleted;
+KIND is ``replicasets`` (deploy/'s workers), ``statefulsets`` or ``deployments`` (apps/v1).
+``--phase start`` does step 1 and exits (a regular init container: a failure fails the pod,
+and the Job's podFailurePolicy fails the Job on exit 2); ``--phase stop`` does steps 2-3 (the
+native sidecar); ``both`` (the default) does all three.
+
+1. start: reads the workload; one being deleted (``metadata.deletionTimestamp``: a re-apply
+   right after ``kubectl delete`` patched the old object instead of making a new one) is
+   ``WorkloadGone``, exit 2 at once: no workers would ever come. With ``--job``, reads the
+   Job and makes it the workload's owner (its ``metadata.ownerReferences`` become that one
+   Job, with ``blockOwnerDeletion``: deleting the Job deletes the workers, and a foreground
+   delete waits for them). Then sets ``spec.replicas`` through the scale subresource to
+   ``start_replicas``: the desired size ``--replicas`` (what ``--max-np`` needs) when below
+   it, ``--max-replicas`` when above that, else kept. Each call is retried until
+   ``--start-timeout`` seconds have passed;
+2. then waits for SIGTERM (or SIGINT): the kubelet stops a native sidecar once the pod's
+   main container has ended, and also when the pod is deleted. Every ``--check-every``
+   seconds meanwhile it reads the size and lowers it to ``--max-replicas`` when above (a cap:
+   pods beyond what ``--max-np`` can use would be prepared, synced and idle);
 3. on SIGTERM reads its own pod (``--pod``) and the Job until ``stop_decision`` decides, up
    to ``--finish-timeout`` seconds (the pod's grace period must be longer):
-   - the pod is being deleted, or has the ``DisruptionTarget`` condition (eviction,
-     preemption, node pressure, ``kubectl delete pod``): the Job ignores that failure and
-     makes a new pod; the workers are kept for it;
+   - the Job is suspended (Kueue preempting it, ``kubectl patch job --suspend``): zero, the
+     GPUs are free; the Job's next pod raises them again;
+   - the pod has the ``DisruptionTarget`` condition (eviction, preemption, node pressure):
+     the Job ignores that failure and makes a new pod; the workers are kept for it;
    - ``--container`` exited 0 (done) or 2 (bad input: the Job's podFailurePolicy fails it):
-     the StatefulSet is scaled to 0 and the GPUs are free;
-   - any other exit (1, an OOM kill's 137): a retry when the Job's failures so far are below
-     its ``backoffLimit`` (the workers and their size are kept for the next pod), else the
-     Job's last try (scaled to 0). Without ``--job`` (or the Job unreadable) the workers are kept;
-   - no decision within the time: nothing is changed.
+     zero;
+   - any other exit (1, an OOM kill's 137, a ``kubectl delete pod``'s 143): a retry when the
+     Job's failures so far are below its ``backoffLimit`` (the workers and their size are
+     kept for the next pod), else the Job's last try (zero). Without ``--job`` (or the Job
+     unreadable) the workers are kept;
+   - a pod being deleted whose ``--container`` has not ended yet, or no decision within the
+     time: nothing is changed.
    Scaling to 0 is retried until the same deadline.
 
-Needs ``get``/``patch`` on ``statefulsets/scale`` for NAME, ``patch`` on the StatefulSet and
-``get`` on the Job (with ``--job``), ``get`` on pods. Exit codes: 0 after the stop (whatever
-the decision), 2 bad input (flags, no cluster configuration), 1 an API call failed for good.
-What the API returns is checked before use (``stop_decision``, ``owner_reference``).
+Needs ``get`` on the workload, ``get``/``patch`` on its ``scale``; with ``--job``: ``patch``
+on the workload (and ``delete``, where the OwnerReferencesPermissionEnforcement admission
+plugin guards ownerReferences), ``get`` on the Job and ``update`` on ``jobs/finalizers``
+(what the API asks of whoever sets ``blockOwnerDeletion``); ``get`` on pods. Exit codes: 0 after the stop (or
+after the start with ``--phase start``), 2 bad input (flags, no cluster configuration, a
+workload being deleted), 1 an API call failed for good. What the API returns is checked
+before use (``stop_decision``, ``owner_reference``, ``being_deleted``).
 """
 from __future__ import annotations
 
@@ -61,12 +78,37 @@ class Decision:
     reason: str
 
 
-def start_replicas(current: object, minimum: int) -> int | None:
-    """The replicas to set when a launcher pod starts: ``minimum`` when ``current`` is below it
-    (or not a valid count), else None (leave the user's size alone)."""
-    if isinstance(current, int) and not isinstance(current, bool) and current >= minimum:
-        return None
-    return minimum
+class WorkloadGone(ConfigError):
+    """The workers' workload is being deleted: nothing will make workers for this Job (exit 2)."""
+
+
+# apps/v1 kinds with a scale subresource, by their resource name: the client's method infix
+WORKLOAD_KINDS = {"replicasets": "replica_set", "statefulsets": "stateful_set", "deployments": "deployment"}
+
+
+def start_replicas(current: object, desired: int, cap: int | None = None) -> int | None:
+    """The replicas to set when a launcher pod starts: ``desired`` when ``current`` is below it
+    (or not a valid count: a new workload, or 0 after a finished run), ``cap`` (default
+    ``desired``) when above that, else None (a size between the two is left alone)."""
+    cap = desired if cap is None else cap
+    if not (isinstance(current, int) and not isinstance(current, bool)) or current < desired:
+        return desired
+    return cap if current > cap else None
+
+
+def capped_replicas(current: object, cap: int) -> int | None:
+    """``cap`` when ``current`` is a count above it (someone scaled past what --max-np can
+    use), else None."""
+    if isinstance(current, int) and not isinstance(current, bool) and current > cap:
+        return cap
+    return None
+
+
+def being_deleted(workload: object) -> str | None:
+    """The workload's ``metadata.deletionTimestamp`` (a non-empty string) when it is being
+    deleted, else None; any other answer counts as not being deleted."""
+    stamp = _object(_object(workload).get("metadata")).get("deletionTimestamp")
+    return stamp if isinstance(stamp, str) and stamp else None
 
 
 def _object(value: object) -> dict:
@@ -91,8 +133,9 @@ def stop_decision(pod: object, container: str, job: object = None) -> Decision:
     pod without an answer is ``wait``: the caller reads it again)."""
     if not isinstance(pod, dict):
         return Decision("wait", "no pod in the answer")
-    if _object(pod.get("metadata")).get("deletionTimestamp"):
-        return Decision("keep", "the launcher pod is being deleted: the workers stay for the Job's next pod")
+    if isinstance(job, dict) and _object(job.get("spec")).get("suspend") is True:
+        return Decision("zero", "the Job is suspended (Kueue, or spec.suspend): the workers free their "
+                                "GPUs; the Job's next pod raises them again")
     conditions = _object(pod.get("status")).get("conditions")
     for cond in conditions if isinstance(conditions, list) else []:
         if isinstance(cond, dict) and cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
@@ -120,6 +163,8 @@ def stop_decision(pod: object, container: str, job: object = None) -> Decision:
                                     f"({failed + 1} failures, backoffLimit {limit})")
         return Decision("keep", f"{container} ended with exit code {shown}: the Job tries again "
                                 f"(failure {failed + 1} of {limit + 1} allowed): the workers stay")
+    if _object(pod.get("metadata")).get("deletionTimestamp"):
+        return Decision("wait", f"the launcher pod is being deleted; {container} has not ended yet")
     return Decision("wait", f"{container} has not ended yet")
 
 
@@ -130,11 +175,11 @@ def owner_reference(job: object) -> dict:
     name, uid = meta.get("name"), meta.get("uid")
     if not (isinstance(name, str) and name and isinstance(uid, str) and uid):
         raise LaunchError("the Job in the answer has no name or uid")
-    return {"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid}
+    return {"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid, "blockOwnerDeletion": True}
 
 
 class Cluster:
-    """The two API calls the scaler makes, through the official client (loaded lazily)."""
+    """The API calls the scaler makes, through the official client (loaded lazily)."""
 
     def __init__(self, namespace: str, kubeconfig: str | None) -> None:
         self.namespace = namespace
@@ -197,24 +242,32 @@ class Cluster:
         except ValueError as exc:
             raise LaunchError(f"{what}: the answer is not JSON ({exc})") from None
 
-    def replicas(self, name: str) -> object:
-        """``spec.replicas`` of the StatefulSet's scale (unchecked: see ``start_replicas``)."""
-        scale = self._call(f"read statefulsets/{name}/scale", self.apps.read_namespaced_stateful_set_scale,
+    def _apps_call(self, verb: str, kind: str) -> Callable:
+        """The client's ``{verb}_namespaced_{kind}`` method (``kind`` a WORKLOAD_KINDS key)."""
+        return getattr(self.apps, verb.format(WORKLOAD_KINDS[kind]))
+
+    def workload(self, kind: str, name: str) -> object:
+        """The workload's JSON (unchecked: see ``being_deleted``)."""
+        return self._call(f"read {kind}/{name}", self._apps_call("read_namespaced_{}", kind), name, self.namespace)
+
+    def replicas(self, kind: str, name: str) -> object:
+        """``spec.replicas`` of the workload's scale (unchecked: see ``start_replicas``)."""
+        scale = self._call(f"read {kind}/{name}/scale", self._apps_call("read_namespaced_{}_scale", kind),
                            name, self.namespace)
         spec = scale.get("spec") if isinstance(scale, dict) else None
         return spec.get("replicas") if isinstance(spec, dict) else None
 
-    def scale(self, name: str, replicas: int) -> None:
-        self._call(f"scale statefulsets/{name} to {replicas}", self.apps.patch_namespaced_stateful_set_scale,
+    def scale(self, kind: str, name: str, replicas: int) -> None:
+        self._call(f"scale {kind}/{name} to {replicas}", self._apps_call("patch_namespaced_{}_scale", kind),
                    name, self.namespace, {"spec": {"replicas": replicas}})
 
     def job(self, name: str) -> object:
         """The Job's JSON (unchecked: see ``stop_decision``, ``owner_reference``)."""
         return self._call(f"read job {name}", self.batch.read_namespaced_job, name, self.namespace)
 
-    def own(self, name: str, owner: dict) -> None:
-        """Make ``owner`` the StatefulSet's only ownerReference (a JSON merge patch)."""
-        self._call(f"set the owner of statefulsets/{name}", self.apps.patch_namespaced_stateful_set, name,
+    def own(self, kind: str, name: str, owner: dict) -> None:
+        """Make ``owner`` the workload's only ownerReference (a JSON merge patch)."""
+        self._call(f"set the owner of {kind}/{name}", self._apps_call("patch_namespaced_{}", kind), name,
                    self.namespace, {"metadata": {"ownerReferences": [owner]}},
                    _content_type="application/merge-patch+json")
 
@@ -243,22 +296,57 @@ def _seconds(value: str) -> float:
     return number
 
 
+def _workload(value: str) -> tuple[str, str]:
+    kind, sep, name = value.partition("/")
+    if not sep or not name or "/" in name:
+        raise argparse.ArgumentTypeError(f"not KIND/NAME: {value!r}")
+    if kind not in WORKLOAD_KINDS:
+        raise argparse.ArgumentTypeError(f"unknown kind {kind!r} (one of {', '.join(sorted(WORKLOAD_KINDS))})")
+    return kind, name
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m elastic.launch.scale_workers",
-                description="Raise the job's worker StatefulSet to --min-replicas now; scale it to "
-                            "zero on SIGTERM once --container of --pod has ended.")
-    p.add_argument("--statefulset", required=True, help="the job's worker StatefulSet")
-    p.add_argument("--min-replicas", type=_positive, required=True, help="workers to have at start")
-    p.add_argument("--pod", required=True, help="this pod's name (downward API)")
+                description="Set the job's workers to --replicas when a launcher pod starts; scale them "
+                            "to zero on SIGTERM once --container of --pod has ended and the Job is over.")
+    p.add_argument("--workers", type=_workload, required=True, metavar="KIND/NAME",
+                   help="the job's workers: replicasets/NAME, statefulsets/NAME or deployments/NAME")
+    p.add_argument("--min-replicas", type=_positive, required=True,
+                   help="the floor: workers for --min-np (the PodDisruptionBudget's minAvailable)")
+    p.add_argument("--replicas", type=_positive, default=None,
+                   help="the desired size: workers for --max-np, set at start (default --min-replicas)")
+    p.add_argument("--max-replicas", type=_positive, default=None,
+                   help="the cap: a larger size is lowered to it (default --replicas)")
+    p.add_argument("--pod", default=None, help="this pod's name (downward API); needed unless --phase start")
     p.add_argument("--container", default="launcher", help="the main container (default launcher)")
-    p.add_argument("--job", default=None, help="the launcher Job: made the StatefulSet's owner, read for retries")
+    p.add_argument("--job", default=None, help="the launcher Job: made the workers' owner, read for retries")
+    p.add_argument("--phase", choices=["start", "stop", "both"], default="both",
+                   help="start: size the workers and exit (an init container); stop: wait for SIGTERM "
+                        "and decide (the sidecar); both (default)")
     p.add_argument("--namespace", default=None, help="default: the service account's namespace")
     p.add_argument("--kubeconfig", default=None, help="default: in-cluster configuration")
     p.add_argument("--start-timeout", type=_seconds, default=120.0,
                    help="seconds to retry the start-up calls (default 120)")
     p.add_argument("--finish-timeout", type=_seconds, default=45.0,
                    help="seconds after SIGTERM to decide and scale to zero (default 45; below the pod's grace)")
+    p.add_argument("--check-every", type=_seconds, default=30.0,
+                   help="seconds between checks of the cap while waiting for SIGTERM (default 30)")
     return p
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The flags, with the sizes' defaults filled in and checked (a usage error otherwise)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.replicas = args.min_replicas if args.replicas is None else args.replicas
+    args.max_replicas = args.replicas if args.max_replicas is None else args.max_replicas
+    if args.replicas < args.min_replicas:
+        parser.error(f"--replicas {args.replicas} is below --min-replicas {args.min_replicas}")
+    if args.max_replicas < args.replicas:
+        parser.error(f"--max-replicas {args.max_replicas} is below --replicas {args.replicas}")
+    if args.phase != "start" and not args.pod:
+        parser.error("--pod is required unless --phase start")
+    return args
 
 
 def _namespace(args: argparse.Namespace) -> str:
@@ -288,25 +376,46 @@ def retry(call: Callable[[], object], deadline: float, clock: Callable[[], float
             pause(1.0)
 
 
-def run(args: argparse.Namespace, wait_for_stop: Callable[[], int], clock=time.monotonic,
-        pause: Callable[[float], None] = time.sleep) -> int:
-    """Start, block in ``wait_for_stop`` (returns the signal), then act on the decision."""
-    cluster = Cluster(_namespace(args), args.kubeconfig)
-    cluster.connect()
-    sts = args.statefulset
+def start(cluster: Cluster, args: argparse.Namespace, clock: Callable[[], float],
+          pause: Callable[[float], None]) -> None:
+    """Step 1 of the module docstring: refuse a workload being deleted, own it, size it."""
+    kind, name = args.workers
     deadline = clock() + args.start_timeout
+    stamp = being_deleted(retry(lambda: cluster.workload(kind, name), deadline, clock, pause))
+    if stamp:
+        raise WorkloadGone(f"{kind}/{name} is being deleted (since {stamp}): no workers will come; wait "
+                           f"until it is gone (kubectl get {kind} {name}), then apply again")
     if args.job:
         owner = owner_reference(retry(lambda: cluster.job(args.job), deadline, clock, pause))
-        retry(lambda: cluster.own(sts, owner), deadline, clock, pause)
-        log.info("statefulsets/%s is owned by jobs/%s (deleting the Job deletes the workers)", sts, args.job)
-    wanted = start_replicas(retry(lambda: cluster.replicas(sts), deadline, clock, pause), args.min_replicas)
+        retry(lambda: cluster.own(kind, name, owner), deadline, clock, pause)
+        log.info("%s/%s is owned by jobs/%s (deleting the Job deletes the workers)", kind, name, args.job)
+    current = retry(lambda: cluster.replicas(kind, name), deadline, clock, pause)
+    wanted = start_replicas(current, args.replicas, args.max_replicas)
     if wanted is not None:
-        retry(lambda: cluster.scale(sts, wanted), deadline, clock, pause)
-        log.info("statefulsets/%s scaled to %d", sts, wanted)
+        retry(lambda: cluster.scale(kind, name, wanted), deadline, clock, pause)
+        log.info("%s/%s scaled to %d (was %s)", kind, name, wanted, current)
     else:
-        log.info("statefulsets/%s already has at least %d replicas", sts, args.min_replicas)
-    signum = wait_for_stop()
-    log.info("stopped by signal %d", signum)
+        log.info("%s/%s has %s replicas, between --replicas %d and --max-replicas %d: kept", kind, name,
+                 current, args.replicas, args.max_replicas)
+
+
+def hold_the_cap(cluster: Cluster, args: argparse.Namespace) -> None:
+    """Step 2's check: lower the workers to ``--max-replicas`` when above; an API error is
+    logged (the next check tries again)."""
+    kind, name = args.workers
+    try:
+        wanted = capped_replicas(cluster.replicas(kind, name), args.max_replicas)
+        if wanted is not None:
+            cluster.scale(kind, name, wanted)
+            log.info("%s/%s lowered to --max-replicas %d (more workers than --max-np can use)", kind, name, wanted)
+    except LaunchError as exc:
+        log.warning("%s (checking the cap again later)", exc)
+
+
+def stop(cluster: Cluster, args: argparse.Namespace, clock: Callable[[], float],
+         pause: Callable[[float], None]) -> None:
+    """Step 3 of the module docstring, after the stop signal."""
+    kind, name = args.workers
     deadline = clock() + args.finish_timeout
     while True:
         try:
@@ -326,26 +435,49 @@ def run(args: argparse.Namespace, wait_for_stop: Callable[[], int], clock=time.m
             break
         pause(1.0)
     if decision.action == "zero":
-        retry(lambda: cluster.scale(sts, 0), deadline, clock, pause)
-        log.info("%s: statefulsets/%s scaled to 0", decision.reason, sts)
+        retry(lambda: cluster.scale(kind, name, 0), deadline, clock, pause)
+        log.info("%s: %s/%s scaled to 0", decision.reason, kind, name)
     elif decision.action == "keep":
         log.info("%s", decision.reason)
     else:
         log.warning("%s after %.0f s: the workers are left as they are", decision.reason, args.finish_timeout)
+
+
+def run(args: argparse.Namespace, wait_for_stop: Callable[[float], int | None], clock=time.monotonic,
+        pause: Callable[[float], None] = time.sleep) -> int:
+    """Start, wait in ``wait_for_stop(seconds)`` (the signal, or None when the time passed:
+    check the cap and wait again), then act on the decision; per ``--phase``."""
+    cluster = Cluster(_namespace(args), args.kubeconfig)
+    cluster.connect()
+    if args.phase in ("start", "both"):
+        start(cluster, args, clock, pause)
+    if args.phase == "start":
+        return 0
+    while (signum := wait_for_stop(args.check_every)) is None:
+        hold_the_cap(cluster, args)
+    log.info("stopped by signal %d", signum)
+    stop(cluster, args, clock, pause)
     return 0
 
 
-def _block_and_wait() -> Callable[[], int]:
-    """Block SIGTERM/SIGINT now (none is lost during start-up); the returned call waits for one."""
+def _block_and_wait() -> Callable[[float], int | None]:
+    """Block SIGTERM/SIGINT now (none is lost during start-up); the returned call waits up to
+    its argument's seconds for one: its number, or None."""
     signals = {signal.SIGTERM, signal.SIGINT}
     signal.pthread_sigmask(signal.SIG_BLOCK, signals)
-    return lambda: signal.sigwait(signals)
+
+    def wait(seconds: float) -> int | None:
+        info = signal.sigtimedwait(signals, seconds)
+        return None if info is None else info.si_signo
+
+    return wait
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="worker-scaler: %(message)s")
-    wait_for_stop = _block_and_wait()
+    # the stop phases block the signals now: one that comes during start-up is not lost
+    wait_for_stop = _block_and_wait() if args.phase != "start" else (lambda _seconds: signal.SIGTERM)
     return run_main("worker-scaler", lambda: run(args, wait_for_stop), usage=ConfigError, failure=ElasticError)
 
 

@@ -80,8 +80,7 @@ def test_renders_the_job_and_keeps_storage_apart(objects, storage):
         ("RoleBinding", "elastic-horovod-launcher-pod-reader"),
         ("Role", "elastic-horovod-worker-scaler"),
         ("RoleBinding", "elastic-horovod-launcher-worker-scaler"),
-        ("Service", "elastic-horovod-workers"),
-        ("StatefulSet", "elastic-horovod-worker"),
+        ("ReplicaSet", "elastic-horovod-worker"),
         ("PodDisruptionBudget", "elastic-horovod-worker"),
         ("Job", "elastic-horovod-launcher"),
         ("NetworkPolicy", "elastic-horovod-job"),
@@ -111,15 +110,19 @@ def test_rbac_is_least_privilege(objects):
     reader = one(objects, "Role", "elastic-horovod-pod-reader")
     assert reader["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
     scaler = one(objects, "Role", "elastic-horovod-worker-scaler")
-    sts = one(objects, "StatefulSet")
+    sts = one(objects, "ReplicaSet")
     job = one(objects, "Job")
     assert scaler["rules"] == [
-        {"apiGroups": ["apps"], "resources": ["statefulsets/scale"], "resourceNames": [sts["metadata"]["name"]],
+        {"apiGroups": ["apps"], "resources": ["replicasets/scale"], "resourceNames": [sts["metadata"]["name"]],
          "verbs": ["get", "patch"]},
         # its ownerReference to the Job; the Job's uid and retries
-        {"apiGroups": ["apps"], "resources": ["statefulsets"], "resourceNames": [sts["metadata"]["name"]],
-         "verbs": ["patch"]},
+        # is it being deleted; its ownerReference (delete: OwnerReferencesPermissionEnforcement)
+        {"apiGroups": ["apps"], "resources": ["replicasets"], "resourceNames": [sts["metadata"]["name"]],
+         "verbs": ["get", "patch", "delete"]},
         {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": [job["metadata"]["name"]], "verbs": ["get"]},
+        # what the API asks of whoever sets blockOwnerDeletion on an ownerReference to the Job
+        {"apiGroups": ["batch"], "resources": ["jobs/finalizers"], "resourceNames": [job["metadata"]["name"]],
+         "verbs": ["update"]},
     ]
     account = launcher_spec(objects)["serviceAccountName"]
     for binding in by_kind(objects, "RoleBinding"):
@@ -130,7 +133,7 @@ def test_rbac_is_least_privilege(objects):
 
 
 def test_workers_carry_no_api_credentials(objects):
-    spec = pod_spec(one(objects, "StatefulSet"))
+    spec = pod_spec(one(objects, "ReplicaSet"))
     assert spec["automountServiceAccountToken"] is False
     bound = {s["name"] for b in by_kind(objects, "RoleBinding") for s in b["subjects"]}
     assert spec["serviceAccountName"] not in bound
@@ -141,15 +144,11 @@ def test_the_daemon_selects_this_jobs_workers_and_not_the_launcher(objects):
     daemon = container(pod_spec(job), "discovery-daemon")
     selector = parse_selector(expand(env(daemon)["DISCOVERY_SELECTOR"], daemon, pod_labels(job)))
     assert "elastic-horovod/job" in selector
-    sts = one(objects, "StatefulSet")
+    sts = one(objects, "ReplicaSet")
     worker_labels = pod_labels(sts)
     assert selector.items() <= worker_labels.items()
     assert not selector.items() <= pod_labels(job).items()
     assert sts["spec"]["selector"]["matchLabels"].items() <= worker_labels.items()
-    service = one(objects, "Service")
-    assert service["spec"]["clusterIP"] == "None"
-    assert sts["spec"]["serviceName"] == service["metadata"]["name"]
-    assert service["spec"]["selector"].items() <= worker_labels.items()
     # the namespace the daemon watches is the pod's own (downward API), where the Role grants
     ns_env = next(e for e in daemon["env"] if e["name"] == "DISCOVERY_NAMESPACE")
     assert ns_env["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
@@ -196,7 +195,7 @@ def test_the_prepare_hook_and_launcher_agree_on_paths(objects):
 def test_ssh_secret_is_mounted_where_the_key_files_are_expected(objects):
     """ssh-bootstrap keys writes id_ed25519 and id_ed25519.pub into the Secret; the worker
     image reads $ELASTIC_SSH_SECRET_DIR/id_ed25519.pub, the launcher uses id_ed25519."""
-    sts_spec = pod_spec(one(objects, "StatefulSet"))
+    sts_spec = pod_spec(one(objects, "ReplicaSet"))
     job_spec = launcher_spec(objects)
     secret_names = {v["secret"]["secretName"] for spec in (sts_spec, job_spec)
                     for v in spec["volumes"] if "secret" in v}
@@ -211,7 +210,7 @@ def test_ssh_secret_is_mounted_where_the_key_files_are_expected(objects):
 
 
 def test_workers_ask_for_gpus_serve_ssh_and_have_a_dataset_volume(objects):
-    sts_spec = pod_spec(one(objects, "StatefulSet"))
+    sts_spec = pod_spec(one(objects, "ReplicaSet"))
     worker = container(sts_spec, "worker")
     assert int(worker["resources"]["limits"]["nvidia.com/gpu"]) >= 1
     ssh_port = int(env(worker)["SSH_PORT"])
@@ -227,7 +226,7 @@ def test_the_readiness_probe_checks_the_ssh_port_without_connecting(objects):
     """An exec probe (the entrypoint's `ready` mode reads /proc/net/tcp for a listening socket
     on the container's $SSH_PORT: no port in the manifest to keep in step, no TCP connection,
     so sshd logs nothing per probe; tests/images runs it)."""
-    worker = container(pod_spec(one(objects, "StatefulSet")), "worker")
+    worker = container(pod_spec(one(objects, "ReplicaSet")), "worker")
     probe = worker["readinessProbe"]
     assert "tcpSocket" not in probe
     assert probe["exec"]["command"] == ["/usr/local/bin/worker-entrypoint", "ready"]
@@ -269,21 +268,23 @@ def test_the_training_command_is_valid_for_the_training_parser(objects):
     labels = pod_labels(job)
     job_uid = labels["batch.kubernetes.io/controller-uid"]
     assert args.checkpoint_dir == f"/checkpoints/{labels['elastic-horovod/job']}/{job_uid}"
-    worker = container(pod_spec(one(objects, "StatefulSet")), "worker")
+    worker = container(pod_spec(one(objects, "ReplicaSet")), "worker")
     assert any(m["mountPath"] == "/checkpoints" for m in worker["volumeMounts"])
 
 
-def test_the_worker_scaler_command_is_valid_for_its_parser(objects):
-    from elastic.launch.scale_workers import build_parser as scaler_parser
+@pytest.mark.parametrize("name", ["worker-start", "worker-scaler"])
+def test_the_worker_scaler_command_is_valid_for_its_parser(objects, name):
+    from elastic.launch.scale_workers import parse_args as scaler_args
 
     job = one(objects, "Job")
-    scaler = container(pod_spec(job), "worker-scaler")
+    scaler = container(pod_spec(job), name)
     argv = [expand(a, scaler, pod_labels(job)) for a in scaler["args"]]
     assert argv[:3] == ["python", "-m", "elastic.launch.scale_workers"]
-    args = scaler_parser().parse_args([a.replace("$(POD_NAME)", "launcher-abcde") for a in argv[3:]])
-    assert args.statefulset == one(objects, "StatefulSet")["metadata"]["name"]
-    assert args.job == job["metadata"]["name"]  # made the StatefulSet's owner, read for its retries
-    assert args.pod == "launcher-abcde" and args.container == "launcher"
+    args = scaler_args([a.replace("$(POD_NAME)", "launcher-abcde") for a in argv[3:]])
+    assert args.workers == ("replicasets", one(objects, "ReplicaSet")["metadata"]["name"])
+    assert args.job == job["metadata"]["name"]  # made the workers' owner, read for its retries
+    if name == "worker-scaler":
+        assert args.pod == "launcher-abcde" and args.container == "launcher"
     assert args.namespace is None  # the service account's namespace, from the projected token volume
     launcher_spec_ = pod_spec(job)
     tokens = next(v for v in launcher_spec_["volumes"] if "projected" in v)
@@ -301,4 +302,18 @@ def test_the_daemon_command_is_valid_for_its_parser(objects, monkeypatch):
     monkeypatch.setenv("DISCOVERY_SELECTOR", expand(env(daemon)["DISCOVERY_SELECTOR"], daemon, pod_labels(job)))
     args = daemon_parser().parse_args(daemon["args"][1:])
     assert args.host == "127.0.0.1"
-    assert parse_selector(args.selector).items() <= pod_labels(one(objects, "StatefulSet")).items()
+    assert parse_selector(args.selector).items() <= pod_labels(one(objects, "ReplicaSet")).items()
+
+
+def test_a_restarted_daemon_sidecar_keeps_what_it_prepared(objects):
+    """The sidecar's --admitted-file lies on the pod's emptyDir beside the pinned keys its
+    prepare command writes, so a restarted sidecar (restartPolicy Always) does not take every
+    worker out of /hosts while it prepares them again."""
+    daemon = container(launcher_spec(objects), "discovery-daemon")
+    path = flag(daemon["args"], "--admitted-file")
+    ssh_dir = flag(prepare_argv(objects), "--ssh-dir")
+    assert path.startswith(ssh_dir + "/")
+    mounts = {m["mountPath"]: m["name"] for m in daemon["volumeMounts"]}
+    volumes = {v["name"]: v for v in launcher_spec(objects)["volumes"]}
+    mount = next(m for m in mounts if ssh_dir.startswith(m))
+    assert "emptyDir" in volumes[mounts[mount]]

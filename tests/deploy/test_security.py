@@ -16,7 +16,7 @@ def objects() -> list:
 
 @pytest.fixture(scope="module")
 def workers(objects) -> dict:
-    return pod_spec(one(objects, "StatefulSet"))
+    return pod_spec(one(objects, "ReplicaSet"))
 
 
 @pytest.fixture(scope="module")
@@ -82,8 +82,9 @@ def test_the_key_is_readable_by_the_launchers_group_and_nobody_else(launcher_pod
 
 
 def test_only_the_sidecars_hold_an_api_token(objects, launcher_pod):
-    """No automatic token in the pod; the projected token volume is mounted in the two
-    sidecars that talk to the API, not in the launcher container that runs the training."""
+    """No automatic token in the pod; the projected token volume is mounted in the init
+    container and the two sidecars that talk to the API, not in the launcher container that
+    runs the training."""
     assert launcher_pod["automountServiceAccountToken"] is False
     account = one(objects, "ServiceAccount", launcher_pod["serviceAccountName"])
     assert account["automountServiceAccountToken"] is False
@@ -91,7 +92,7 @@ def test_only_the_sidecars_hold_an_api_token(objects, launcher_pod):
     assert len(tokens) == 1
     holders = {c["name"] for c in all_containers(launcher_pod)
                if any(m["name"] in tokens for m in c.get("volumeMounts", []))}
-    assert holders == {"discovery-daemon", "worker-scaler"}
+    assert holders == {"discovery-daemon", "worker-start", "worker-scaler"}
     launcher = container(launcher_pod, "launcher")
     assert not any(m["mountPath"].startswith("/var/run/secrets") for m in launcher["volumeMounts"])
     for c in all_containers(launcher_pod):
@@ -111,13 +112,13 @@ def test_no_namespace_in_the_job_so_delete_keeps_the_users_data(objects):
 def test_every_container_runs_under_the_images_entrypoint(objects):
     """`command:` would replace tini (PID 1 reaping ssh's ControlPersist masters, passing
     signals on); `args:` keeps it."""
-    for obj in by_kind(objects, "StatefulSet") + by_kind(objects, "Job"):
+    for obj in by_kind(objects, "ReplicaSet") + by_kind(objects, "Job"):
         for c in all_containers(pod_spec(obj)):
             assert "command" not in c, f"{obj['kind']}/{c['name']} replaces the image's entrypoint"
 
 
 def test_images_are_not_in_docker_hubs_library_namespace(objects):
-    for obj in by_kind(objects, "StatefulSet") + by_kind(objects, "Job"):
+    for obj in by_kind(objects, "ReplicaSet") + by_kind(objects, "Job"):
         for c in all_containers(pod_spec(obj)):
             first = c["image"].split("/", 1)[0]
             assert "/" in c["image"] and ("." in first or ":" in first or first == "localhost"), c["image"]

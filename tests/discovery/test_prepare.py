@@ -97,3 +97,53 @@ def test_prepare_command_is_told_the_pod_incarnation(cluster, daemon, tmp_path: 
     assert second["metadata"]["uid"] != first["metadata"]["uid"]
     d.wait_hosts(["10.9.1.7:1"])
     assert [r["DISCOVERY_POD_UID"] for r in runs()] == [first["metadata"]["uid"], second["metadata"]["uid"]]
+
+
+COUNT_PREPARE = r"""
+import os, sys
+logdir, sep, host = sys.argv[1:]
+with open(os.path.join(logdir, "runs"), "a") as f:
+    f.write(host + "\n")
+"""
+
+
+def test_a_restarted_daemon_admits_what_it_prepared_before(cluster, daemon, tmp_path: Path) -> None:
+    """--admitted-file: a daemon started again with the same file (elastic-run restarting a
+    crashed one, a restarted sidecar) serves the hosts it prepared at once, without running the
+    command again (a host prepared again would leave the list meanwhile: a scale-down to
+    horovodrun); a pod it never prepared, or a new incarnation, is prepared as before."""
+    script = tmp_path / "count.py"
+    script.write_text(COUNT_PREPARE)
+    runs, admitted = tmp_path / "runs", tmp_path / "admitted-uids"
+    flags = ("--prepare-cmd", f"{sys.executable} {script} {tmp_path}", "--admitted-file", str(admitted))
+
+    def run_count(host: str) -> int:
+        return runs.read_text().splitlines().count(host) if runs.exists() else 0
+
+    first = daemon(cluster, *flags)
+    fake_pod(cluster, "w-1", "10.9.0.1")
+    first.wait_hosts(["10.9.0.1:1"])
+    uid = cluster.client.get_pod("w-1", "default")["metadata"]["uid"]
+    assert admitted.read_text().split() == [uid]
+    first.proc.kill()
+    first.proc.wait()
+
+    admitted.write_text(admitted.read_text() + "not a uid!\n")  # a bad line is skipped, not fatal
+    second = daemon(cluster, *flags)
+    second.wait_hosts(["10.9.0.1:1"])
+    assert run_count("10.9.0.1") == 1
+    fake_pod(cluster, "w-2", "10.9.0.2")
+    second.wait_hosts(["10.9.0.1:1", "10.9.0.2:1"])
+    assert run_count("10.9.0.2") == 1
+    cluster.delete_pod("w-1", grace_seconds=0)
+    second.wait_hosts(["10.9.0.2:1"])
+    second.wait_for(lambda: uid not in admitted.read_text(), 20, "the deleted pod's uid forgotten")
+
+
+def test_admitted_file_needs_a_prepare_command(tmp_path: Path) -> None:
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-m", "discovery.cli", "--selector", "app=x", "--admitted-file",
+                           str(tmp_path / "a")], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert "--admitted-file needs --prepare-cmd" in proc.stderr and "Traceback" not in proc.stderr

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import kill_tagged, tagged_env
+
 HERE = Path(__file__).parent
 BIN = Path(sys.executable).parent
 HOROVODRUN = str(BIN / "horovodrun")
@@ -41,7 +43,7 @@ class GlooJob:
     """horovodrun -np ``np`` on localhost running ``script`` (a file beside this one) in a
     session of its own; ``env`` is added to the ranks' environment. Its ranks write their
     events in ``out`` and give up after 400 s; its output goes to ``log``. close() kills its
-    whole process group (stopped ranks included)."""
+    process tree: horovodrun and every rank, stopped ones included (tests/processes.py)."""
 
     def __init__(self, work: Path, script: str, np: int, **env: str):
         self.out = work / "events"
@@ -51,6 +53,7 @@ class GlooJob:
         full.update(PATH=f"{BIN}:{full.get('PATH', '')}", PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1",
                     HOROVOD_GLOO_TIMEOUT_SECONDS=str(GLOO_TIMEOUT), GLOO_JOB_DIR=str(self.out),
                     GLOO_JOB_MAX_SECONDS="400", **env)
+        full, self.tag = tagged_env(full)
         with open(self.log, "w") as log:
             self.proc = subprocess.Popen(
                 [HOROVODRUN, "-np", str(np), "-H", f"localhost:{np}", "--network-interface", "lo",
@@ -69,6 +72,10 @@ class GlooJob:
             pytest.fail(f"horovodrun exited ({self.proc.returncode}) early\n{self.detail()}", pytrace=False)
 
     def close(self) -> None:
+        """Kills horovodrun and every process of the job (the ranks run in process groups of
+        their own, patch 0023: a killpg of horovodrun's group would leave them, stopped ones
+        forever)."""
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+        kill_tagged(self.tag)
+        self.proc.wait()

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import kill_tagged, tagged_env
+
 HERE = Path(__file__).parent
 BIN = Path(sys.executable).parent
 HOROVODRUN = str(BIN / "horovodrun")
@@ -68,6 +70,7 @@ class Job:
     def __init__(self, tmp_path: Path, argv: list, env: dict):
         self.out_path = tmp_path / "horovodrun.out"
         self._out = open(self.out_path, "w")
+        env, self.tag = tagged_env(env)
         self.proc = subprocess.Popen(argv, stdout=self._out, stderr=subprocess.STDOUT, env=env,
                                      start_new_session=True)
 
@@ -75,9 +78,12 @@ class Job:
         return self.out_path.read_text()[-4000:]
 
     def close(self) -> None:
+        """Kills horovodrun and every process of the job, ranks in their own process groups
+        and stopped ones included (tests/processes.py)."""
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+        kill_tagged(self.tag)
+        self.proc.wait()
         self._out.close()
 
 

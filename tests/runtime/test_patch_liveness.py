@@ -121,14 +121,16 @@ def test_a_frozen_worker_on_a_listed_host_is_lost_and_its_host_gets_no_new_worke
     driver's pings go unanswered, the worker is lost after the liveness timeout: its peers are
     aborted, it is recorded once and terminated, and the survivors train at world size 2.
     Its host is quarantined: though the blacklist cooldown (1-2 s) ends, no worker is started
-    there again while it stays listed. Before 0008 the survivors waited in their collective
-    for the 300 s Gloo timeout (the test gives them 90 s)."""
+    there again while it stays listed and its quarantine lasts (0031: a cooldown, an hour
+    here; tests/runtime/test_patch_detector.py has the host come back after it). Before 0008
+    the survivors waited in their collective for the 300 s Gloo timeout (the test gives them
+    90 s)."""
     me = socket.gethostname()
     script, _, _ = discovery_script(tmp_path, f"localhost:1\n127.0.0.1:1\n{me}:1\n")
     log, events = tmp_path / "live.jsonl", tmp_path / "events.jsonl"
     env = run_env(LIVE_LOG=str(log), LIVE_STEPS="250", LIVE_DIE_HOST=frozen, LIVE_DIE_AT_STEP="20",
                   LIVE_DIE_SIGNAL="STOP", HOROVOD_GLOO_TIMEOUT_SECONDS="300",
-                  HOROVOD_ELASTIC_EVENTS_FILE=str(events))
+                  HOROVOD_ELASTIC_EVENTS_FILE=str(events), HOROVOD_ELASTIC_QUARANTINE_SECONDS="3600")
     job = Job(tmp_path, job_argv(script, 3, 2, "--blacklist-cooldown-range", "1", "2"), env)
     survivors = {h for h in ("localhost", "127.0.0.1", me) if h != frozen}
     lose_one(job, log, "died", f"the worker on {frozen} to freeze", {(h, 2) for h in survivors},

@@ -8,7 +8,9 @@ Each horovodrun test fails on the patches before its own (0001-0005 and the runn
 a job that hangs is found by the test's deadline, never waited out.
 """
 import json
+import os
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -246,8 +248,53 @@ def test_a_failed_reinitialisation_is_retried_like_an_internal_error(monkeypatch
         return flag
 
     run_fn(func, reset, all_agree)(RecordingState(calls))
-    assert calls == ["agree(False)", "sync", "func", "reset", "restore", "reset", "on_reset",
+    assert calls == ["agree(False)", "sync", "func", "reset", "reset", "restore", "on_reset",
                      "agree(False)", "sync", "func"]
+
+
+RESTORE_AFTER_FAILED_INIT = """
+import json
+import horovod.torch as hvd
+from horovod.common.elastic import run_fn
+from horovod.torch.elastic import ElasticSampler, TorchState
+
+hvd.init()
+sampler = ElasticSampler(list(range(10)), shuffle=False)
+state = TorchState(sampler=sampler)
+worlds = []
+failures = [ValueError("Horovod initialization failed: a peer was lost")]
+
+def reset():
+    hvd.shutdown()
+    if failures:
+        raise failures.pop()
+    hvd.init()
+
+def func(state):
+    worlds.append(hvd.size())
+    if len(worlds) == 1:
+        from horovod.common.exceptions import HorovodInternalError
+        raise HorovodInternalError("a peer left the collective")
+    return "done"
+
+print(json.dumps({"result": run_fn(func, reset)(state), "worlds": worlds}))
+"""
+
+
+@pytest.mark.timeout(180)
+def test_the_state_is_restored_once_horovod_is_initialized_again():
+    """A reset whose init fails leaves Horovod uninitialized; restoring the state then
+    (0013 did) runs the sampler's handler, whose re-plan asks ``hvd.size()`` and raises
+    ``ValueError: Horovod has not been initialized`` -- seen in scripts/soak: after a pod was
+    killed every rank of the next world timed out in the rendezvous and each died at its first
+    retry. The restore now waits for an initialisation that succeeded; real Horovod, one
+    process, a world of one."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOROVOD_")}
+    env["OMP_NUM_THREADS"] = "1"
+    proc = subprocess.run([sys.executable, "-c", RESTORE_AFTER_FAILED_INIT], capture_output=True, text=True,
+                          env=env, timeout=150)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"result": "done", "worlds": [1, 1]}
 
 
 def test_a_reinitialisation_that_keeps_failing_is_raised(monkeypatch):

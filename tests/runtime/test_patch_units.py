@@ -174,10 +174,10 @@ def test_stale_abort_is_ignored_and_one_for_its_world_is_acted_on(jobs):
 
     client = job.client(keys[0])
     client.notify_worker_lost(int(time.time()), 'host-9[0] exited with 1', world - 1)
-    assert job.aborts[keys[0]] == []  # handled synchronously: the request has returned
-
-    client.notify_worker_lost(int(time.time()), 'host-9[0] exited with 1', world)
-    assert job.aborts[keys[0]] == ['worker host-9[0] exited with 1 is gone']
+    # acknowledged at once (0032), acted on by a thread of its own: the stale one first
+    client.notify_worker_lost(int(time.time()), 'host-9[0] exited with 2', world)
+    wait_for(lambda: job.aborts[keys[0]], END_DEADLINE, 'the abort for the current world acted on')
+    assert job.aborts[keys[0]] == ['worker host-9[0] exited with 2 is gone']
     assert job.aborts[keys[1]] == []
 
     res = job.results()
@@ -463,9 +463,11 @@ def test_removal_of_a_leaving_worker_goes_at_once(jobs, monkeypatch, tmp_path):
 
 def test_silent_worker_is_lost_at_its_deadline_not_at_the_next_ping_round(jobs, monkeypatch, tmp_path):
     """Patch 0025: the liveness timeout is checked when it falls due, not at the next ping
-    round: with pings every 60 s and a 2 s timeout, a worker that answers no ping (none is
-    sent) is lost long before the first round. Stock 0008: silence was counted at the 1 s
-    ticks, so a frozen rank was found up to a tick after the timeout (5.3 s for 5 s)."""
+    round: with pings every 60 s and a 2 s timeout, a worker whose one ping (sent at once)
+    goes unanswered is lost long before the first round. Stock 0008: silence was counted at
+    the 1 s ticks, so a frozen rank was found up to a tick after the timeout (5.3 s for 5 s).
+    Patch 0029: silence counts only for pings actually sent: the other worker, never pinged
+    in that time, is not lost (before 0029 it was, at the same deadline)."""
     monkeypatch.setattr(driver_module, 'LIVENESS_INTERVAL_SECS', 60.0)
     monkeypatch.setenv('HOROVOD_ELASTIC_LIVENESS_TIMEOUT_SECONDS', '2')
     events = tmp_path / 'events.jsonl'
@@ -473,5 +475,11 @@ def test_silent_worker_is_lost_at_its_deadline_not_at_the_next_ping_round(jobs, 
     job = jobs({'host-1': 1, 'host-2': 1}, min_np=1, max_np=2)
     job.start()
     job.wait_ready(('host-1', 0), ('host-2', 0))
+    wait_for(lambda: all(w.client is not None for w in job.driver._workers.values()), START_DEADLINE,
+             'both notification services registered')
+    job.managers[('host-2', 0)]._service._server.shutdown()  # frozen: its socket listens, nothing answers
+    job.driver._ping_now(['host-2'])
     # the first ping round is 60 s away: a 30 s deadline tells the two apart under any load
     wait_for(lambda: _kinds(events, 'worker_lost'), 30.0, 'a worker lost at its liveness deadline')
+    lost = [(e['detail']['host'], e['detail']['slot']) for e in _kinds(events, 'worker_lost')]
+    assert lost == [('host-2', 0)], lost

@@ -68,13 +68,15 @@ class ElasticRun:
         discover.chmod(0o755)
         self.hold = tmp / "hold"
         self.hold.write_text("")
+        self.pause = tmp / "pause"
         self.trace = tmp / "trace"
         argv = [HOROVODRUN, "-np", str(len(start)), "--min-np", "2", "--max-np", "3",
                 "--host-discovery-script", str(discover), "--network-interface", "lo",
                 "--ssh-port", str(handle.ssh_port), "--ssh-identity-file", str(handle.identity),
                 *train_args("mnist", mnist, tmp, EPOCHS, "--batch-size", "16",
                             "--commit-every", "2", "--log-every", "0",
-                            "--debug-step-delay", "0.25", "--debug-hold-file", str(self.hold))]
+                            "--debug-step-delay", "0.25", "--debug-hold-file", str(self.hold),
+                            "--debug-pause-file", str(self.pause))]
         self.job = Job(argv, tmp / "horovodrun.log", cwd=str(Path(__file__).parents[2]))
 
     def set_hosts(self, pods: list[str]) -> None:
@@ -122,8 +124,13 @@ def test_scale_up_2_to_3_then_down_to_2(tmp_path, pods, mnist):
     try:
         run.wait_world(2)
         run.wait_committed(0, 64)
+        # the world waits (taking host changes) until the joiner is in, however long its
+        # imports take on a loaded machine: otherwise the first epoch, or the whole run up to
+        # its hold, can end before it joins and no step of epoch 1 is ever trained at size 3
+        run.pause.write_text("")
         run.set_hosts(["worker-0", "worker-1", "worker-2"])
         run.wait_world(3, min_resets=1)
+        run.pause.unlink()
         # removing a host kills its worker: wait until the world of 3 has committed a step,
         # or the scale-down can roll it back before it trained anything
         run.job.wait_for(lambda: 3 in commit_sizes(run.trace, 0), "a commit at world size 3")

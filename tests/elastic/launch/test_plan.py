@@ -13,7 +13,7 @@ from elastic.launch.command import HorovodrunOptions
 from elastic.launch.events import EVENTS_ENV
 from elastic.launch.hvdrun import LAUNCHER_GONE_SIGNAL, REAP_SSH_ENV, reap_ssh_argv
 from elastic.launch.plan import LEAVE_GRACE_ENV, LaunchConfig, horovodrun_env, make_plan, plan_as_dict
-from elastic.launch.reap import RUN_ID_ENV
+from elastic.launch.reap import JOB_ID_ENV, RUN_ID_ENV
 from elastic.ssh.config import SSH_CONFIG_ENV
 
 TRAIN = ("python", "-m", "training.mnist")
@@ -42,7 +42,7 @@ def test_with_a_selector_and_an_identity_our_daemon_prepares_each_host_itself():
     assert plan.daemon.log_file == "/tmp/w/discovery-daemon.log"
     assert shlex.split(plan.daemon.spec.prepare_cmd) == [
         sys.executable, "-m", "elastic.launch.prepare", "--identity", "/id", "--ssh-dir", "/tmp/w/ssh",
-        "--ssh-port", "2222", "--dataset", "/src:/data"]
+        "--ssh-port", "2222", "--reap-job", plan.job_id, "--keep-run", "r1", "--dataset", "/src:/data"]
     assert [(s.what, s.argv, s.kind) for s in plan.steps] == [
         ("ssh-bootstrap hosts", ("/opt/bin/ssh-bootstrap", "hosts", "--identity", "/id", "--out", "/tmp/w/ssh",
                                  "--port", "2222"), "ssh"),
@@ -78,7 +78,7 @@ def test_horovodrun_runs_with_the_wrapper_first_the_url_and_the_users_variables(
                                                                       "PYTHONUNBUFFERED": "0"}}))
     env = horovodrun_env(plan, {"A": "old", "PATH": "/usr/bin", "HOME": "/root"}, "http://127.0.0.1:9")
     assert env == {"A": "new", "HOME": "/root", "PYTHONUNBUFFERED": "0",
-                   "DISCOVERY_URL": "http://127.0.0.1:9", RUN_ID_ENV: "r1",
+                   "DISCOVERY_URL": "http://127.0.0.1:9", RUN_ID_ENV: "r1", JOB_ID_ENV: plan.job_id,
                    SSH_CONFIG_ENV: "/tmp/w/ssh/ssh_config", EVENTS_ENV: "/tmp/w/driver-events.jsonl",
                    REAP_SSH_ENV: json.dumps([["/tmp/w/ssh/bin/ssh", "-o", "BatchMode=yes"],
                                              ["ssh", "-o", "BatchMode=yes", "-i", "/id"]]),

@@ -1,10 +1,13 @@
-"""The worker-scaler sidecar: makes the Job own the workers and raises them at start; on
-SIGTERM scales them to zero when the Job is over (exit 0 or 2, or the last try), keeps them
-for a retry and when the pod is being deleted or was disrupted; retries API calls.
+"""The worker scaler: at start refuses a workload being deleted, makes the Job own the workers
+(blockOwnerDeletion) and sets them to the desired size (what --max-np needs), within the cap;
+holds the cap while the job runs; on SIGTERM scales them to zero when the Job is over (exit 0
+or 2, the last try, a deletion on the last try) or suspended, keeps them for a retry and when
+the pod was disrupted; retries API calls.
 
 The process tests run the module as the kubelet would (its own process, SIGTERM) with the
-official client; the API is a small HTTP server in the test that answers the three calls
-(the local cluster serves core/v1 pods only, not apps/v1 StatefulSets) and records them."""
+official client; the API is a small HTTP server in the test that answers the calls and
+records them (the local cluster serves pods and apps/v1 ReplicaSets, not batch/v1 Jobs: the
+scaler against its ReplicaSets is tests/e2e/test_grows_to_max_np.py)."""
 from __future__ import annotations
 
 import json
@@ -17,7 +20,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from elastic.errors import LaunchError
-from elastic.launch.scale_workers import owner_reference, start_replicas, stop_decision
+from elastic.launch.scale_workers import (
+    being_deleted,
+    capped_replicas,
+    owner_reference,
+    start_replicas,
+    stop_decision,
+)
 from tests.waiting import wait_for
 
 NS = "jobs"
@@ -27,8 +36,10 @@ JOB = "elastic-horovod-launcher"
 JOB_UID = "0f3c1a2e-8a7e-4c55-9d0a-3b1f2c4d5e6f"
 
 
-def job_json(failed: int | None = None, backoff_limit: int | None = 3) -> dict:
-    spec = {} if backoff_limit is None else {"backoffLimit": backoff_limit}
+def job_json(failed: int | None = None, backoff_limit: int | None = 3, suspend: bool | None = None) -> dict:
+    spec: dict = {} if backoff_limit is None else {"backoffLimit": backoff_limit}
+    if suspend is not None:
+        spec["suspend"] = suspend
     status = {} if failed is None else {"failed": failed}
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": JOB, "namespace": NS, "uid": JOB_UID},
             "spec": spec, "status": status}
@@ -53,10 +64,31 @@ def ended(code: int, **kw) -> dict:
 
 # ---- pure logic --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("current,expected", [(None, 2), (0, 2), (1, 2), (2, None), (5, None),
+@pytest.mark.parametrize("current,expected", [(None, 2), (0, 2), (1, 2), (2, None), (5, 2),
                                               ("3", 2), (True, 2), (-1, 2)])
-def test_start_raises_only_a_smaller_or_invalid_count(current, expected):
+def test_start_sets_the_desired_size_when_there_is_no_cap_above_it(current, expected):
     assert start_replicas(current, 2) == expected
+
+
+@pytest.mark.parametrize("current,expected", [(None, 8), (0, 8), (1, 8), (2, 8), (7, 8), (8, None), (10, None),
+                                              (12, None), (13, 12), (100, 12), ("9", 8)])
+def test_start_grows_to_what_max_np_needs_and_cuts_to_the_cap(current, expected):
+    """Issue 32, item 7: a job of --max-np 8 on 1-GPU workers asks for 8 workers, not the floor
+    of 2 (the old start raised them to the floor only); a size up to the cap is kept."""
+    assert start_replicas(current, 8, 12) == expected
+
+
+@pytest.mark.parametrize("current,expected", [(None, None), (3, None), (4, None), (5, 4), ("9", None), (True, None)])
+def test_the_cap_lowers_only_a_count_above_it(current, expected):
+    assert capped_replicas(current, 4) == expected
+
+
+@pytest.mark.parametrize("workload,expected", [
+    ({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}, "2026-01-01T00:00:00Z"),
+    ({"metadata": {}}, None), ({"metadata": {"deletionTimestamp": ""}}, None), ({"metadata": None}, None),
+    (None, None), ([], None)])
+def test_being_deleted_reads_the_deletion_timestamp_only(workload, expected):
+    assert being_deleted(workload) == expected
 
 
 @pytest.mark.parametrize("code,job", [(0, None), (0, job_json(failed=0)), (2, None), (2, job_json(failed=0))])
@@ -83,15 +115,41 @@ def test_a_disrupted_pod_keeps_the_workers_even_on_the_last_try():
     assert decision.action == "keep" and "TerminationByKubelet" in decision.reason
 
 
-def test_owner_reference_names_the_job_and_rejects_one_without_a_uid():
-    assert owner_reference(job_json()) == {"apiVersion": "batch/v1", "kind": "Job", "name": JOB, "uid": JOB_UID}
+def test_owner_reference_names_the_job_blocks_its_deletion_and_rejects_one_without_a_uid():
+    """blockOwnerDeletion: a foreground delete of the Job waits until the workers are gone
+    (issue 32, item 6)."""
+    assert owner_reference(job_json()) == {"apiVersion": "batch/v1", "kind": "Job", "name": JOB, "uid": JOB_UID,
+                                           "blockOwnerDeletion": True}
     with pytest.raises(LaunchError):
         owner_reference({"metadata": {"name": JOB}})
 
 
-def test_a_pod_being_deleted_keeps_the_workers_even_with_the_launcher_ended():
+def test_a_pod_being_deleted_with_tries_left_keeps_the_workers():
     pod = pod_json(launcher_state={"terminated": {"exitCode": 143}}, deleting=True)
     assert stop_decision(pod, "launcher").action == "keep"
+    assert stop_decision(pod, "launcher", job_json(failed=1)).action == "keep"
+
+
+def test_a_kubectl_delete_of_the_pod_on_the_last_try_frees_the_workers():
+    """Issue 32, item 10: a deleted pod has no DisruptionTarget, so the Job counts it as a
+    failure; on the last try the Job fails and nothing would free the GPUs but the 24 h TTL
+    (the old decision kept the workers for any pod being deleted)."""
+    pod = pod_json(launcher_state={"terminated": {"exitCode": 143}}, deleting=True)
+    decision = stop_decision(pod, "launcher", job_json(failed=3))
+    assert decision.action == "zero" and "last try" in decision.reason
+
+
+def test_a_pod_being_deleted_before_the_launcher_ended_waits_for_its_exit():
+    assert stop_decision(pod_json(deleting=True), "launcher", job_json(failed=3)).action == "wait"
+
+
+@pytest.mark.parametrize("pod", [pod_json(), pod_json(deleting=True), ended(1, disrupted=True), ended(1)])
+def test_a_suspended_job_frees_the_workers_whatever_the_pod(pod):
+    """Issue 32, item 10: Kueue (or `kubectl patch job --suspend`) suspends the Job and its
+    controller deletes the pod; the workers must not hold their GPUs until it resumes."""
+    decision = stop_decision(pod, "launcher", job_json(failed=0, suspend=True))
+    assert decision.action == "zero" and "suspended" in decision.reason
+    assert stop_decision(ended(1), "launcher", job_json(failed=0, suspend=False)).action == "keep"
 
 
 @pytest.mark.parametrize("pod", [None, [], {}, {"status": None}, {"status": {"containerStatuses": "x"}},
@@ -110,14 +168,17 @@ def test_another_containers_end_is_not_the_launchers():
 # ---- the process -------------------------------------------------------------------------
 
 class StandIn:
-    """GET/PATCH statefulsets/STS/scale, PATCH statefulsets/STS, GET jobs/JOB and GET pods/POD in
-    namespace NS; records patches; the first ``fail_scales`` scale patches answer 500."""
+    """GET/PATCH replicasets/STS/scale, GET/PATCH replicasets/STS, GET jobs/JOB and GET pods/POD
+    in namespace NS; records patches; the first ``fail_scales`` scale patches answer 500;
+    ``deleting`` puts a deletionTimestamp on the ReplicaSet."""
 
-    def __init__(self, replicas, pod: dict, job: dict | None = None, fail_scales: int = 0):
+    def __init__(self, replicas, pod: dict, job: dict | None = None, fail_scales: int = 0,
+                 deleting: bool = False):
         self.replicas = replicas
         self.pod = pod
         self.job = job
         self.fail_scales = fail_scales
+        self.deleting = deleting
         self.patches: list[int] = []
         self.owner_patches: list[tuple[str, dict]] = []
         self.pod_reads = 0
@@ -141,8 +202,13 @@ class StandIn:
                         "metadata": {"name": STS, "namespace": NS}, "spec": spec}
 
             def do_GET(self):
-                if self.path.startswith(f"/apis/apps/v1/namespaces/{NS}/statefulsets/{STS}/scale"):
+                if self.path.startswith(f"/apis/apps/v1/namespaces/{NS}/replicasets/{STS}/scale"):
                     return self._send(200, self._scale())
+                if self.path.split("?")[0] == f"/apis/apps/v1/namespaces/{NS}/replicasets/{STS}":
+                    meta = {"name": STS, "namespace": NS}
+                    if stand_in.deleting:
+                        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+                    return self._send(200, {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": meta})
                 if self.path.startswith(f"/api/v1/namespaces/{NS}/pods/{POD}"):
                     stand_in.pod_reads += 1
                     return self._send(200, stand_in.pod)
@@ -152,16 +218,16 @@ class StandIn:
 
             def do_PATCH(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                if self.path.startswith(f"/apis/apps/v1/namespaces/{NS}/statefulsets/{STS}/scale"):
+                if self.path.startswith(f"/apis/apps/v1/namespaces/{NS}/replicasets/{STS}/scale"):
                     if stand_in.fail_scales > 0:
                         stand_in.fail_scales -= 1
                         return self._send(500, {"kind": "Status", "code": 500})
                     stand_in.replicas = body["spec"]["replicas"]
                     stand_in.patches.append(stand_in.replicas)
                     return self._send(200, self._scale())
-                if self.path.split("?")[0] == f"/apis/apps/v1/namespaces/{NS}/statefulsets/{STS}":
+                if self.path.split("?")[0] == f"/apis/apps/v1/namespaces/{NS}/replicasets/{STS}":
                     stand_in.owner_patches.append((self.headers["Content-Type"], body))
-                    return self._send(200, {"kind": "StatefulSet", "metadata": {"name": STS}})
+                    return self._send(200, {"kind": "ReplicaSet", "metadata": {"name": STS}})
                 self._send(403, {"kind": "Status", "code": 403})
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -188,8 +254,8 @@ class StandIn:
 
 def start(kubeconfig: str, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "elastic.launch.scale_workers", "--statefulset", STS, "--min-replicas", "2",
-         "--pod", POD, "--namespace", NS, "--kubeconfig", kubeconfig, *extra],
+        [sys.executable, "-m", "elastic.launch.scale_workers", "--workers", f"replicasets/{STS}", "--min-replicas",
+         "2", "--pod", POD, "--namespace", NS, "--kubeconfig", kubeconfig, *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -214,7 +280,7 @@ def test_raises_at_start_and_scales_to_zero_when_the_launcher_has_ended(tmp_path
 @pytest.mark.slow
 def test_the_job_owns_the_workers_and_a_retry_keeps_them(tmp_path):
     with StandIn(replicas=3, pod=ended(1), job=job_json(failed=1)) as api:
-        proc = start(api.kubeconfig(tmp_path / "kubeconfig"), "--job", JOB)
+        proc = start(api.kubeconfig(tmp_path / "kubeconfig"), "--job", JOB, "--max-replicas", "4")
         try:
             wait_for(lambda: api.owner_patches, 60, "the ownerReference patch")
             proc.send_signal(signal.SIGTERM)
@@ -223,7 +289,7 @@ def test_the_job_owns_the_workers_and_a_retry_keeps_them(tmp_path):
             proc.kill()
     assert proc.returncode == 0, err
     assert api.owner_patches == [("application/merge-patch+json", {"metadata": {"ownerReferences": [
-        {"apiVersion": "batch/v1", "kind": "Job", "name": JOB, "uid": JOB_UID}]}})]
+        {"apiVersion": "batch/v1", "kind": "Job", "name": JOB, "uid": JOB_UID, "blockOwnerDeletion": True}]}})]
     assert api.patches == [] and api.replicas == 3, err  # a size the user set survives the retry
     assert "the Job tries again" in err
 
@@ -247,9 +313,9 @@ def test_the_last_try_scales_to_zero_through_api_errors(tmp_path):
 def test_a_larger_size_is_kept_and_a_deleted_pod_keeps_its_workers(tmp_path):
     pod = pod_json(launcher_state={"terminated": {"exitCode": 143}}, deleting=True)
     with StandIn(replicas=4, pod=pod) as api:
-        proc = start(api.kubeconfig(tmp_path / "kubeconfig"))
+        proc = start(api.kubeconfig(tmp_path / "kubeconfig"), "--max-replicas", "4")
         try:
-            wait_for(lambda: proc.stderr.readline().startswith("worker-scaler: statefulsets/"), 60,
+            wait_for(lambda: proc.stderr.readline().startswith("worker-scaler: replicasets/"), 60,
                      "the start-up line")
             proc.send_signal(signal.SIGTERM)
             _, err = proc.communicate(timeout=60)
@@ -257,7 +323,64 @@ def test_a_larger_size_is_kept_and_a_deleted_pod_keeps_its_workers(tmp_path):
             proc.kill()
     assert proc.returncode == 0, err
     assert api.patches == [] and api.replicas == 4
-    assert "being deleted" in err
+    assert "may try again (not known)" in err  # without --job: kept
+
+
+@pytest.mark.slow
+def test_the_start_phase_grows_the_workers_to_what_max_np_needs_and_exits(tmp_path):
+    """Issue 32, item 7: started with the floor 2 (a new ReplicaSet has 1), the workers are set
+    to --replicas 4; the init container then exits 0 without waiting for a signal."""
+    with StandIn(replicas=1, pod=pod_json(), job=job_json(failed=0)) as api:
+        proc = start(api.kubeconfig(tmp_path / "kubeconfig"), "--replicas", "4", "--phase", "start", "--job", JOB)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert api.patches == [4] and len(api.owner_patches) == 1 and api.pod_reads == 0
+
+
+@pytest.mark.slow
+def test_a_workload_being_deleted_fails_the_start_at_once_with_exit_2(tmp_path):
+    """Issue 32, item 6: a re-apply right after a delete patches the ReplicaSet being deleted;
+    the start refuses it in one line (exit 2: the Job's podFailurePolicy fails the Job) instead
+    of owning and scaling an object that is about to disappear."""
+    with StandIn(replicas=2, pod=pod_json(), job=job_json(failed=0), deleting=True) as api:
+        proc = start(api.kubeconfig(tmp_path / "kubeconfig"), "--replicas", "4", "--phase", "start", "--job", JOB)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err
+    assert err.strip().splitlines()[-1].startswith(f"error: replicasets/{STS} is being deleted (since ")
+    assert "Traceback" not in err and api.patches == [] and api.owner_patches == []
+
+
+@pytest.mark.slow
+def test_the_sidecar_lowers_a_size_above_the_cap_while_it_waits(tmp_path):
+    """Pods beyond what --max-np can use would be prepared, synced and idle: someone scales to
+    9, the sidecar (stop phase: no start-up scale) lowers it to --max-replicas 5."""
+    with StandIn(replicas=4, pod=pod_json(), job=job_json(failed=0)) as api:
+        proc = start(api.kubeconfig(tmp_path / "kubeconfig"), "--replicas", "4", "--max-replicas", "5",
+                     "--phase", "stop", "--job", JOB, "--check-every", "0.2")
+        try:
+            api.replicas = 9
+            wait_for(lambda: api.patches == [5], 60, "the scale down to the cap")
+            api.pod = ended(0)
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert api.patches == [5, 0] and api.owner_patches == [], err
+
+
+@pytest.mark.slow
+def test_a_suspended_job_scales_the_workers_to_zero(tmp_path):
+    with StandIn(replicas=4, pod=pod_json(deleting=True), job=job_json(failed=0, suspend=True)) as api:
+        proc = start(api.kubeconfig(tmp_path / "kubeconfig"), "--replicas", "4", "--job", JOB)
+        try:
+            wait_for(lambda: api.owner_patches, 60, "the ownerReference patch")
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert api.patches == [0] and "suspended" in err
 
 
 @pytest.mark.slow
@@ -265,18 +388,25 @@ def test_an_api_error_is_one_line_and_exit_1(tmp_path):
     with StandIn(replicas=1, pod=pod_json()) as api:
         config = api.kubeconfig(tmp_path / "kubeconfig")
         proc = subprocess.run(
-            [sys.executable, "-m", "elastic.launch.scale_workers", "--statefulset", "other", "--min-replicas",
-             "2", "--pod", POD, "--namespace", NS, "--kubeconfig", config],
+            [sys.executable, "-m", "elastic.launch.scale_workers", "--workers", "replicasets/other",
+             "--min-replicas", "2", "--pod", POD, "--namespace", NS, "--kubeconfig", config],
             capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
-    assert proc.stderr.strip().splitlines()[-1] == "error: read statefulsets/other/scale: 404 Not Found"
+    assert proc.stderr.strip().splitlines()[-1] == "error: read replicasets/other: 404 Not Found"
     assert "Traceback" not in proc.stderr
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--min-replicas", "0", "--statefulset", "s", "--pod", "p"], "must be at least 1"),
-    (["--min-replicas", "2", "--pod", "p"], "--statefulset"),
-    (["--min-replicas", "2", "--statefulset", "s", "--pod", "p", "--namespace", "n",
+    (["--min-replicas", "0", "--workers", "replicasets/s", "--pod", "p"], "must be at least 1"),
+    (["--min-replicas", "2", "--pod", "p"], "--workers"),
+    (["--min-replicas", "2", "--workers", "s", "--pod", "p"], "not KIND/NAME"),
+    (["--min-replicas", "2", "--workers", "jobs/s", "--pod", "p"], "unknown kind 'jobs'"),
+    (["--min-replicas", "3", "--replicas", "2", "--workers", "replicasets/s", "--pod", "p"],
+     "--replicas 2 is below --min-replicas 3"),
+    (["--min-replicas", "2", "--replicas", "4", "--max-replicas", "3", "--workers", "replicasets/s", "--pod", "p"],
+     "--max-replicas 3 is below --replicas 4"),
+    (["--min-replicas", "2", "--workers", "replicasets/s"], "--pod is required unless --phase start"),
+    (["--min-replicas", "2", "--workers", "replicasets/s", "--pod", "p", "--namespace", "n",
       "--kubeconfig", "/nonexistent/kubeconfig"], "no cluster configuration"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message):

@@ -1,0 +1,178 @@
+"""Issue 32 on every rendering a user applies (deploy/, the example, the 8-GPU and the Spot
+overlays): the job asks for what --max-np needs and keeps its floor through drains, workers
+whose loss is cheap, pools picked by labels that exist at node creation, the architecture
+pinned, the launcher kept from consolidation and GPU nodes, the 8-GPU layout, Spot's grace."""
+import shutil
+import textwrap
+
+import kubernetes_validate
+import pytest
+
+from tests.deploy.render import DEPLOY, all_containers, by_kind, container, one, pod_spec, render
+
+RENDERINGS = {"deploy": DEPLOY, "example": DEPLOY / "overlays" / "example",
+              "gpu8": DEPLOY / "overlays" / "gpu8", "spot": DEPLOY / "overlays" / "spot"}
+
+
+@pytest.fixture(scope="module", params=sorted(RENDERINGS))
+def objects(request) -> list:
+    return render(RENDERINGS[request.param])
+
+
+@pytest.fixture(scope="module")
+def gpu8() -> list:
+    return render(RENDERINGS["gpu8"])
+
+
+@pytest.fixture(scope="module")
+def spot() -> list:
+    return render(RENDERINGS["spot"])
+
+
+def flag(argv: list, name: str) -> str:
+    found = [a.split("=", 1)[1] for a in argv if a.startswith(name + "=")]
+    assert len(found) == 1, f"{name} in {argv}"
+    return found[0]
+
+
+def training_flag(launcher: dict, name: str) -> str:
+    return flag(launcher["args"][launcher["args"].index("--"):], name)
+
+
+def gpus_per_worker(objects) -> int:
+    return int(container(pod_spec(one(objects, "ReplicaSet")), "worker")["resources"]["limits"]["nvidia.com/gpu"])
+
+
+def test_the_scaler_asks_for_what_max_np_needs_and_the_budget_keeps_what_min_np_needs(objects):
+    """--replicas x GPUs = --max-np (the job grows to it by itself), --min-replicas x GPUs =
+    --min-np = the PodDisruptionBudget's minAvailable x GPUs; the start and the stop phases
+    agree (issue 32, items 2 and 7)."""
+    spec = pod_spec(one(objects, "Job"))
+    launcher = container(spec, "launcher")
+    gpus = gpus_per_worker(objects)
+    start, sidecar = container(spec, "worker-start"), container(spec, "worker-scaler")
+    for name in ("--workers", "--min-replicas", "--replicas", "--job"):
+        assert flag(start["args"], name) == flag(sidecar["args"], name), name
+    assert int(flag(start["args"], "--replicas")) * gpus == int(flag(launcher["args"], "--max-np"))
+    assert int(flag(start["args"], "--min-replicas")) * gpus == int(flag(launcher["args"], "--min-np"))
+    assert one(objects, "PodDisruptionBudget")["spec"]["minAvailable"] == int(flag(start["args"], "--min-replicas"))
+
+
+def test_the_launcher_is_sized_for_its_max_np(objects):
+    """deploy/README.md, "Sizing the launcher", in every rendering (the 8-GPU one has N = 32)."""
+    launcher = container(pod_spec(one(objects, "Job")), "launcher")
+    n = int(flag(launcher["args"], "--max-np"))
+    for kind in ("requests", "limits"):
+        res = launcher["resources"][kind]
+        assert (res["cpu"], res["memory"]) == (f"{1000 + 2 * n}m", f"{1024 + 8 * n}Mi"), kind
+
+
+def test_workers_leave_within_their_grace(objects):
+    launcher = container(pod_spec(one(objects, "Job")), "launcher")
+    grace = pod_spec(one(objects, "ReplicaSet"))["terminationGracePeriodSeconds"]
+    assert grace >= float(training_flag(launcher, "--term-grace")) + 10
+
+
+def test_workers_are_a_replicaset_whose_loss_is_cheap(objects):
+    """Not a StatefulSet (ordinal scale-down, one Terminating identity on a NotReady node, a
+    rolling update on re-apply) nor a Deployment (rolls the workers on a re-apply): a
+    ReplicaSet never replaces running pods when its template changes (issue 32, items 5, 13)."""
+    assert not by_kind(objects, "StatefulSet") and not by_kind(objects, "Deployment")
+    workers = one(objects, "ReplicaSet")
+    assert "replicas" not in workers["spec"]
+
+
+def test_no_worker_selects_a_label_only_gpu_feature_discovery_writes(objects):
+    """The nvidia.com/gpu request confines workers to GPU nodes; nvidia.com/gpu.present is on no
+    GKE managed-driver node, no plain-device-plugin EKS node and no autoscaler template node
+    (issue 32, item 1)."""
+    spec = pod_spec(one(objects, "ReplicaSet"))
+    assert "nvidia.com/gpu.present" not in spec.get("nodeSelector", {})
+    assert "nvidia.com/gpu.present" not in str(spec.get("affinity", {}))
+
+
+def test_the_architecture_is_pinned_in_every_pod(objects):
+    """An image built for amd64 on an arm64 node fails with `exec format error` (item 4)."""
+    for obj in (one(objects, "ReplicaSet"), one(objects, "Job")):
+        assert pod_spec(obj)["nodeSelector"]["kubernetes.io/arch"] == "amd64", obj["kind"]
+    assert "docker build --platform linux/amd64" in (DEPLOY / "README.md").read_text()
+
+
+def test_the_launcher_is_kept_from_consolidation_gpu_nodes_and_spot(objects):
+    """Item 11: consolidation moving the launcher restarts the world; an untainted GPU node
+    without GPU Feature Discovery's label (EKS, Karpenter) must still repel it."""
+    job = one(objects, "Job")
+    annotations = job["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false"
+    assert annotations["karpenter.sh/do-not-disrupt"] == "true"
+    affinity = pod_spec(job)["affinity"]["nodeAffinity"]
+    (term,) = affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    keys = {e["key"] for e in term["matchExpressions"]}
+    assert {"nvidia.com/gpu.present", "cloud.google.com/gke-accelerator", "karpenter.k8s.aws/instance-gpu-count",
+            "k8s.amazonaws.com/accelerator"} <= keys
+    preferred = {e["key"] for p in affinity["preferredDuringSchedulingIgnoredDuringExecution"]
+                 for e in p["preference"]["matchExpressions"]}
+    assert {"cloud.google.com/gke-spot", "karpenter.sh/capacity-type", "eks.amazonaws.com/capacityType"} <= preferred
+    assert "tolerations" not in pod_spec(job)
+
+
+def test_the_8_gpu_layout_is_one_worker_per_node_with_all_its_gpus(gpu8):
+    """Item 8: 8 ranks in one pod (NCCL over NVLink/shared memory), one /data per node."""
+    spec = pod_spec(one(gpu8, "ReplicaSet"))
+    res = container(spec, "worker")["resources"]
+    assert res["requests"] == res["limits"] and res["limits"]["nvidia.com/gpu"] == "8"
+    assert res["limits"]["ephemeral-storage"] == "60Gi"  # one dataset copy, not eight
+    shm = next(v for v in spec["volumes"] if v["name"] == "dshm")["emptyDir"]["sizeLimit"]
+    assert shm == "64Gi"
+    base = pod_spec(one(render(DEPLOY), "ReplicaSet"))
+    assert next(v for v in base["volumes"] if v["name"] == "dshm")["emptyDir"]["sizeLimit"] == "8Gi"
+
+
+def test_spot_workers_leave_within_a_gke_spot_notice(spot):
+    """Item 14: GKE gives non-system pods ~15 s of a Spot reclaim; the training's --term-grace
+    fits in it with 10 s to spare; the launcher gets no Spot toleration."""
+    launcher = container(pod_spec(one(spot, "Job")), "launcher")
+    workers = pod_spec(one(spot, "ReplicaSet"))
+    assert workers["terminationGracePeriodSeconds"] <= 15
+    assert float(training_flag(launcher, "--term-grace")) + 10 <= workers["terminationGracePeriodSeconds"]
+    assert {"key": "cloud.google.com/gke-spot", "operator": "Equal", "value": "true",
+            "effect": "NoSchedule"} in workers["tolerations"]
+    assert "tolerations" not in pod_spec(one(spot, "Job"))
+
+
+def test_the_egress_example_reaches_cloud_identity_and_object_stores_only_from_its_pods(tmp_path):
+    """Item 14: an egress example for a default-deny namespace (metadata and Pod Identity
+    endpoints, HTTPS to public addresses, not to the cluster's private ranges), added to an
+    overlay of a user's own as the component's comment says."""
+    shutil.copytree(DEPLOY / "job", tmp_path / "job")
+    shutil.copytree(DEPLOY / "components", tmp_path / "components")
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "kustomization.yaml").write_text(textwrap.dedent("""\
+        apiVersion: kustomize.config.k8s.io/v1beta1
+        kind: Kustomization
+        resources: [../job]
+        components: [../components/egress-cloud]
+        labels:
+          - pairs: {elastic-horovod/job: mine}
+            includeSelectors: true
+        """))
+    policy = one(render(tmp_path / "mine"), "NetworkPolicy", "elastic-horovod-egress-cloud")
+    assert policy["spec"]["podSelector"]["matchLabels"]["elastic-horovod/job"] == "mine"
+    blocks = [p["ipBlock"] for rule in policy["spec"]["egress"] for p in rule["to"]]
+    assert {"cidr": "169.254.169.254/32"} in blocks and {"cidr": "169.254.170.23/32"} in blocks
+    public = next(b for b in blocks if b["cidr"] == "0.0.0.0/0")
+    assert {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"} <= set(public["except"])
+    https = next(rule for rule in policy["spec"]["egress"] if {"ipBlock": public} in rule["to"])
+    assert https["ports"] == [{"protocol": "TCP", "port": 443}]
+    for version in ("1.29.0", kubernetes_validate.latest_version()):
+        kubernetes_validate.validate(policy, version, strict=True)
+
+
+def test_every_container_asks_for_what_the_autoscaler_needs_to_scale_from_zero(objects):
+    """Item 3: the workers' ephemeral-storage request needs a node-template tag on AWS groups
+    scaled from zero (autoscaler #1869); the README says so."""
+    text = (DEPLOY / "README.md").read_text()
+    assert "k8s.io/cluster-autoscaler/node-template/resources/ephemeral-storage" in text
+    for obj in (one(objects, "ReplicaSet"), one(objects, "Job")):
+        for c in all_containers(pod_spec(obj)):
+            assert "ephemeral-storage" in c["resources"]["requests"], c["name"]

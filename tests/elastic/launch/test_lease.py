@@ -1,0 +1,235 @@
+"""elastic.launch.lease, the worker side of "no second world": the rule (``decide``, a table)
+and the wrapper as real processes on this machine. A driver (an HTTP server) that answers
+keeps the worker alive; one that goes silent (accepts, never answers: a frozen launcher, a
+half-open connection) or whose session is gone ends the worker's whole process group within
+the lease; signals reach the command once; the exit code is the command's."""
+from __future__ import annotations
+
+import http.server
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from elastic.launch.lease import ADDR_ENV, PORT_ENV, check_seconds, decide, hung_up
+from tests.waiting import wait_for
+
+LEASE = 5.0  # the smallest lease the wrapper takes: the tests wait for it to run out
+
+
+@pytest.mark.parametrize(("now", "renewed", "seconds", "parent", "output", "reason"), [
+    (100.0, 99.0, 15.0, False, False, None),
+    (100.0, 84.0, 15.0, False, False, "no answer from the driver for 16.0 s (lease 15 s)"),
+    (100.0, 84.0, 0.0, False, False, None),  # lease off
+    (100.0, None, 15.0, False, False, None),  # no driver to ask
+    (100.0, 99.0, 15.0, True, False, "the process that started this worker is gone"),
+    (100.0, 99.0, 15.0, False, True, "nobody reads this worker's output (its ssh session or launcher is gone)"),
+])
+def test_decide(now, renewed, seconds, parent, output, reason):
+    assert decide(now, renewed, seconds, parent, output) == reason
+
+
+@pytest.mark.parametrize("value", [1.0, 4.9, -1.0, float("nan"), float("inf"), 3601.0])
+def test_a_bad_lease_is_refused(value):
+    with pytest.raises(ValueError, match="the lease must be 0"):
+        check_seconds(value)
+
+
+def test_hung_up_sees_a_pipe_whose_reader_is_gone():
+    r, w = os.pipe()
+    try:
+        assert not hung_up([w])
+        os.close(r)
+        assert hung_up([w])
+    finally:
+        os.close(w)
+
+
+class _Driver:
+    """An HTTP server on loopback standing in for horovodrun's; ``silence()`` keeps accepting
+    connections (the kernel's backlog) but answers none, as a frozen or vanished launcher."""
+
+    def __init__(self) -> None:
+        self.silent = threading.Event()
+        self.answers: list[float] = []  # when it answered the wrapper (monotonic)
+        driver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - the http.server API
+                if driver.silent.is_set():
+                    driver.silent.wait(60)
+                    return
+                self.send_error(404)
+                driver.answers.append(time.monotonic())
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def port(self) -> int:
+        return self.server.server_address[1]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def driver():
+    d = _Driver()
+    yield d
+    d.silent.clear()
+    d.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+# the worker: a training stand-in that starts a child of its own (a data-loading process)
+WORKER = "sleep 3011 & echo $! > child; echo $$ > pid; wait"
+
+
+def _start(tmp_path: Path, port: int | None, lease: float = LEASE, stdout=None) -> subprocess.Popen:
+    env = dict(os.environ)
+    if port is not None:
+        env.update({ADDR_ENV: "127.0.0.1", PORT_ENV: str(port)})
+    return subprocess.Popen([sys.executable, "-m", "elastic.launch.lease", "--seconds", f"{lease:g}", "--",
+                             "sh", "-c", WORKER], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
+                            stdout=stdout, stderr=subprocess.PIPE, start_new_session=True)
+
+
+def _pids(tmp_path: Path) -> tuple[int, int]:
+    wait_for(lambda: (tmp_path / "child").exists() and (tmp_path / "pid").exists(), 60, "the worker to start")
+    wait_for(lambda: (tmp_path / "child").read_text().strip() and (tmp_path / "pid").read_text().strip(), 10,
+             "the worker's pid files")
+    return int((tmp_path / "pid").read_text()), int((tmp_path / "child").read_text())
+
+
+def _cleanup(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+    if proc.stderr is not None:
+        proc.stderr.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_silent_driver_ends_the_worker_and_its_children(tmp_path, driver):
+    """The launcher froze or its node vanished: no FIN, the driver's port accepts and never
+    answers. The worker and its child end within the lease; before the lease ran out they ran."""
+    proc = _start(tmp_path, driver.port)
+    try:
+        worker, child = _pids(tmp_path)
+        assert proc.poll() is None
+        silenced = time.monotonic()
+        driver.silent.set()
+        wait_for(lambda: proc.poll() is not None, 60, "the wrapper to end", interval=0.1)
+        wait_for(lambda: not _alive(worker) and not _alive(child), 10, "the worker and its child to end")
+        assert time.monotonic() - silenced >= LEASE - 1  # not before the lease ran out
+        assert proc.returncode == -signal.SIGKILL
+        assert "no answer from the driver" in proc.stderr.read().decode()
+    finally:
+        _cleanup(proc)
+
+
+@pytest.mark.timeout(120)
+def test_a_driver_that_answers_keeps_the_worker(tmp_path, driver):
+    """Twice the lease with a driver that answers: the worker is still there."""
+    proc = _start(tmp_path, driver.port)
+    try:
+        worker, child = _pids(tmp_path)
+        first = wait_for(lambda: driver.answers[:1], 30, "the wrapper's first question")[0]
+        wait_for(lambda: driver.answers[-1] - first > 2 * LEASE, 60, "answers spanning twice the lease",
+                 alive=lambda: None if proc.poll() is None else pytest.fail(proc.stderr.read().decode()))
+        assert proc.poll() is None
+        assert _alive(worker) and _alive(child)
+    finally:
+        _cleanup(proc)
+
+
+@pytest.mark.timeout(120)
+def test_a_closed_session_ends_the_worker(tmp_path):
+    """Nobody reads the worker's output any more (sshd ended the session; no driver to ask):
+    the worker ends at once, before any lease could run out."""
+    r, w = os.pipe()
+    proc = _start(tmp_path, None, lease=3600, stdout=w)
+    os.close(w)
+    try:
+        worker, child = _pids(tmp_path)
+        os.close(r)
+        wait_for(lambda: proc.poll() is not None, 30, "the wrapper to end", interval=0.1)
+        wait_for(lambda: not _alive(worker) and not _alive(child), 10, "the worker and its child to end")
+    finally:
+        _cleanup(proc)
+
+
+@pytest.mark.timeout(120)
+def test_sigterm_reaches_the_command_once_and_its_code_is_kept(tmp_path):
+    """A SIGTERM (elastic-run's drain, the reap) reaches the training once, however often the
+    wrapper gets it; the wrapper exits with the training's code."""
+    script = "trap 'echo term >> terms; exit 7' TERM; echo $$ > pid; touch child; while :; do sleep 0.05; done"
+    proc = subprocess.Popen([sys.executable, "-m", "elastic.launch.lease", "--seconds", "0", "--",
+                             "sh", "-c", script], cwd=tmp_path, stdin=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        wait_for(lambda: (tmp_path / "pid").exists() and (tmp_path / "pid").read_text().strip(), 60,
+                 "the command to start")
+        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 7
+        assert (tmp_path / "terms").read_text().split() == ["term"]
+    finally:
+        _cleanup(proc)
+
+
+def test_bad_usage_is_one_line_and_exit_2():
+    proc = subprocess.run([sys.executable, "-m", "elastic.launch.lease", "--seconds", "2", "--", "true"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == ["error: the lease must be 0 (off) or 5..3600 seconds, got 2.0"]
+
+
+def test_a_port_nobody_listens_on_counts_as_silence():
+    """A driver whose port is closed (RST): no answer, so no renewal."""
+    from elastic.launch.lease import Renewer
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert not Renewer("127.0.0.1", port).ask()
+
+
+def test_the_drivers_own_server_answers_the_lease_quietly(caplog):
+    """The question goes to horovodrun's real rendezvous server (the elastic handler): it is
+    answered (the lease renewed) and the driver logs nothing for it. Before: ``GET /`` logged
+    ``KVStore ERROR: Invalid request path`` every 2 s per worker."""
+    import logging
+
+    from horovod.runner.elastic.rendezvous import create_rendezvous_handler
+    from horovod.runner.http.http_server import RendezvousServer
+
+    from elastic.launch.lease import Renewer
+    server = RendezvousServer()
+    port = server.start(create_rendezvous_handler(driver=None))
+    try:
+        with caplog.at_level(logging.DEBUG):
+            assert Renewer("127.0.0.1", port).ask()
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    finally:
+        server.stop()

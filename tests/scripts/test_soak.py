@@ -1,0 +1,157 @@
+"""scripts/soak: the fault schedule and the invariant checks (pure, by tables of cases), its
+flags, and one short soak on the local cluster with a fixed seed whose saved result, checked
+again with a sample dropped, fails and names the invariant and the fault before it."""
+from __future__ import annotations
+
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+
+import soak_checks as sc  # noqa: E402
+import soak_plan as sp  # noqa: E402
+
+SOAK = str(SCRIPTS / "soak")
+
+
+# -- the schedule ------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind, n, ok", [
+    ("add", 4, False), ("add", 3, True),
+    ("kill", 2, False), ("kill", 3, True), ("freeze-thaw", 2, False),
+    ("below-min", 2, True), ("below-min", 1, False),
+    ("api-restart", 1, True), ("flap", 2, True),
+])
+def test_a_fault_is_drawn_only_where_the_world_allows_it(kind, n, ok):
+    assert sp.allowed(kind, sp.World(n, min_np=2, max_pods=4)) is ok
+
+
+def test_a_seed_replays_the_same_schedule():
+    def draw(seed):
+        rng, used, out = random.Random(seed), set(), []
+        for pods in (3, 3, 4, 2, 3, 3, 2, 4, 3, 3):
+            k = sp.next_fault(rng, sp.World(pods, 2, 4), used)
+            used.add(k)
+            out.append((k, round(sp.gap(rng), 3)))
+        return out
+
+    assert draw(5) == draw(5)
+    assert draw(5) != draw(6)
+
+
+def test_kinds_not_drawn_yet_come_first_so_a_short_soak_covers_many():
+    rng, used = random.Random(1), set()
+    for _ in range(12):
+        used.add(sp.next_fault(rng, sp.World(3, 2, 4), used))
+    assert len(used) >= 8
+
+
+def test_bad_kinds_are_refused():
+    with pytest.raises(ValueError, match="--kinds wants"):
+        sp.parse_kinds("add,bogus")
+    assert sp.parse_kinds("all") == sp.KINDS
+
+
+# -- the invariants ----------------------------------------------------------------------------
+def commits(size=8, epochs=2, t0=100.0):
+    out, t = [], t0
+    for e in range(epochs):
+        for i in range(0, size, 2):
+            t += 1
+            out.append({"epoch": e, "time": t, "size": 2, "rank": i % 2, "indices": [i, i + 1]})
+    return out
+
+
+def test_exactly_once_holds_and_names_a_dropped_or_repeated_sample():
+    assert sc.samples_exactly_once(commits(), 8, 2).ok
+    dropped = commits()
+    dropped[5]["indices"] = dropped[5]["indices"][1:]
+    c = sc.samples_exactly_once(dropped, 8, 2)
+    assert not c.ok and "epoch 2: 1 of 8 samples never committed" in c.detail and c.when == 108.0
+    repeated = commits() + [{"epoch": 0, "time": 150.0, "size": 2, "rank": 0, "indices": [3]}]
+    c = sc.samples_exactly_once(repeated, 8, 2)
+    assert not c.ok and "sample 3 committed twice" in c.detail and c.when == 150.0
+    assert not sc.samples_exactly_once(commits(epochs=1), 8, 2).ok  # an epoch missing
+
+
+def test_the_fault_before_a_failure_is_named():
+    faults = [sc.Fault("kill", "p1", 100.0, 101.0, 2), sc.Fault("flap", "p2", 200.0, 202.0, 3)]
+    assert sc.preceding_fault(faults, 150.0).kind == "kill"
+    assert sc.preceding_fault(faults, 250.0).kind == "flap"
+    assert sc.preceding_fault(faults, 50.0) is None and sc.preceding_fault(faults, None) is None
+
+
+def test_growth_of_the_driver_is_caught():
+    flat = [sc.Sample(float(t), 100.0, 20, 30, 1000 + t) for t in range(12)]
+    assert sc.bounded(flat).ok
+    leak = [sc.Sample(float(t), 100.0 + 40 * t, 20, 30, 1000) for t in range(12)]
+    c = sc.bounded(leak)
+    assert not c.ok and "rss_mb grew" in c.detail
+    chatty = [sc.Sample(t * 60.0, 100.0, 20, 30, t * 60 * 100_000) for t in range(12)]  # 100 kB/s
+    assert "GiB/day" in sc.bounded(chatty).detail
+    assert not sc.bounded(flat[:3]).ok  # too few samples is not a pass
+
+
+def test_same_parameters_and_leftovers_and_pods():
+    finals = [{"rank": 0, "params_sha256": "a"}, {"rank": 1, "params_sha256": "a"}]
+    assert sc.same_parameters(finals, 2).ok
+    assert not sc.same_parameters([*finals[:1], {"rank": 1, "params_sha256": "b"}]).ok
+    assert not sc.same_parameters([]).ok
+    assert sc.no_leftovers([]).ok and not sc.no_leftovers(["123 python -m training.mnist"]).ok
+    assert sc.all_pods_used(3, 3, 4, None).ok and not sc.all_pods_used(3, 2, 4, 5.0).ok
+    assert sc.all_pods_used(5, 4, 4, None).ok  # capped by --max-np
+
+
+def test_pauses_are_the_longest_gap_around_a_fault():
+    faults = [sc.Fault("kill", "p", 10.5, 10.6, 2, recovered=14.0)]
+    sc.pauses(faults, [8.0, 9.0, 10.0, 12.5, 14.0, 15.0])
+    assert faults[0].pause == pytest.approx(2.5)
+    summary = sc.summarize_pauses(faults + [sc.Fault("kill", "q", 20, 21, 2, recovered=None)])
+    assert summary == [("kill", 2, pytest.approx(2.5), pytest.approx(2.5))]
+
+
+# -- the command ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("argv, message", [
+    (["--minutes", "0"], "--minutes must be positive"),
+    (["--kinds", "add,nope"], "--kinds wants a comma list"),
+    (["--pods", "9"], "--pods must be between --min-np and --max-np"),
+    (["--check-only", "/nonexistent/soak"], "no soak result in /nonexistent/soak"),
+])
+def test_bad_flags_are_one_line_errors(argv, message):
+    proc = subprocess.run([sys.executable, SOAK, *argv], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and message in proc.stderr and "Traceback" not in proc.stderr
+
+
+CI_SEED = 20261126
+
+
+@pytest.mark.slow
+@pytest.mark.horovod
+@pytest.mark.timeout(1500)
+def test_a_short_soak_keeps_every_invariant(tmp_path):
+    """A 3-minute soak with a fixed seed (CI's): every invariant holds. Then the same run's
+    result, checked again with one committed sample dropped, fails and names the invariant
+    and the fault before it."""
+    work = tmp_path / "soak"
+    proc = subprocess.run([sys.executable, SOAK, "--minutes", "3", "--seed", str(CI_SEED), "--work", str(work)],
+                          capture_output=True, text=True, timeout=1400, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert re.search(r"every sample trained exactly once per epoch\s+yes", proc.stdout), proc.stdout
+    faults = re.search(r"(\d+) faults of (\d+) kinds", proc.stdout)
+    assert faults and int(faults[1]) >= 5, proc.stdout
+    assert (work / "soak.png").stat().st_size > 0
+
+    again = subprocess.run([sys.executable, SOAK, "--check-only", str(work), "--drop-sample"],
+                           capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert again.returncode == 1, again.stdout + again.stderr
+    failed = [line for line in again.stderr.splitlines() if line.startswith("soak: FAILED")]
+    assert len(failed) == 1, again.stderr
+    assert "every sample trained exactly once per epoch" in failed[0] and "samples never committed" in failed[0]
+    assert "(after fault: " in failed[0], failed[0]
