@@ -1,12 +1,21 @@
 """Checkpoint files: atomic writes, finding the newest, loading.
 
 A checkpoint is a dict saved with ``torch.save`` as
-``<dir>/ckpt-<epoch:05d>-<processed:010d>.pt``, where ``epoch`` is the 0-based epoch the
-state is in and ``processed`` the samples of that epoch already trained (an end-of-epoch
-checkpoint is ``(epoch + 1, 0)``). Writing goes to a temporary file in the same directory,
-is flushed to disk and renamed over the final name, so a reader never sees half a file;
-older checkpoints beyond ``keep`` are removed after the rename. ``latest`` orders names by
-``(epoch, processed)``; files of any other name are ignored.
+``<dir>/ckpt-g<generation:06d>-<epoch:05d>-<processed:010d>.pt``, where ``epoch`` is the
+0-based epoch the state is in and ``processed`` the samples of that epoch already trained (an
+end-of-epoch checkpoint is ``(epoch + 1, 0)``). Writing goes to a temporary file in the same
+directory, is flushed to disk and renamed over the final name, so a reader never sees half a
+file; older checkpoints beyond ``keep`` are removed after the rename. ``latest`` orders names
+by ``(generation, epoch, processed)``; files of any other name are ignored (the names of
+earlier versions, ``ckpt-<epoch>-<processed>.pt``, are generation 0).
+
+Fencing: every run (one start of the launcher's world) takes a generation at start,
+``claim_generation``: one more than any generation present (checkpoint names and the
+``generation-<g>`` markers), claimed by creating its marker exclusively, so two runs never
+share one. A run writes only under its own generation, and ``save`` refuses
+(``StaleWriter``) when a newer generation is present, before the write and again after the
+rename (then the file is removed): a run that lost its launcher but still trains can never
+put a checkpoint in front of the run that replaced it, whose checkpoints sort first anyway.
 
 Every checkpoint also records the run's settings (``settings``: seed, batch size, learning
 rate, world size and a hash of the sample list, ``training.fingerprint``);
@@ -28,6 +37,7 @@ rate, world size and a hash of the sample list, ``training.fingerprint``);
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import tempfile
@@ -37,31 +47,125 @@ import torch
 
 from training.errors import CheckpointError, ConfigError
 
-NAME = re.compile(r"^ckpt-(\d{5,})-(\d{10,})\.pt$")
+NAME = re.compile(r"^ckpt-(?:g(\d{6,})-)?(\d{5,})-(\d{10,})\.pt$")
+MARKER = re.compile(r"^generation-(\d{6,})$")
 
 
-def name_for(epoch: int, processed: int) -> str:
-    """The file name of the checkpoint at (0-based ``epoch``, ``processed`` samples)."""
-    return f"ckpt-{epoch:05d}-{processed:010d}.pt"
+class StaleWriter(CheckpointError):
+    """A run tried to write a checkpoint while a newer generation is present."""
+
+
+def name_for(epoch: int, processed: int, generation: int = 0) -> str:
+    """The file name of the checkpoint of ``generation`` at (0-based ``epoch``, ``processed``)."""
+    return f"ckpt-g{generation:06d}-{epoch:05d}-{processed:010d}.pt"
+
+
+def key(name: str) -> tuple[int, int, int] | None:
+    """``(generation, epoch, processed)`` of a checkpoint file name, None for any other name."""
+    m = NAME.match(name)
+    return (int(m.group(1) or 0), int(m.group(2)), int(m.group(3))) if m else None
 
 
 def position(name: str) -> tuple[int, int] | None:
     """``(epoch, processed)`` of a checkpoint file name, None for any other name."""
-    m = NAME.match(name)
-    return (int(m.group(1)), int(m.group(2))) if m else None
+    k = key(name)
+    return (k[1], k[2]) if k else None
 
 
-def listing(directory: str | Path) -> list[tuple[tuple[int, int], Path]]:
-    """The checkpoints in ``directory``, oldest first; empty if it does not exist."""
-    directory = Path(directory)
+def _names(directory: Path) -> list[str]:
     try:
-        names = os.listdir(directory)
+        return os.listdir(directory)
     except FileNotFoundError:
         return []
     except OSError as exc:
         raise CheckpointError(f"checkpoint directory {directory}: {exc.strerror}") from exc
-    found = [(pos, directory / n) for n in names if (pos := position(n)) is not None]
-    return sorted(found)
+
+
+def listing(directory: str | Path) -> list[tuple[tuple[int, int], Path]]:
+    """The checkpoints in ``directory`` as ``((epoch, processed), path)``, oldest first by
+    ``(generation, epoch, processed)``; empty if it does not exist."""
+    directory = Path(directory)
+    found = sorted((k, n) for n in _names(directory) if (k := key(n)) is not None)
+    return [((k[1], k[2]), directory / n) for k, n in found]
+
+
+def newest_generation(directory: str | Path) -> int:
+    """The newest generation present in ``directory`` (names and markers), 0 if none."""
+    gens = [0]
+    for n in _names(Path(directory)):
+        k = key(n)
+        if k is not None:
+            gens.append(k[0])
+        elif (m := MARKER.match(n)) is not None:
+            gens.append(int(m.group(1)))
+    return max(gens)
+
+
+def claim_generation(directory: str | Path, keep_markers: int = 50) -> int:
+    """``claim``'s generation."""
+    return claim(directory, keep_markers)[0]
+
+
+def generation_token(directory: str | Path, generation: int) -> str | None:
+    """The token the run of ``generation`` wrote into its marker, None without the marker."""
+    try:
+        return (Path(directory) / f"generation-{generation:06d}").read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def claim(directory: str | Path, keep_markers: int = 50) -> tuple[int, str]:
+    """Take this run's generation: one more than any present, claimed by creating its
+    ``generation-<g>`` marker exclusively (a run that loses the race takes the next one),
+    which holds a random token: ``(generation, token)``. The token ties a host's local
+    snapshots to this directory (a directory emptied and used again has other tokens).
+    Markers beyond the newest ``keep_markers`` are removed. ``CheckpointError`` when the
+    directory cannot be written."""
+    directory = Path(directory)
+    token = os.urandom(4).hex()
+    _names(directory)  # "checkpoint directory X: Not a directory" for a file
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        generation = newest_generation(directory) + 1
+        while True:
+            try:
+                fd = os.open(directory / f"generation-{generation:06d}",
+                             os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                generation += 1
+                continue
+            try:
+                os.write(fd, token.encode())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            break
+        _fsync_dir(directory)
+    except OSError as exc:
+        raise CheckpointError(f"cannot claim a generation in {directory}: "
+                              f"{exc.strerror or exc}") from exc
+    markers = sorted(int(m.group(1)) for n in _names(directory) if (m := MARKER.match(n)))
+    for old in markers[:-keep_markers]:
+        try:
+            (directory / f"generation-{old:06d}").unlink()
+        except OSError:
+            pass
+    return generation, token
+
+
+def _fsync_dir(directory: Path) -> None:
+    dfd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def _fence(directory: Path, generation: int, final: Path) -> None:
+    newer = newest_generation(directory)
+    if newer > generation:
+        raise StaleWriter(f"not writing {final.name}: generation {newer} in {directory} is newer "
+                          f"than this run's ({generation}); this run is stale")
 
 
 def latest(directory: str | Path) -> tuple[tuple[int, int], Path] | None:
@@ -70,10 +174,24 @@ def latest(directory: str | Path) -> tuple[tuple[int, int], Path] | None:
     return found[-1] if found else None
 
 
-def save(directory: str | Path, payload: dict, epoch: int, processed: int, keep: int = 3) -> Path:
-    """Write ``payload`` atomically as the checkpoint at (epoch, processed); prune to ``keep``."""
+def latest_key(directory: str | Path) -> tuple[tuple[int, int, int], Path] | None:
+    """The newest checkpoint as ``((generation, epoch, processed), path)``, or None."""
+    found = latest(directory)
+    if found is None:
+        return None
+    k = key(found[1].name)
+    assert k is not None
+    return k, found[1]
+
+
+def save(directory: str | Path, payload: dict, epoch: int, processed: int, keep: int = 3,
+         generation: int = 0) -> Path:
+    """Write ``payload`` atomically as the checkpoint of ``generation`` at (epoch, processed);
+    prune to ``keep``. ``StaleWriter`` (nothing left behind) when a newer generation is
+    present before the write or after the rename; ``CheckpointError`` when it cannot write."""
     directory = Path(directory)
-    final = directory / name_for(epoch, processed)
+    final = directory / name_for(epoch, processed, generation)
+    _fence(directory, generation, final)
     tmp = None
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -84,11 +202,12 @@ def save(directory: str | Path, payload: dict, epoch: int, processed: int, keep:
             os.fsync(f.fileno())
         os.replace(tmp, final)
         tmp = None
-        dfd = os.open(directory, os.O_RDONLY)
         try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+            _fence(directory, generation, final)
+        except StaleWriter:
+            final.unlink()
+            raise
+        _fsync_dir(directory)
     except OSError as exc:
         raise CheckpointError(f"cannot write checkpoint {final}: {exc.strerror or exc}") from exc
     finally:
@@ -108,12 +227,21 @@ def save(directory: str | Path, payload: dict, epoch: int, processed: int, keep:
 
 def load(path: str | Path) -> dict:
     """Load a checkpoint written by ``save``; ``CheckpointError`` naming the file otherwise."""
+    return _load(path, path)
+
+
+def load_bytes(data: bytes, where: str) -> dict:
+    """``load`` of a checkpoint's bytes (read by another rank) that came from ``where``."""
+    return _load(io.BytesIO(data), where)
+
+
+def _load(source, where) -> dict:
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
+        payload = torch.load(source, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many types for a corrupt file
-        raise CheckpointError(f"cannot read checkpoint {path}: {exc}".splitlines()[0]) from exc
+        raise CheckpointError(f"cannot read checkpoint {where}: {exc}".splitlines()[0]) from exc
     if not isinstance(payload, dict) or "model" not in payload:
-        raise CheckpointError(f"{path} is not a training checkpoint")
+        raise CheckpointError(f"{where} is not a training checkpoint")
     return payload
 
 

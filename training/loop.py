@@ -4,12 +4,19 @@
 builds the model and optimizer (and the CUDA context) before
 initialising Horovod, so that a worker joining a running job can do that while the others
 train (when the driver starts it before it stops the world, a join costs the world only the
-rendezvous and the state sync), then resumes
-from the newest checkpoint in ``--checkpoint-dir`` (when there is one: rank 0 reads it, the
-state sync hands it to the others), and trains under ``hvd.elastic.run`` until ``--epochs``
-are done; it returns 0 then. A SIGTERM makes the
+rendezvous and the state sync), and trains under ``hvd.elastic.run`` until ``--epochs``
+are done; it returns 0 then. The first world resumes from the newest committed state any
+worker holds: a host's local snapshot (``--snapshot-dir``, written after commits) or the
+newest checkpoint in ``--checkpoint-dir``, ordered by (generation, epoch, samples); the holder
+hands it to rank 0 and the state sync to the others (``Trainer.agree``). A SIGTERM makes the
 worker leave right after its next commit with exit code 143 (rank 0 first writes a
 checkpoint when it has a checkpoint directory); the other workers carry on.
+
+Checkpoints (rank 0) are written at every epoch's end, every ``--checkpoint-every`` steps or
+minutes, on SIGUSR1 and on SIGTERM, always from a commit's state; all but the SIGTERM one in
+a background thread from the copies the commit made (``training.background``,
+``training.snapshots``), at most one in flight; a failed one is reported, not fatal. Each run
+writes under its own generation, taken at start (``training.checkpoint``: fencing).
 
 Elastic contract, per step of an epoch:
 
@@ -51,18 +58,21 @@ the training device, from a random stream seeded per rank like the rest.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Sized
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset
 
-from training import checkpoint, cpus, fingerprint, loaders, metrics
+from training import checkpoint, cpus, fingerprint, loaders, metrics, snapshots
+from training.background import BackgroundWriter
 from training.errors import CheckpointError, ConfigError, DeviceError
 from training.layout import LayoutCompression
 from training.options import TrainConfig
@@ -138,6 +148,11 @@ def log(msg: str) -> None:
     sys.stderr.flush()
 
 
+def describe(source: str, path: str | Path) -> str:
+    """How the resume names what it read: the checkpoint's path, or ``local snapshot <path>``."""
+    return f"local snapshot {path}" if source == "local" else str(path)
+
+
 def local_rank_hint() -> int:
     """This worker's local rank before ``hvd.init()``: ``HOROVOD_LOCAL_RANK``, set by
     horovodrun for each worker it starts (the slot it runs in, kept for the worker's life,
@@ -195,6 +210,17 @@ class Trainer:
         self._pending_count = 0
         self._samples_hash: str | None = None
         self._stepped = False  # this process made an optimizer step
+        # the world's state is in this process's memory (it entered training once)
+        self._live = False
+        self._offer_paths: dict[str, Path] = {}
+        # pod-local snapshots (``--snapshot-every``) and background writers: at most one
+        # write in flight each, so the local one never queues behind shared storage
+        self.local: snapshots.LocalStore | None = None
+        self.local_writer = BackgroundWriter("snapshot")
+        self.ckpt_writer = BackgroundWriter("checkpoint")
+        self._commits = 0
+        self._ckpt_steps = 0  # steps trained since the last checkpoint was submitted
+        self._ckpt_time = time.monotonic()  # when it was submitted
         self.prepare(torch.device("cuda", local_rank_hint()) if self.cuda else torch.device("cpu"))
 
     # -- setup -------------------------------------------------------------------------
@@ -246,9 +272,8 @@ class Trainer:
 
     def attach(self, hvd):
         """After ``hvd.init()``: wrap the optimizer for Horovod and return the elastic state,
-        resumed from the newest checkpoint. Only rank 0 reads the checkpoint; the others
-        start from the fresh state and get rank 0's model, optimizer, sampler position and
-        counters from the state sync that ``hvd.elastic.run`` does before training."""
+        fresh; the state sync that ``hvd.elastic.run`` does before training first agrees on
+        the newest committed state a rank holds and hands it to every rank (``agree``)."""
         from training.state import TrainingState
 
         self.hvd, args = hvd, self.args
@@ -274,18 +299,22 @@ class Trainer:
                   # the scaler's state belongs to the state from the start: a failure before
                   # the first commit must roll every rank back to the same scale
                   "scaler_state": self.scaler.state_dict() if self.scaler else None}
+        # this run's checkpoint generation (``training.checkpoint``: fencing), taken by rank 0
+        # when a world starts from nothing in memory (``agree``), the same on every rank
+        fields["generation"] = 0
+        fields["token"] = ""  # the random token its marker holds (ties local snapshots to it)
         # rank 0's refusal to resume (another --seed, a checkpoint that does not fit) must end
         # every rank: it travels in the state, and every rank raises it after the sync
         fields["refused"] = None
-        if args.checkpoint_dir and hvd.rank() == 0:
-            try:
-                fields.update(self.resume(args.checkpoint_dir))
-            except (ConfigError, CheckpointError) as exc:
-                fields["refused"] = (type(exc).__name__, str(exc))
-        self.sampler.load_state_dict({"epoch": fields["epoch"],
-                                      "processed_num": fields.pop("processed", 0)})
+        self.sampler.load_state_dict({"epoch": 0, "processed_num": 0})
         state = TrainingState(model=self.model, optimizer=self.opt, sampler=self.sampler, **fields)
         state.register_reset_callbacks([lambda: self.on_reset(state)])
+        state.before_sync = lambda: self.agree(state)
+        state.before_restore = self.wait_writes
+        if args.checkpoint_dir and args.snapshot_every:
+            self.local = snapshots.LocalStore(snapshots.default_dir(
+                args.snapshot_dir, args.checkpoint_dir, self.task.name))
+            self.local.clean_temporary()
         return state
 
     def fp16_allreduce(self) -> bool:
@@ -298,36 +327,166 @@ class Trainer:
             return True
         return a.allreduce_dtype == "auto" and self.amp and a.amp_dtype == "fp16"
 
-    def resume(self, directory: str) -> dict:
-        """Load the newest checkpoint into the model/optimizer; the state fields it holds
-        (called on rank 0 only)."""
-        found = checkpoint.latest(directory)
-        if found is None:
-            return {}
-        (epoch, processed), path = found
-        self.tracer.event("checkpoint-read", rank=self.hvd.rank(), path=str(path))
-        payload = checkpoint.load(path)
+    # -- which state a world starts from ---------------------------------------------------
+    def offer(self) -> snapshots.Offer:
+        """What this rank can start a world from: the world's state in memory (live), else
+        the newest of its host's local snapshot and (rank 0) the shared checkpoint."""
+        self._offer_paths = {}
+        if self._live:
+            return (1, -1, -1, -1, "live", "")
+        best: tuple[snapshots.Key, str] | None = None
+        token = ""
+        try:
+            if self.local is not None and (found := self.local.best()) is not None:
+                best = found[0], "local"
+                self._offer_paths["local"] = found[1]
+                token = self.local.token(found[1])
+        except CheckpointError as exc:
+            log(f"error: {exc}")
+        if self.args.checkpoint_dir and self.hvd.rank() == 0:
+            try:
+                shared = checkpoint.latest_key(self.args.checkpoint_dir)
+            except CheckpointError:
+                shared = None  # reported when rank 0 claims its generation
+            if shared is not None:
+                self._offer_paths["shared"] = shared[1]
+                if best is None or shared[0] >= best[0]:  # the durable one among equals
+                    best = shared[0], "shared"
+        if best is None:
+            return (0, -1, -1, -1, "", "")
+        (gen, epoch, processed), source = best
+        return (0, gen, epoch, processed, source, token if source == "local" else "")
+
+    def valid_offers(self, offers: list[tuple]) -> list[tuple]:
+        """Rank 0: ``offers`` with every local snapshot whose generation marker in
+        ``--checkpoint-dir`` does not hold its token left out (a snapshot of a checkpoint
+        directory emptied and used again, or of another job at the same path)."""
+        out = []
+        for o in offers:
+            if o[4] == "local" and (not self.args.checkpoint_dir or checkpoint.generation_token(
+                    self.args.checkpoint_dir, o[1]) != o[5]):
+                log(f"a local snapshot of generation {o[1]} does not belong to "
+                    f"{self.args.checkpoint_dir}: not used")
+                o = (0, -1, -1, -1, "", "")
+            out.append(o)
+        return out
+
+    def agree(self, state) -> None:
+        """Before every state sync, on every rank: agree on the state this world starts from
+        (one allgather of each rank's ``offer``, ``snapshots.choose``). A world with a live
+        rank keeps its state (when that rank is not rank 0, it hands its committed state to
+        rank 0). A world started from nothing in memory takes a new checkpoint generation
+        (rank 0) and the newest committed state any rank holds on disk: the holder sends it to
+        rank 0, which loads it; the sync that follows hands it to every other rank. Rank 0's
+        refusal (another --seed, a file that does not fit) travels in ``state.refused``."""
+        hvd = self.hvd
+        rank = hvd.rank()
+        offers = [tuple(o) for o in hvd.allgather_object(self.offer())]
+        choice = snapshots.choose(offers)
+        if choice is not None and choice[1] == "live":
+            root = choice[0]
+            if root != 0:  # a rank that trained in this run hands its state to rank 0
+                held: bytes | None = None
+                if rank == root:
+                    buf = io.BytesIO()
+                    torch.save(snapshots.to_cpu(self.payload(state)), buf)
+                    held = buf.getvalue()
+                held = hvd.broadcast_object(held, root_rank=root, name="training.handoff")
+                if rank == 0:
+                    try:
+                        payload = self.apply(state, held, f"rank {root}'s state")
+                        state.generation = int(payload.get("generation", 0))
+                        state.token = str(payload.get("token", ""))
+                    except (ConfigError, CheckpointError) as exc:
+                        state.refused = (type(exc).__name__, str(exc))
+                    state.save()
+            return
+        # nothing in memory: rank 0 checks the snapshots against the checkpoint directory,
+        # decides, and takes this run's generation
+        if rank == 0:
+            choice = snapshots.choose(self.valid_offers(offers))
+        choice = hvd.broadcast_object(choice, root_rank=0, name="training.choice")
+        if rank == 0 and self.args.checkpoint_dir:
+            try:
+                state.generation, state.token = checkpoint.claim(self.args.checkpoint_dir)
+            except CheckpointError as exc:
+                state.refused = (type(exc).__name__, str(exc))
+        if choice is None:
+            if rank == 0:
+                state.save()
+            return
+        root, source = choice
+        data: tuple[str, bytes] | None = None
+        if root != 0:
+            if rank == root:
+                path = self._offer_paths[source]
+                try:
+                    data = (str(path), Path(path).read_bytes())
+                    self.tracer.event("checkpoint-read", rank=rank, path=str(path))
+                except OSError as exc:
+                    log(f"error: cannot read {path}: {exc.strerror}")
+            data = hvd.broadcast_object(data, root_rank=root, name="training.handoff")
+            if rank != 0:
+                return
+            if data is None and "shared" in self._offer_paths:
+                root, source = 0, "shared"  # the holder could not read it: rank 0's own
+        if rank != 0:
+            return
+        try:
+            loaded: tuple[dict, str, str] | None = None
+            try:
+                if root == 0:
+                    path = self._offer_paths[source]
+                    self.tracer.event("checkpoint-read", rank=rank, path=str(path))
+                    loaded = checkpoint.load(path), describe(source, path), path.name
+                elif data is not None:
+                    where, raw = data
+                    loaded = (checkpoint.load_bytes(raw, where),
+                              f"rank {root}'s {describe(source, where)}", Path(where).name)
+            except CheckpointError as exc:
+                if source == "shared" or "shared" not in self._offer_paths:
+                    raise
+                # a damaged local snapshot: the shared checkpoint is the next newest state
+                log(f"error: {exc}; resuming from the shared checkpoint instead")
+                path = self._offer_paths["shared"]
+                self.tracer.event("checkpoint-read", rank=rank, path=str(path))
+                loaded = checkpoint.load(path), str(path), path.name
+            if loaded is not None:
+                self.apply(state, loaded[0], loaded[1], name=loaded[2])
+        except (ConfigError, CheckpointError) as exc:
+            state.refused = (type(exc).__name__, str(exc))
+        state.save()
+
+    def apply(self, state, payload: dict | bytes, where: str, name: str = "") -> dict:
+        """Rank 0: load ``payload`` (a checkpoint dict, or its ``torch.save`` bytes) into the
+        model, optimizer, sampler and state fields, and save the state (the sync that follows
+        broadcasts it). ``CheckpointError`` / ``ConfigError`` when it does not fit this run."""
+        if isinstance(payload, bytes):
+            payload = checkpoint.load_bytes(payload, where)
+        pos = checkpoint.position(name) if name else None
+        epoch = int(payload.get("epoch", pos[0] if pos else 0))
+        processed = int(payload.get("processed", pos[1] if pos else 0))
         if payload.get("task") != self.task.name or payload.get("dataset_size") != self.n:
             raise CheckpointError(
-                f"{path} is from {payload.get('task')} on {payload.get('dataset_size')} samples, "
+                f"{where} is from {payload.get('task')} on {payload.get('dataset_size')} samples, "
                 f"not {self.task.name} on {self.n}")
         try:
             self.model.load_state_dict(payload["model"])
             self.opt.load_state_dict(payload["optimizer"])
         except (RuntimeError, KeyError, ValueError) as exc:
-            raise CheckpointError(f"{path} does not fit the model: {exc}".splitlines()[0]) from exc
+            raise CheckpointError(f"{where} does not fit the model: {exc}".splitlines()[0]) from exc
         saved = payload.get("settings")
-        action, notes = checkpoint.resume_action(saved, self.run_settings(), path, processed)
+        action, notes = checkpoint.resume_action(saved, self.run_settings(), where, processed)
         for note in notes:
             log(note)
-        log(f"resuming from {path} (epoch {epoch + 1}, {processed} samples done)")
+        log(f"resuming from {where} (epoch {epoch + 1}, {processed} samples done)")
         stats = tuple(payload.get("stats", (0.0, 0, 0)))
         clock = tuple(payload.get("clock", (0.0, 0.0)))
         batch = int(payload.get("batch", 0))
         if action == checkpoint.RESTART_EPOCH:
             processed, batch, stats, clock = 0, 0, (0.0, 0, 0), (0.0, 0.0)
         ramp = payload.get("lr_ramp")
-        fields = {"epoch": epoch, "processed": processed, "batch": batch,
+        fields = {"epoch": epoch, "batch": batch,
                   "decode_fallbacks": int(payload.get("decode_fallbacks", 0)),
                   "resets": int(payload.get("resets", 0)), "stats": stats, "clock": clock,
                   "mark": (clock[0], stats[2], batch),
@@ -335,7 +494,11 @@ class Trainer:
                   "lr_ramp": tuple(ramp) if ramp else None}
         if self.scaler is not None and payload.get("scaler_state"):
             fields["scaler_state"] = payload["scaler_state"]
-        return fields
+        for k, v in fields.items():
+            setattr(state, k, v)
+        self.sampler.load_state_dict({"epoch": epoch, "processed_num": processed})
+        state.save()
+        return payload
 
     def run_settings(self) -> dict:
         """This run's settings as checkpoints record them (``checkpoint.settings``)."""
@@ -372,6 +535,7 @@ class Trainer:
         if state.refused:
             kind, message = state.refused
             raise (ConfigError if kind == "ConfigError" else CheckpointError)(message)
+        self._live = True
         self.sampler.reset()
         self._clear_pending()
         self._tick = None
@@ -430,6 +594,7 @@ class Trainer:
             self.set_lr(state)
             self.train_step(batch, step.total)
             self.sampler.record_step(step)
+            self._ckpt_steps += 1
             self._pending.extend(step.indices)
             state.batch += 1
             self.debug_delay()
@@ -587,16 +752,18 @@ class Trainer:
             state.scaler_state = self.scaler.state_dict()
         self.maybe_progress(state)
         state.save()
-        self.tracer.samples(state.epoch, self._pending, size=hvd.size(), rank=hvd.rank())
+        self.tracer.samples(state.epoch, self._pending, size=hvd.size(), rank=hvd.rank(),
+                            processed=self.sampler.processed_num)
         self._clear_pending()
+        self.keep_committed(state)
         if after_save is not None:
             after_save()
         if self.flags.checkpoint:
             self.flags.checkpoint = False
             if hvd.rank() == 0 and self.args.checkpoint_dir:
-                self.write_checkpoint(state)
-            if self._tick is not None:  # the write is not training time
-                self._tick = time.monotonic()
+                self.write_checkpoint(state, wait=True)
+        if self._tick is not None:  # waiting for a write is not training time
+            self._tick = time.monotonic()
         self.check_signals(state)
         if check_hosts:
             state.check_host_updates()
@@ -653,7 +820,7 @@ class Trainer:
             if hvd.rank() == 0:
                 self.emit(rec)
                 if self.args.checkpoint_dir:
-                    self.write_checkpoint(state)
+                    self.write_checkpoint(state, wait=True)
         self.commit(state, after_save=publish)
 
     def average_buffers(self) -> None:
@@ -707,39 +874,86 @@ class Trainer:
     def emit(self, rec: dict) -> None:
         self.writer.open().write(rec)
 
-    def write_checkpoint(self, state) -> None:
-        """Write ``state`` as a checkpoint in ``--checkpoint-dir`` (callers check there is one)."""
-        if self.args.checkpoint_dir is None:
+    def payload(self, state) -> dict:
+        """The last commit's state as a checkpoint dict (tensors where the commit left them)."""
+        return snapshots.payload(state.committed(state.generation), self.task.name, self.n,
+                                 self.run_settings())
+
+    def keep_committed(self, state) -> None:
+        """Right after a commit: the local snapshot (every ``--snapshot-every`` commits, on
+        each host's local rank 0; it waits for the previous one, so at most one is in flight
+        and a launcher loss loses at most a commit interval), and on rank 0 the periodic
+        checkpoint when ``--checkpoint-every`` is due (skipped while the previous one is
+        still being written: it is tried again at the next commit). Both are written in the
+        background from the commit's own copies."""
+        hvd, a = self.hvd, self.args
+        self._commits += 1
+        if (self.local is not None and hvd.local_rank() == 0
+                and self._commits % a.snapshot_every == 0):
+            self.local_writer.wait()
+            data, store = self.payload(state), self.local
+            key, token = (data["generation"], data["epoch"], data["processed"]), state.token
+            self.local_writer.submit(lambda: store.write(snapshots.to_cpu(data), key, token),
+                                     f"local snapshot in {store.dir}")
+        if hvd.rank() == 0 and a.checkpoint_dir and self.checkpoint_due():
+            self.write_checkpoint(state, wait=False)
+
+    def checkpoint_due(self) -> bool:
+        every = self.args.checkpoint_every
+        if every.steps is not None:
+            return self._ckpt_steps >= every.steps
+        return every.seconds is not None and time.monotonic() - self._ckpt_time >= every.seconds
+
+    def write_checkpoint(self, state, wait: bool = True, background: bool = True) -> None:
+        """Write the last commit's state as a checkpoint in ``--checkpoint-dir`` (callers
+        check there is one). ``wait``: after the write in flight, if any (else skipped while
+        one is); ``background``: in the writer's thread (else here, after it). A failed
+        write is reported and training goes on."""
+        directory = self.args.checkpoint_dir
+        if directory is None:
             raise CheckpointError("no --checkpoint-dir to write a checkpoint to")
-        payload = {
-            "task": self.task.name, "dataset_size": self.n,
-            "model": self.model.state_dict(), "optimizer": self.opt.state_dict(),
-            "batch": state.batch, "resets": state.resets, "stats": tuple(state.stats),
-            "clock": tuple(state.clock), "world": state.world,
-            "decode_fallbacks": state.decode_fallbacks,
-            "lr_ramp": tuple(state.lr_ramp) if state.lr_ramp else None,
-            "settings": self.run_settings(),
-            "scaler_state": self.scaler.state_dict() if self.scaler is not None else None,
-        }
-        path = checkpoint.save(self.args.checkpoint_dir, payload, self.sampler.epoch,
-                               self.sampler.processed_num, keep=self.args.keep_checkpoints)
-        log(f"checkpoint {path}")
+        data = self.payload(state)
+        keep = self.args.keep_checkpoints
+
+        def write() -> None:
+            path = checkpoint.save(directory, snapshots.to_cpu(data), data["epoch"],
+                                   data["processed"], keep=keep, generation=data["generation"])
+            log(f"checkpoint {path}")
+
+        if wait:
+            self.ckpt_writer.wait()
+        elif self.ckpt_writer.busy():
+            return
+        self._ckpt_steps, self._ckpt_time = 0, time.monotonic()
+        if background:
+            self.ckpt_writer.submit(write, "checkpoint")
+        else:
+            write()
+
+    def wait_writes(self, timeout: float | None = None) -> None:
+        """Wait for the background writes in flight (at most ``timeout`` seconds each)."""
+        self.ckpt_writer.wait(timeout)
+        self.local_writer.wait(timeout)
 
     def check_signals(self, state) -> None:
         """After a SIGTERM, leave now: called right after a commit (or on entry after a
         reset), so the survivors lose no step and the trace matches the saved state; rank 0
-        writes that state as a checkpoint first."""
+        writes that state as a checkpoint first, after the background write in flight
+        (waits bounded by the grace left; past it the grace timer ends the process)."""
         if not self.flags.term:
             return
+        remaining = self.flags.remaining()
+        self.wait_writes(remaining)
         if self.hvd.rank() == 0 and self.args.checkpoint_dir:
             try:
-                self.write_checkpoint(state)
+                self.write_checkpoint(state, wait=False, background=False)
             except CheckpointError as exc:
                 log(f"error: {exc}")
         self.writer.close()
         leave(EXIT_TERM, f"SIGTERM: rank {self.hvd.rank()} leaves the job")
 
     def finish(self, state) -> None:
+        self.wait_writes()
         self.tracer.final(rank=self.hvd.rank(), size=self.hvd.size(), epochs=state.epoch,
                           params_sha256=params_checksum(self.model), resets=state.resets)
         self.writer.close()

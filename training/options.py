@@ -82,6 +82,9 @@ class TrainConfig:
     log_every: int
     checkpoint_dir: str | None
     keep_checkpoints: int
+    checkpoint_every: Every
+    snapshot_dir: str | None
+    snapshot_every: int
     metrics_file: str | None
     fp16_allreduce: bool
     allreduce_dtype: str
@@ -205,6 +208,33 @@ def milestones(text: str) -> tuple[int, ...]:
     return values
 
 
+class Every(NamedTuple):
+    """How often the background checkpoint is written: every ``steps`` steps or every
+    ``seconds`` seconds of training (one of them set; checked at commits)."""
+
+    steps: int | None = None
+    seconds: float | None = None
+
+
+UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def every(text: str) -> Every:
+    """``--checkpoint-every``: ``N`` steps, or a duration ``N[.N]s|m|h`` (e.g. ``5m``)."""
+    t = text.strip().lower()
+    try:
+        if t and t[-1] in UNITS:
+            seconds = float(t[:-1]) * UNITS[t[-1]]
+            if seconds > 0:
+                return Every(seconds=seconds)
+        elif int(t) > 0:
+            return Every(steps=int(t))
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(
+        f"{text!r}: want a number of steps (200) or a duration (90s, 5m, 1h), above 0")
+
+
 MODEL = object()  # default: the ``Defaults`` field named like the flag
 
 
@@ -265,7 +295,16 @@ _FLAGS = (
     Flag("--log-every", int, 50, "a progress metrics line every N steps (written at the next commit), "
          "0 = only per epoch (default %(default)s)", _non_negative),
     Flag("--checkpoint-dir", str, None,
-         "rank 0 writes a checkpoint here each epoch; a new job resumes from the newest"),
+         "rank 0 writes a checkpoint here each epoch, every --checkpoint-every and on SIGTERM; "
+         "a new job resumes from the newest (or from a newer local snapshot)"),
+    Flag("--checkpoint-every", str, "5m", "also write a checkpoint every N steps (200) or every "
+         "duration of training (90s, 5m, 1h), from the state of a commit, in the background "
+         "(default %(default)s)", lambda kind: every),
+    Flag("--snapshot-dir", str, None, "with --checkpoint-dir, each host keeps the newest "
+         "committed state here (pod-local storage; default $TMPDIR or /tmp, "
+         "training-snapshots/<job>): a new world starts from the newest one any worker holds"),
+    Flag("--snapshot-every", int, 1, "write the local snapshot every N commits, in the "
+         "background (0: never; default %(default)s)", _non_negative),
     Flag("--keep-checkpoints", int, 3, "checkpoints kept in --checkpoint-dir (default %(default)s)",
          _positive),
     Flag("--metrics-file", str, None, "append JSON-lines metrics here (rank 0; also printed on stdout)"),

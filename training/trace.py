@@ -4,8 +4,9 @@ Each worker process writes four files named ``<host>-<pid>.*`` in the trace dire
 
 - ``.worker.json``  rewritten (atomically) each time the worker (re)enters training:
   ``{"host", "pid", "time", "rank", "size", "epoch", "resets"}``;
-- ``.samples``      one JSON line per commit: ``{"epoch", "time", "size", "rank", "indices"}``, the sample
-  indices this worker trained on since its previous commit. Lines are appended only after
+- ``.samples``      one JSON line per commit: ``{"epoch", "time", "size", "rank", "processed",
+  "indices"}``, the sample indices this worker trained on since its previous commit
+  (``processed``: the epoch's samples committed, over all ranks, after this commit). Lines are appended only after
   the state holding those steps was saved, and steps rolled back by a failure are never
   written, so the union over all workers of one epoch's lines is what the model learned from;
 - ``.inputs``       one JSON line per epoch (re)entered: ``{"epoch", "rank", "indices",

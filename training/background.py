@@ -1,0 +1,65 @@
+"""``BackgroundWriter``: run one write at a time in a thread, so the training loop does not wait.
+
+``submit(fn, what)`` starts ``fn()`` in a daemon thread when no write is in flight and returns
+True; with one in flight it returns False (the caller skips this write, or ``wait``s first).
+``wait(timeout)`` waits for the write in flight (True when none is left). A write that raises
+is reported on stderr (``training: error: <what>: <cause>``) and counted in ``failures``;
+it never ends training. ``waited`` sums the seconds callers spent in ``wait`` (what the loop
+lost to writes), ``last_error`` holds the last failure's message.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+
+class BackgroundWriter:
+    """At most one write in flight; failures reported, not raised."""
+
+    def __init__(self, name: str, report: Callable[[str], None] | None = None):
+        self.name = name
+        self._thread: threading.Thread | None = None
+        self._report = report or _stderr
+        self.failures = 0
+        self.writes = 0
+        self.waited = 0.0
+        self.last_error: str | None = None
+
+    def busy(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def submit(self, fn: Callable[[], object], what: str) -> bool:
+        """Start ``fn`` in the background unless a write is in flight (then False)."""
+        if self.busy():
+            return False
+        self._thread = threading.Thread(target=self._run, args=(fn, what),
+                                        name=f"{self.name}-writer", daemon=True)
+        self._thread.start()
+        return True
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the write in flight, at most ``timeout`` seconds; True when none is left."""
+        thread = self._thread
+        if thread is None:
+            return True
+        start = time.monotonic()
+        thread.join(timeout)
+        self.waited += time.monotonic() - start
+        return not thread.is_alive()
+
+    def _run(self, fn: Callable[[], object], what: str) -> None:
+        try:
+            fn()
+            self.writes += 1
+        except Exception as exc:  # a failed write is reported, never fatal
+            self.failures += 1
+            self.last_error = f"{what}: {exc}".splitlines()[0]
+            self._report(self.last_error)
+
+
+def _stderr(message: str) -> None:
+    sys.stderr.write(f"training: error: {message}\n")
+    sys.stderr.flush()
