@@ -317,3 +317,13 @@ def test_a_restarted_daemon_sidecar_keeps_what_it_prepared(objects):
     volumes = {v["name"]: v for v in launcher_spec(objects)["volumes"]}
     mount = next(m for m in mounts if ssh_dir.startswith(m))
     assert "emptyDir" in volumes[mounts[mount]]
+
+
+def test_the_training_keeps_its_local_snapshots_on_the_workers_data_volume(objects):
+    """--snapshot-dir on the workers' /data (pod-local, the node's disk), not /tmp in the
+    container's writable layer: a retried launcher resumes from the newest commit any worker
+    holds (training/README.md, "Checkpoints, local snapshots and the launcher's loss")."""
+    launcher = container(launcher_spec(objects), "launcher")
+    train = launcher["args"][launcher["args"].index("--") + 1:]
+    assert flag(train, "--snapshot-dir").startswith("/data/")
+    assert not flag(train, "--snapshot-dir").startswith("/data/mnist")  # dataset-sync owns that tree
