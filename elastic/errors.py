@@ -3,7 +3,8 @@
     ElasticError                 base: a command prints ``error: <message>`` (exit codes below)
      ├── ConfigError             bad flag, environment variable or file given by the user (exit 2)
      │    ├── UnsafePath         a path refused by a safety rule (DEST outside the allowed roots, ...)
-     │    └── UnsafeSymlink      SRC contains a symlink that points outside SRC
+     │    ├── UnsafeSymlink      SRC contains a symlink that points outside SRC
+     │    └── WorkloadGone       worker-scaler: the workers' workload is being deleted
      ├── Interrupted             stopped by a signal (exit 128+N; ``signum`` may be None)
      ├── SSHError                a host could not be reached or verified over SSH (exit 1)
      │    ├── HostKeyMismatch    a pinned host key changed for the same address
@@ -63,6 +64,11 @@ class UnsafePath(ConfigError):
 
 class UnsafeSymlink(ConfigError):
     """SRC contains a symlink that points outside SRC."""
+
+
+class WorkloadGone(ConfigError):
+    """worker-scaler: the workers' workload is being deleted, nothing will make workers for
+    this Job (exit 2)."""
 
 
 class Interrupted(ElasticError):

@@ -198,14 +198,14 @@ def test_client_side_modules_import_only_the_standard_library(module):
 TRAINING_LAYERS = (
     # settings, errors and pure helpers: no data, no model
     ("base", {"errors", "options", "cpus", "seeding", "schedule", "accounting", "metrics",
-              "signals", "fingerprint", "trace"}),
+              "signals", "fingerprint", "trace", "gpu_defaults", "cuda_arch"}),
     # finding, reading, decoding and ordering samples
     ("data", {"idx", "imagefolder", "datasets", "device_augment", "datagen", "loaders",
-              "sampler"}),
+              "sampler", "jpeg_header"}),
     # the networks and their memory layout
     ("model", {"models", "layout"}),
     # the elastic loop and what only it uses
-    ("loop", {"loop", "state", "prefetch", "checkpoint"}),
+    ("loop", {"loop", "state", "prefetch", "checkpoint", "snapshots", "background"}),
     # the commands
     ("cli", {"cli", "mnist", "resnet50"}),
 )

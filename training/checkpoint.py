@@ -42,6 +42,7 @@ import os
 import re
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -184,6 +185,25 @@ def latest_key(directory: str | Path) -> tuple[tuple[int, int, int], Path] | Non
     return k, found[1]
 
 
+def write_torch_atomic(final: Path, payload: Any, prefix: str) -> None:
+    """``torch.save(payload)`` to a temporary file beside ``final`` (``prefix`` names it),
+    flushed to disk and renamed over ``final``: a reader sees the old file or the new one.
+    The temporary file is removed on any failure, which is raised as it is."""
+    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=final.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(payload, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, final)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
 def save(directory: str | Path, payload: dict, epoch: int, processed: int, keep: int = 3,
          generation: int = 0) -> Path:
     """Write ``payload`` atomically as the checkpoint of ``generation`` at (epoch, processed);
@@ -192,16 +212,9 @@ def save(directory: str | Path, payload: dict, epoch: int, processed: int, keep:
     directory = Path(directory)
     final = directory / name_for(epoch, processed, generation)
     _fence(directory, generation, final)
-    tmp = None
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".ckpt-", suffix=".tmp", dir=directory)
-        with os.fdopen(fd, "wb") as f:
-            torch.save(payload, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, final)
-        tmp = None
+        write_torch_atomic(final, payload, ".ckpt-")
         try:
             _fence(directory, generation, final)
         except StaleWriter:
@@ -210,12 +223,6 @@ def save(directory: str | Path, payload: dict, epoch: int, processed: int, keep:
         _fsync_dir(directory)
     except OSError as exc:
         raise CheckpointError(f"cannot write checkpoint {final}: {exc.strerror or exc}") from exc
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
     if keep > 0:
         for _, old in listing(directory)[:-keep]:
             try:

@@ -8,7 +8,7 @@ and the trainer's start on CUDA refuse it first, with one line naming both.
 
 The rules (NVIDIA's compatibility guarantees, as ``torch.cuda`` states them):
 
-- ``sm_XY`` (machine code) runs on devices of major version X and minor >= Y (``sm_80``
+- ``sm_XY`` (machine code) runs on devices of major version X and minor >= Y (sm_80
   on 8.0 and 8.6, not on 9.0); ``sm_XYf`` (a family) likewise;
 - ``sm_XYa`` (architecture-specific features) runs on X.Y only;
 - ``compute_XY`` (PTX, compiled by the driver at load) runs on every device >= X.Y;

@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import Any
 
 import torch
 
+from training.checkpoint import write_torch_atomic
 from training.errors import CheckpointError
 
 NAME = re.compile(r"^snapshot-g(\d{6,})-([0-9a-f]{8})-(\d{5,})-(\d{10,})\.pt$")
@@ -148,19 +148,7 @@ class LocalStore:
         cannot."""
         self.dir.mkdir(parents=True, exist_ok=True)
         final = self.dir / name_for(k, token)
-        fd, tmp = tempfile.mkstemp(prefix=".snapshot-", suffix=".tmp", dir=self.dir)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                torch.save(data, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, final)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        write_torch_atomic(final, data, ".snapshot-")
         for _, old in self.listing():
             if old != final:
                 try:

@@ -59,7 +59,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from elastic.errors import ConfigError, ElasticError, LaunchError, TransientError
+from elastic.errors import ConfigError, ElasticError, LaunchError, TransientError, WorkloadGone
 from shared.argparser import OneLineParser
 from shared.runner import run_main
 
@@ -76,10 +76,6 @@ class Decision:
 
     action: str
     reason: str
-
-
-class WorkloadGone(ConfigError):
-    """The workers' workload is being deleted: nothing will make workers for this Job (exit 2)."""
 
 
 # apps/v1 kinds with a scale subresource, by their resource name: the client's method infix
