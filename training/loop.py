@@ -310,7 +310,7 @@ class Trainer:
         state = TrainingState(model=self.model, optimizer=self.opt, sampler=self.sampler, **fields)
         state.register_reset_callbacks([lambda: self.on_reset(state)])
         state.before_sync = lambda: self.agree(state)
-        state.before_restore = self.wait_writes
+        state.before_restore = lambda: self.before_restore(state)
         if args.checkpoint_dir and args.snapshot_every:
             self.local = snapshots.LocalStore(snapshots.default_dir(
                 args.snapshot_dir, args.checkpoint_dir, self.task.name))
@@ -742,9 +742,15 @@ class Trainer:
                            worker_seconds + (now - self._tick) * hvd.size())
             self._tick = now
         fallbacks = self.augment.take_fallbacks() if self.augment is not None else 0
+        # the last element counts the ranks leaving on SIGTERM after this commit: rank 0
+        # writes the world's state then even when its own SIGTERM has not come yet (a drain
+        # signals every rank, a few ms apart; the first to leave fails the others' next
+        # collective, and a rank 0 caught there could not write it any more)
         sums = torch.tensor([float(self._pending_loss), float(self._pending_correct),
-                             float(self._pending_count), float(fallbacks)], dtype=torch.float64)
+                             float(self._pending_count), float(fallbacks),
+                             1.0 if self.flags.term else 0.0], dtype=torch.float64)
         sums = hvd.allreduce(sums, op=hvd.Sum, name="training.stats")
+        peers_leaving = float(sums[4]) > 0 and not self.flags.term
         loss, correct, count = state.stats
         state.stats = (loss + float(sums[0]), correct + int(sums[1]), count + int(sums[2]))
         state.decode_fallbacks += int(sums[3])
@@ -758,7 +764,7 @@ class Trainer:
         self.keep_committed(state)
         if after_save is not None:
             after_save()
-        if self.flags.checkpoint:
+        if self.flags.checkpoint or peers_leaving:
             self.flags.checkpoint = False
             if hvd.rank() == 0 and self.args.checkpoint_dir:
                 self.write_checkpoint(state, wait=True)
@@ -934,6 +940,14 @@ class Trainer:
         """Wait for the background writes in flight (at most ``timeout`` seconds each)."""
         self.ckpt_writer.wait(timeout)
         self.local_writer.wait(timeout)
+
+    def before_restore(self, state) -> None:
+        """A collective failed (or a reset's init did): wait for the writes in flight, and
+        with a SIGTERM pending leave now, before the reset (rank 0 writes the last commit's
+        state first): a rank whose peers left on the same drain would otherwise wait in the
+        next world's rendezvous until its grace timer ends it."""
+        self.wait_writes()
+        self.check_signals(state)
 
     def check_signals(self, state) -> None:
         """After a SIGTERM, leave now: called right after a commit (or on entry after a
