@@ -240,7 +240,9 @@ def make_plan(config: LaunchConfig, *, run_id: str, workdir: str,
         run_id=run_id, workdir=workdir, ssh_dir=ssh_dir,
         discovery_url=config.discovery_url, daemon=daemon, steps=tuple(steps),
         horovodrun=tuple(build_horovodrun_command(
-            opts, lease_command(os.path.join(python_bin, "python"), config.lease, config.command))),
+            # "python" as the worker's PATH finds it (the exported PATH puts this venv first where
+            # it exists; a container pod has its own, /opt/venv): never this launcher's path
+            opts, lease_command("python", config.lease, config.command))),
         env=env, env_defaults={"PYTHONUNBUFFERED": "1"}, path_prepend=path_prepend,
         reap_ssh_wrapper=wrapper,
         reap_ssh=tuple(reap_ssh), poll_interval=config.poll_interval,
