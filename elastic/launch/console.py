@@ -12,7 +12,11 @@ Two kinds of those lines are not for a person to read as they are:
   leaves), with its companions ``W ... Horovod: a Gloo collective failed; aborting ...`` and
   ``W ... Horovod: aborting collective operations ...``. It is expected and handled (the job
   resets), so it is one info line per abort (``EXPECTED_ABORT_TEXT`` and the reason), not
-  three error and warning lines per rank; the companions are logged at debug level.
+  three error and warning lines per rank; the companions are logged at debug level. The
+  same loop leaving on a Gloo transport error (``... uncaught exception: [.../gloo/transport/
+  tcp/pair.cc:630] Read error ...: Connection reset by peer``) is the same news, heard
+  first from the dead peer's socket when a process is killed hard: it is the same info line,
+  its reason ``BROKEN_REASON`` and Gloo's message.
 
 Every other line passes through unchanged, stdout to stdout and stderr to stderr, but for a
 rank's empty stderr lines (what ssh's CR LF leaves after a host is killed).
@@ -51,6 +55,10 @@ log = logging.getLogger("elastic.run")
 _PREFIX = re.compile(r"^(?:\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})?\[(\d+)\]<(stdout|stderr)>:(.*)$", re.S)
 ABORT_TEXT = "Horovod background loop uncaught exception: aborted"
 _ABORT = re.compile(re.escape(ABORT_TEXT) + r"(?::\s*(.*))?$")
+# the same loop leaving on a Gloo transport error: a peer's process died (a hard kill, a pod
+# deleted) and its connection reset or closed before the driver's abort reached this rank
+_BROKEN = re.compile(r"Horovod background loop uncaught exception: \[[^\]]*/gloo/transport/[^\]]*\]\s*(.*)$")
+BROKEN_REASON = "a peer's connection broke: "
 _ABORTING = ("Horovod: a Gloo collective failed; aborting", "Horovod: aborting collective operations")
 EXPECTED_ABORT_TEXT = "collectives aborted, expected after a peer left; Horovod resets the world"
 _ERASE = "\r\x1b[K"
@@ -78,6 +86,9 @@ def classify(line: str) -> Line:
     aborted = _ABORT.search(body.rstrip())
     if aborted:
         return Line("abort", rank, text, reason=(aborted.group(1) or "").strip())
+    broken = _BROKEN.search(body.rstrip())
+    if broken:
+        return Line("abort", rank, text, reason=BROKEN_REASON + broken.group(1).strip())
     if any(marker in body for marker in _ABORTING):
         return Line("aborting", rank, text)
     if body.startswith("{") and '"event"' in body:

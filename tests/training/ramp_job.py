@@ -72,7 +72,7 @@ out["rolled_back"] = [list(state.lr_ramp), rate_at(trainer, state, 450)]
 # a new job resuming from a checkpoint written mid-ramp, at the same size
 args = dataclasses.replace(args, checkpoint_dir=sys.argv[1])
 trainer.args = args
-trainer.write_checkpoint(state)
+trainer.write_checkpoint(state, background=False)  # on disk before the new job looks
 resumed = Trainer(task, args, StopFlags())
 resumed_state = resumed.attach(hvd)
 resumed_state.sync()

@@ -19,6 +19,16 @@ PROGRESS = {"event": "progress", "time": 1.0, "epoch": 1, "batch": 40, "world_si
 ABORT = ("[1]<stderr>:[2026-11-23 22:15:55.451413: E /tmp/horovod-build.UmUyt5/horovod-0.28.1/horovod/common/"
          "operations.cc:755] [1]: Horovod background loop uncaught exception: aborted: worker 127.211.84.2[0] "
          "exited with 255 is gone")
+# the same news heard first from the killed peer's socket (the CI run of a hard kill printed these)
+BROKEN = [
+    "[2]<stderr>:[2026-11-26 12:19:27.462969: E /tmp/horovod-build.o9TxaK/horovod-0.28.1/horovod/common/"
+    "operations.cc:759] [2]: Horovod background loop uncaught exception: [/tmp/horovod-build.o9TxaK/"
+    "horovod-0.28.1/third_party/gloo/gloo/transport/tcp/pair.cc:630] Read error [127.211.181.2]:42884: "
+    "Connection reset by peer",
+    "[1]<stderr>:[2026-11-26 12:19:27.478039: E /tmp/horovod-build.o9TxaK/horovod-0.28.1/horovod/common/"
+    "operations.cc:759] [1]: Horovod background loop uncaught exception: [/tmp/horovod-build.o9TxaK/"
+    "horovod-0.28.1/third_party/gloo/gloo/transport/tcp/pair.cc:639] Connection closed by peer [127.0.0.1]:2219",
+]
 ABORTING = [
     "[2]<stderr>:[2026-11-23 22:15:55[2026-11-23 22:15:55.481993: W /tmp/horovod-build.UmUyt5/horovod-0.28.1/"
     "horovod/common/operations.cc:300] Horovod: a Gloo collective failed; aborting this process's Gloo "
@@ -39,6 +49,10 @@ def rank_line(rank: int, record: dict, stream: str = "stdout") -> str:
     (ABORT, "abort", 1),
     ("[0]<stderr>:[2026-11-23 22:15:55.1: E x.cc:755] [0]: " + "Horovod background loop uncaught exception: aborted",
      "abort", 0),  # stock Horovod: no reason
+    (BROKEN[0], "abort", 2),
+    (BROKEN[1], "abort", 1),
+    ("[1]<stderr>:[x: E operations.cc:759] [1]: Horovod background loop uncaught exception: "
+     "std::bad_alloc", "text", 1),  # not a transport error: shown as it is
     (ABORTING[0], "aborting", 2),
     (ABORTING[1], "aborting", 2),
     ("[0]<stdout>:hello from rank 0", "text", 0),
@@ -54,6 +68,22 @@ def test_classify(line, kind, rank):
     item = classify(line)
     assert (item.kind, item.rank) == (kind, rank)
     assert item.text == line.rstrip("\r\n")
+
+
+def test_a_broken_peer_connection_is_the_expected_abort_line(caplog):
+    """A hard kill: the survivors' loops leave on the dead peer's socket before the driver's
+    abort arrives. One info line (the first rank's), Gloo's message as the reason, nothing raw."""
+    assert classify(BROKEN[0]).reason == "a peer's connection broke: Read error [127.211.181.2]:42884: Connection reset by peer"
+    out, err = io.StringIO(), io.StringIO()
+    relay = Relay(out, err, tty=False)
+    with caplog.at_level(logging.INFO, logger="elastic.run"):
+        for line in BROKEN + [ABORT]:
+            relay.feed(line + "\n", stderr=True)
+        relay.close()
+    assert out.getvalue() == err.getvalue() == ""
+    infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert infos == [f"rank 2: {EXPECTED_ABORT_TEXT} (a peer's connection broke: Read error "
+                     "[127.211.181.2]:42884: Connection reset by peer)"]
 
 
 def test_the_view_names_world_size_changes_and_epoch_ends():
