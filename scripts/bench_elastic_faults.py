@@ -76,6 +76,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from discovery.hosts import SLOTS_ANNOTATION
 from localcluster import procs
 from localcluster.errors import ClusterError, LocalClusterError, NotFound
 
@@ -334,13 +335,15 @@ class Bench:
         self.job: Job | None = None
 
     # -- state between rounds ---------------------------------------------------------------
-    def add_pod(self) -> tuple[str, str, float]:
-        """Create a worker pod; (name, ip, time it was seen Ready). A pod that fails to start
-        (seen under heavy load: ``unshare: sigprocmask unblock failed``) is replaced, twice."""
+    def add_pod(self, slots: int | None = None) -> tuple[str, str, float]:
+        """Create a worker pod (with ``slots``: that many, its ``elastic-horovod/slots``
+        annotation, which the discovery daemon serves; else one); (name, ip, time it was seen
+        Ready). A pod that fails to start (seen under heavy load: ``unshare: sigprocmask
+        unblock failed``) is replaced, twice."""
         for attempt in range(3):
             self.made += 1
             name = f"bench-{self.made}"
-            self.c.create_pod(name)
+            self.c.create_pod(name, annotations={SLOTS_ANNOTATION: str(slots)} if slots else None)
             try:
                 ip = self.c.wait_ready(name, timeout=120)
             except LocalClusterError as exc:
@@ -640,7 +643,10 @@ class Bench:
         size = 2 * POD_RANKS
         try:
             while len(self.pods) < 2:
-                self.add_pod()
+                # the slots come from the pod, as discovery serves them (elastic-run's
+                # --slots-per-host does not override what the daemon says: with it alone
+                # the world was 2 x 1 and never the 8 this round waits for)
+                self.add_pod(POD_RANKS)
             job.start()
             self.job = job
             # the start has a deadline of its own (POD_RANKS_START_S); what is measured, the
