@@ -14,7 +14,9 @@ to ``local``) or ``local`` -- pods of other nodes are left alone:
 2. starts ``/usr/sbin/sshd -D`` on ``ip:ssh_port``. With ``isolation="namespaces"`` (root) it runs
    as pid 1 of new pid, mount and UTS namespaces (``unshare``): the hostname is the pod name,
    ``DIR/pods/<pod>/data`` is bind-mounted on ``/data``, ``/etc/hosts`` maps the pod name to
-   its IP (as in Kubernetes), and "every process of the pod" is exactly
+   its IP (as in Kubernetes), the login user's shell start-up files (``SHELL_STARTUP_FILES``)
+   read as empty (a container has its own: a host ``~/.bashrc`` that runs ``pyenv init`` is
+   not the pod's; the rest of the home is shared), and "every process of the pod" is exactly
    the pid namespace. With ``isolation="none"`` (the non-root fallback) sshd runs directly: no
    own hostname or ``/data`` (use ``DIR/pods/<pod>/data``); sshd runs below a child subreaper
    (``localcluster.podinit``) and the pod's processes are that init's descendants;
@@ -38,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import pwd
 import shutil
 import signal
 import subprocess
@@ -55,8 +58,22 @@ log = logging.getLogger("localcluster.kubelet")
 
 NODE = "local"
 HOST_IP = "127.0.0.1"
+# a pod runs none of the host user's shell start-up files (a ``~/.bashrc`` that runs ``pyenv
+# init`` costs seconds per ssh command under load, and hangs them on a stale pyenv lock); the
+# rest of the home stays shared, since the host's Python (a venv's base) may live there
+SHELL_STARTUP_FILES = (".bashrc", ".bash_profile", ".bash_login", ".profile")
 _INIT_SCRIPT = ('set -e; hostname "$1"; mount --bind "$2" /data; mount --bind "$5" /etc/hosts; '
+                'for f in ' + " ".join(SHELL_STARTUP_FILES) + '; do '
+                'if [ -f "$6/$f" ]; then mount --bind /dev/null "$6/$f"; fi; done; '
                 'exec "$4" -D -e -f "$3"')
+
+
+def login_home() -> str:
+    """The home directory of the user the pods' sshd logs in (this process's user)."""
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir or "/"
+    except KeyError:
+        return "/"
 
 
 def hosts_file(ip: str, hostname: str) -> str:
@@ -152,7 +169,7 @@ class PodRuntime:
         if k.isolation == "namespaces":
             cmd = pdeath + ["unshare", "--mount", "--uts", "--pid", "--fork", "--kill-child", "--mount-proc",
                             "--", "/bin/sh", "-c", _INIT_SCRIPT, "pod-init", self.name[:63], str(data),
-                            str(config), sshd.SSHD, str(hosts)]
+                            str(config), sshd.SSHD, str(hosts), login_home()]
         else:
             cmd = pdeath + [sys.executable, "-m", "localcluster.podinit", sshd.SSHD, "-D", "-e", "-f", str(config)]
         try:

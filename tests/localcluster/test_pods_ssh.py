@@ -45,6 +45,28 @@ def test_two_pods_are_separate_ssh_hosts_and_deletion_kills_their_processes(clus
     assert cluster.wait_ready("alpha") not in (ip_a, ip_b)
 
 
+def test_a_pod_runs_none_of_the_hosts_shell_start_up_files(cluster):
+    """A container's shell start-up files are its own: the host's ~/.bashrc (on this machine
+    it runs ``pyenv init``: seconds per ssh command under load, and a stale pyenv lock hung
+    every pod's ssh) reads as empty in a pod; the host's file is untouched."""
+    import pytest
+
+    from localcluster.kubelet import SHELL_STARTUP_FILES, login_home
+
+    home = login_home()
+    present = {f: os.path.getsize(os.path.join(home, f)) for f in SHELL_STARTUP_FILES
+               if os.path.isfile(os.path.join(home, f))}
+    if not any(present.values()):
+        pytest.skip(f"no non-empty shell start-up file in {home} to hide")
+    cluster.create_pod("gamma")
+    cluster.wait_ready("gamma")
+    seen = cluster.ssh("gamma", "; ".join(f'echo {f} $(wc -c < "$HOME/{f}")' for f in present))
+    assert seen.returncode == 0, seen.stderr
+    assert seen.stdout.split() == [w for f in present for w in (f, "0")]
+    assert {f: os.path.getsize(os.path.join(home, f)) for f in present} == present
+    cluster.delete_pod("gamma", grace_seconds=5)
+
+
 def test_sigterm_first_then_sigkill_after_the_grace_period(cluster):
     cluster.create_pod("stubborn")
     cluster.wait_ready("stubborn")
