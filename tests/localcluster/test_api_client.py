@@ -203,7 +203,7 @@ def test_graceful_delete_marks_then_removes(api, lc, ns):
     marked = api.delete_namespaced_pod("g", ns)
     assert marked.metadata.deletion_timestamp is not None and marked.metadata.deletion_grace_period_seconds == 1
     assert api.read_namespaced_pod("g", ns).metadata.deletion_timestamp is not None
-    lc.wait_gone("g", timeout=10, namespace=ns)
+    lc.wait_gone("g", timeout=60, namespace=ns)
     with pytest.raises(ApiException, match=r"\(404\)") as info:
         api.read_namespaced_pod("g", ns)
     assert info.value.status == 404 and json.loads(info.value.body)["reason"] == "NotFound"
