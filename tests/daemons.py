@@ -8,9 +8,10 @@ then SIGKILL) when it ends, also on failure.
 ``fake_pod(cluster, name, ip, ...)`` makes a cheap pod bound to node ``elsewhere`` (stored,
 never run) and sets its status as a remote kubelet would.
 
-The waits' deadlines are bounds for a loaded 2-core machine (the daemon imports aiohttp and
-the kubernetes client: about 2 s idle, 30 s beside the rest of a parallel suite and a CPU
-hog), not expectations: a wait returns as soon as its condition holds.
+The waits' deadlines are bounds for a loaded 2-core machine, not expectations: a wait returns
+as soon as its condition holds. The daemon imports aiohttp and the kubernetes client before it
+listens: a few seconds idle, 60-90 s measured at a load average of 30-50 on 2 cores (six
+suites at once); the 30 s it had failed 8 discovery tests there while the product was right.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 SELECTOR = "app=elastic-horovod,role=worker"
-START_TIMEOUT = 120.0  # until the daemon logs "listening"
+START_TIMEOUT = 180.0  # until the daemon logs "listening"
 WAIT_TIMEOUT = 60.0    # until what it serves follows a change of the pods
 
 
