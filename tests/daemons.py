@@ -116,7 +116,7 @@ class Daemon:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        self._reader.join(5)
+        self._reader.join(60)
         if self.proc.stderr is not None:
             self.proc.stderr.close()
         return self.proc.returncode
