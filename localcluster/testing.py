@@ -15,8 +15,9 @@ process is killed, the cluster dies with it. Options:
 ``set_ready``, ``pod_data_dir``, ``ssh``, and the faults ``restart_api(down_seconds)``,
 ``drop_watches()``, ``compact_history()``, ``set_latency(seconds)``, ``fail_watches(code)``.
 Waits raise ``ClusterError`` on timeout; their default deadlines (120 s to come up, 90 s for a
-pod to be Ready or gone) are bounds for a loaded 2-core machine, not expectations: a wait
-returns as soon as its condition holds.
+pod to be Ready or gone, 120 s for an ``ssh`` command, 60 s for its connection) are bounds for
+a loaded 2-core machine, not expectations: a wait returns as soon as its condition holds (a
+3-worker run of the suite at load 40 failed three pod-ssh tests on the 30 s ``ssh`` had).
 """
 from __future__ import annotations
 
@@ -107,9 +108,9 @@ class ClusterHandle:
         """The ssh argv (without the remote command) that reaches a pod at ``ip``."""
         return ["ssh", "-i", str(self.identity), "-p", str(self.ssh_port), "-o", "BatchMode=yes",
                 "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
-                "-o", "ConnectTimeout=10", f"{getpass.getuser()}@{ip}"]
+                "-o", "ConnectTimeout=60", f"{getpass.getuser()}@{ip}"]
 
-    def ssh(self, name: str, command: str, timeout: float = 30,
+    def ssh(self, name: str, command: str, timeout: float = 120,
             namespace: str = "default") -> subprocess.CompletedProcess:
         """Run a shell command in the pod over SSH with the cluster key (text output)."""
         return subprocess.run(self.ssh_command(self.pod_ip(name, namespace)) + [command], capture_output=True,
