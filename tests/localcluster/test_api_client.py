@@ -199,9 +199,11 @@ def test_watch_timeout_ends_the_stream(api, ns):
 
 
 def test_graceful_delete_marks_then_removes(api, lc, ns):
-    make(api, ns, "g", grace=1)
+    # the grace period is the window in which the marked pod must still be read: 1 s was too
+    # short on a loaded machine (the read came after it: 404); 5 s costs a passing run 4 s
+    make(api, ns, "g", grace=5)
     marked = api.delete_namespaced_pod("g", ns)
-    assert marked.metadata.deletion_timestamp is not None and marked.metadata.deletion_grace_period_seconds == 1
+    assert marked.metadata.deletion_timestamp is not None and marked.metadata.deletion_grace_period_seconds == 5
     assert api.read_namespaced_pod("g", ns).metadata.deletion_timestamp is not None
     lc.wait_gone("g", timeout=60, namespace=ns)
     with pytest.raises(ApiException, match=r"\(404\)") as info:
