@@ -16,6 +16,13 @@ test where a module mixes kinds:
   or throwaway sshd servers (the fixtures in ``SLOW_FIXTURES``), or is marked ``slow``.
 
 ``pytest -m "not slow"`` is the fast subset: the pure units and the one-process checks.
+
+Parallel runs (pytest-xdist, ``-n N --dist loadgroup``; ``scripts/test`` runs so): every test
+is put in the ``xdist_group`` of its module, so a module's tests run in one worker one after
+the other and its module-scoped cluster starts once, and every test under ``tests/images`` in
+one group, so the images are built by one worker only (the build is session-scoped). Each
+worker is its own session: its own ``SESSION_TAG`` (tests/processes.py), temp directories and
+safety net.
 """
 from __future__ import annotations
 
@@ -36,11 +43,15 @@ SLOW_FIXTURES = frozenset({"cluster", "daemon", "sync_cluster", "pod_ips", "ssh_
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    parallel = config.pluginmanager.hasplugin("xdist")
     for item in items:
         try:
-            top = Path(str(item.path)).resolve().relative_to(TESTS).parts[0]
+            relative = Path(str(item.path)).resolve().relative_to(TESTS)
         except ValueError:
             continue
+        top = relative.parts[0]
+        if parallel:
+            item.add_marker(pytest.mark.xdist_group("images" if top == "images" else relative.as_posix()))
         for name in BY_DIRECTORY.get(top, ()):
             item.add_marker(name)
         fixtures = set(getattr(item, "fixturenames", ()))

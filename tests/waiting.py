@@ -6,6 +6,13 @@ value seen. ``interval`` is the pause between polls; ``alive`` (optional) is che
 round and may raise at once (e.g. "the daemon exited") instead of waiting out the deadline;
 ``detail`` (optional) adds context to the failure (e.g. the tail of a log).
 Every "wait until" in tests/ goes through here; never a bare sleep before an assertion.
+
+A deadline bounds how long a failing test takes to fail; it is never an expectation of speed
+(speed goes into the benchmark scripts). So every deadline is at least ``MIN_TIMEOUT`` (60 s):
+beside a CPU hog, or in a parallel run of the suite, a process that starts in 2 s idle takes
+20-40 s, and the short deadlines some tests wrote (5-20 s) failed them while the product was
+right. A wait that succeeds returns as soon as its condition holds, so the floor costs a
+passing test nothing.
 """
 from __future__ import annotations
 
@@ -16,11 +23,13 @@ from typing import Any, TypeVar
 import pytest
 
 T = TypeVar("T")
+MIN_TIMEOUT = 60.0
 
 
 def wait_for(predicate: Callable[[], T], timeout: float, what: str, *, interval: float = 0.05,
              alive: Callable[[], None] | None = None, detail: Callable[[], str] | None = None) -> T:
     """Block until ``predicate()`` is truthy (returns it); ``pytest.fail`` naming ``what``."""
+    timeout = max(timeout, MIN_TIMEOUT)
     deadline = time.monotonic() + timeout
     last: Any = None
     while True:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from discovery.server import ROUTES
-from tests.daemons import ROOT, daemon_env, fake_pod
+from tests.daemons import ROOT, START_TIMEOUT, daemon_env, fake_pod
 
 SLOTS = "elastic-horovod/slots"
 
@@ -202,8 +202,8 @@ def test_bad_settings_fail_with_one_line(tmp_path: Path, flags: list[str], start
 
 def test_a_selector_the_api_rejects_ends_the_daemon_with_exit_1(cluster, daemon) -> None:
     d = daemon(cluster, selector="app in (", wait=False)  # the API rejects it: 400
-    assert d.proc.wait(30) == 1
-    d._reader.join(5)
+    assert d.proc.wait(START_TIMEOUT) == 1  # it starts (imports), then the API answers 400
+    d._reader.join(60)
     assert d.lines[-1].startswith("error: watch stopped: list pods: HTTP 400")
 
 

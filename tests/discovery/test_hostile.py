@@ -137,6 +137,6 @@ def test_hostile_pods_end_to_end_through_daemon_discover_hosts_and_horovod(clust
 
     # one more good pod joins: the job keeps scaling whatever the bad pods say
     fake_pod(cluster, "good-late", "10.9.0.3")
-    d.wait_host_set([f"{ip}:1" for ip in GOOD_IPS + ["10.9.0.3"]], timeout=30)
+    d.wait_host_set([f"{ip}:1" for ip in GOOD_IPS + ["10.9.0.3"]])
     proc = discover()
     assert proc.returncode == 0 and horovod_hosts(proc.stdout) == {ip: 1 for ip in GOOD_IPS + ["10.9.0.3"]}

@@ -166,7 +166,7 @@ def test_set_ready_false_is_what_kubectl_and_clients_see(cluster):
                          capture_output=True, text=True, timeout=60).stdout.split()
     assert out[:3] == ["probe", "0/1", "Running"]
     cluster.set_ready("probe", True)
-    assert cluster.wait_ready("probe", timeout=5) == cluster.pod_ip("probe")
+    assert cluster.wait_ready("probe", timeout=60) == cluster.pod_ip("probe")
 
 
 def test_a_test_cluster_dies_with_a_killed_test_process(tmp_path):
