@@ -3,8 +3,8 @@
 - ``fraction_done(records, epochs, train_size)``: how far the training is (0..1) by rank 0's
   metrics records (``epoch`` 1-based, ``samples`` trained in that epoch so far);
 - ``due(steps, at, progress, records, events, epochs, train_size)``: the step of the schedule
-  due now, or None: the previous one took effect (``localcluster.chaos.took_effect``: the job
-  trains at the world size it should give) and the training has passed the step's share
+  due now, or None: the previous one took effect (``settled``: the job trains at the world
+  size it should give, or the driver re-formed the world at that size) and the training has passed the step's share
   ``at[i]`` of all its samples, so the changes land spread over the run, not all at its start;
 - ``summarize(rows)`` -> ``Summary``: mean, sample standard deviation, min and max of each
   arm's final validation accuracy over the seeds, the difference of the means (elastic minus
@@ -38,6 +38,17 @@ def fraction_done(records: list[dict], epochs: int, train_size: int) -> float:
     return min(best, 1.0)
 
 
+def settled(progress: Progress, records: list[dict], events: list[Record]) -> bool:
+    """True once the last step took effect: the job trains at the world size it should give
+    (``localcluster.chaos.took_effect``), or the driver re-formed the world at that size after
+    the step (a ``reset`` event): a training held before its last step (the slow motion's
+    hold file) takes no step at the new size until the schedule is done."""
+    if took_effect(progress, records, events):
+        return True
+    return any(e.kind == "reset" and e.time > progress.last_time
+               and e.detail.get("world_size") == progress.expected_world for e in events)
+
+
 def due(steps: tuple[str, ...], at: tuple[float, ...], progress: Progress, records: list[dict],
         events: list[Record], epochs: int, train_size: int) -> str | None:
     """The step due now (see the module docstring), or None."""
@@ -45,7 +56,7 @@ def due(steps: tuple[str, ...], at: tuple[float, ...], progress: Progress, recor
         raise ValueError(f"{len(steps)} steps need {len(steps)} points, got {len(at)}")
     if progress.done >= len(steps):
         return None
-    if progress.done and not took_effect(progress, records, events):
+    if progress.done and not settled(progress, records, events):
         return None
     return steps[progress.done] if fraction_done(records, epochs, train_size) >= at[progress.done] else None
 

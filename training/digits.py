@@ -9,7 +9,7 @@ pixel repeated 3x3 to 24x24, centred with a 2-pixel border) and splits them once
 permutation of ``--split-seed``, into a training and a test split (``--test-fraction`` of
 them, default a quarter: 1,348 + 449). The four IDX files ``training.mnist --data-dir``
 reads are written into OUT_DIR, each through a temporary file and a rename; the result is
-the same bytes for the same arguments (a cache can compare them). Needs scikit-learn (the
+the same bytes for the same arguments. Needs scikit-learn (the
 ``bench`` extra, which scripts/setup installs); exit 1 with one line when it is missing or
 OUT_DIR cannot be written, 2 on a bad flag.
 """
@@ -66,6 +66,8 @@ def load() -> tuple[np.ndarray, np.ndarray]:
 
 def convert(out_dir: str | Path, test_fraction: float = 0.25, split_seed: int = 0) -> dict[str, int]:
     """Write the four IDX files into ``out_dir`` (made if missing); returns the split sizes."""
+    if not 0 < test_fraction < 1:  # before the slow import of scikit-learn
+        raise DigitsError(f"--test-fraction must be between 0 and 1, got {test_fraction:g}")
     images, labels = load()
     train, test = split(len(labels), test_fraction, split_seed)
     out = Path(out_dir)

@@ -7,8 +7,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
+from parity_stats import Row, due, fraction_done, settled, summarize, table  # noqa: E402
+
 from localcluster.chaos import Progress  # noqa: E402
-from parity_stats import Row, due, fraction_done, summarize, table  # noqa: E402
+from shared.driver_events import Record  # noqa: E402
 
 STEPS, AT = ("add", "kill", "add"), (0.15, 0.40, 0.60)
 
@@ -42,6 +44,18 @@ def test_a_later_step_waits_until_the_previous_took_effect_and_for_its_share():
     assert due(STEPS, AT, after_add, [progress(2, 70, 3, t=11.0)], [], 4, 100) == "kill"
     done = Progress(done=3, last_time=10.0, expected_world=3)
     assert due(STEPS, AT, done, [progress(4, 90, 3, t=11.0)], [], 4, 100) is None
+
+
+def test_a_world_held_before_its_last_step_settles_on_the_drivers_reset():
+    """Before: the schedule waited for a step at the new size, which a training held before
+    its last step (the slow motion's hold file) never takes: the bench hung until its timeout."""
+    after_add = Progress(done=1, last_time=10.0, expected_world=3)
+    held = [progress(2, 96, 2, t=9.0)]  # the last progress record, before the add
+    assert not settled(after_add, held, [])
+    assert not settled(after_add, held, [Record(11.0, "reset", {"world_size": 2})])
+    assert not settled(after_add, held, [Record(9.5, "reset", {"world_size": 3})])  # before the step
+    assert settled(after_add, held, [Record(11.0, "reset", {"world_size": 3})])
+    assert due(STEPS, AT, after_add, held, [Record(11.0, "reset", {"world_size": 3})], 2, 100) == "kill"
 
 
 def test_due_wants_a_point_per_step():
