@@ -19,6 +19,7 @@ BENCH = Path(__file__).resolve().parents[2] / "scripts" / "bench-parity"
     (["--fixed-np", "0"], "--fixed-np must be between 1 and 8"),
     (["--step-delay", "-1"], "--step-delay must not be negative"),
     (["--seeds", "x"], "--seeds"),
+    (["--lr-milestones", "3,x"], "--lr-milestones wants a comma list"),
 ])
 def test_bad_flags_are_one_line_errors(argv, message):
     proc = subprocess.run([sys.executable, str(BENCH), *argv], capture_output=True, text=True, timeout=120,
