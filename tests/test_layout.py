@@ -200,7 +200,7 @@ TRAINING_LAYERS = (
     ("base", {"errors", "options", "cpus", "seeding", "schedule", "accounting", "metrics",
               "signals", "fingerprint", "trace", "gpu_defaults", "cuda_arch"}),
     # finding, reading, decoding and ordering samples
-    ("data", {"idx", "imagefolder", "datasets", "device_augment", "datagen", "loaders",
+    ("data", {"idx", "imagefolder", "datasets", "device_augment", "datagen", "digits", "loaders",
               "sampler", "jpeg_header"}),
     # the networks and their memory layout
     ("model", {"models", "layout"}),
