@@ -7,6 +7,10 @@ processes of the job still alive after it ended, and the world size the healthy 
 give at the end. Each check returns a ``Check``; a failed one names the fault that came
 before the moment it failed (``Check.when``), the first suspect.
 
+``at_size(size, since, commits, workers)`` says when the job was first at a world size after a
+moment: a commit at that size, or a whole world of that size formed (every rank's
+``.worker.json``, written at each reset: a world held before its last step commits nothing).
+
 ``pauses(faults, commit_times)`` measures each fault's pause: the longest gap between two
 consecutive commits (of any rank) from the last commit before the fault to the first after
 its recovery; ``summarize_pauses`` gives the worst and the 95th percentile per kind.
@@ -116,6 +120,51 @@ def no_leftovers(processes: Sequence[str]) -> Check:
     shown = "; ".join(processes[:3]) + (f"; +{len(processes) - 3} more" if len(processes) > 3 else "")
     return Check("no process of the job left on any pod or the launcher", not processes,
                  shown if processes else "none")
+
+
+def world_formed(size: int, since: float, workers: Iterable[dict]) -> float | None:
+    """When a whole world of ``size`` formed after ``since``, from the ranks' ``.worker.json``
+    records (``{"time", "rank", "size", "resets"}``, each process's latest, written when a reset
+    is done): ranks ``0..size-1`` all at ``size`` with the same ``resets`` (one world), written
+    after ``since``; the time its last rank wrote. None when no such world."""
+    worlds: dict[int, dict[int, float]] = {}
+    for w in workers:
+        try:
+            t, rank, n, resets = float(w["time"]), int(w["rank"]), int(w["size"]), int(w["resets"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if n == size and t > since:
+            worlds.setdefault(resets, {})[rank] = t
+    whole = [max(ranks.values()) for ranks in worlds.values() if set(ranks) == set(range(size))]
+    return min(whole) if whole else None
+
+
+def at_size(size: int, since: float, commits: Sequence[dict], workers: Iterable[dict]) -> float | None:
+    """When the job was first at world ``size`` after ``since``: the first commit at that size, or
+    the world of that size formed (``world_formed``), whichever came first; None: neither yet.
+    A world waiting before the run's last step (``--debug-hold-file``) forms but never commits:
+    judged by its commits alone it would look like the world before it."""
+    committed = [float(c["time"]) for c in commits if float(c["time"]) > since and int(c["size"]) == size]
+    seen = [t for t in (min(committed, default=None), world_formed(size, since, workers)) if t is not None]
+    return min(seen) if seen else None
+
+
+def world_now(commits: Sequence[dict], workers: Iterable[dict]) -> int | None:
+    """The job's world size now: that of its last commit, or of a whole world (ranks
+    ``0..size-1`` of one reset in ``.worker.json``) formed after it; None: neither yet."""
+    last = max(commits, key=lambda c: float(c["time"]), default=None)
+    best = (float(last["time"]), int(last["size"])) if last is not None else None
+    worlds: dict[tuple[int, int], dict[int, float]] = {}
+    for w in workers:
+        try:
+            t, rank, n, resets = float(w["time"]), int(w["rank"]), int(w["size"]), int(w["resets"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        worlds.setdefault((n, resets), {})[rank] = t
+    for (n, _), ranks in worlds.items():
+        if set(ranks) == set(range(n)) and (best is None or max(ranks.values()) > best[0]):
+            best = (max(ranks.values()), n)
+    return best[1] if best is not None else None
 
 
 def all_pods_used(ready_pods: int, world_size: int | None, max_np: int, when: float | None) -> Check:
