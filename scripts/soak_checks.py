@@ -21,6 +21,8 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+WAITING = "recovered, the job waiting before its last step"  # a Fault's outcome: no pause measured
+
 
 @dataclass
 class Fault:
@@ -167,6 +169,13 @@ def world_now(commits: Sequence[dict], workers: Iterable[dict]) -> int | None:
     return best[1] if best is not None else None
 
 
+def out_of_work(commits: Iterable[dict], dataset_size: int, epochs: int, slack: int) -> bool:
+    """Whether the job has (nearly) trained all its epochs: at least ``epochs * dataset_size -
+    slack`` samples committed (``slack``: what the steps not committed yet may hold). Such a job
+    waits before its last step (``--debug-hold-file``) and commits nothing."""
+    return sum(len(c["indices"]) for c in commits) >= epochs * dataset_size - slack
+
+
 def all_pods_used(ready_pods: int, world_size: int | None, max_np: int, when: float | None) -> Check:
     """At the end, every healthy pod (up to ``max_np``) has a worker: the world is that size."""
     want = min(ready_pods, max_np)
@@ -214,10 +223,11 @@ def bounded(samples: Sequence[Sample]) -> Check:
 
 def pauses(faults: Sequence[Fault], commit_times: Sequence[float]) -> None:
     """Fills in each recovered fault's ``pause``: the longest gap between consecutive commit
-    times from the last commit at or before its start to the first at or after its recovery."""
+    times from the last commit at or before its start to the first at or after its recovery
+    (none for a fault that met the job waiting before its last step: ``WAITING``)."""
     times = sorted(set(commit_times))
     for f in faults:
-        if f.recovered is None:
+        if f.recovered is None or f.outcome == WAITING:  # no commits while it waits
             continue
         before = [t for t in times if t <= f.start]
         after = [t for t in times if t >= f.recovered]

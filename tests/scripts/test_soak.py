@@ -142,6 +142,19 @@ def test_the_first_commit_at_a_size_after_a_moment_is_when_it_got_there():
     assert sc.at_size(4, 0.0, commits, [{"time": "bad"}, {}]) is None  # a torn record is skipped
 
 
+def test_a_job_in_the_last_steps_of_its_last_epoch_is_out_of_work():
+    done = commits(size=8, epochs=3)
+    assert sc.out_of_work(done, 8, 3, slack=0)
+    assert not sc.out_of_work(done[:-1], 8, 3, slack=0) and sc.out_of_work(done[:-1], 8, 3, slack=2)
+    assert not sc.out_of_work(commits(size=8, epochs=2), 8, 3, slack=4)  # an epoch to go
+
+
+def test_a_fault_that_met_a_waiting_job_has_no_pause():
+    faults = [sc.Fault("daemon-kill", "pid 1", 10.5, 10.6, 2, recovered=11.0, outcome=sc.WAITING)]
+    sc.pauses(faults, [8.0, 9.0, 10.0, 60.0])
+    assert faults[0].pause is None and sc.summarize_pauses(faults) == [("daemon-kill", 1, None, None)]
+
+
 def test_pauses_are_the_longest_gap_around_a_fault():
     faults = [sc.Fault("kill", "p", 10.5, 10.6, 2, recovered=14.0)]
     sc.pauses(faults, [8.0, 9.0, 10.0, 12.5, 14.0, 15.0])
@@ -167,17 +180,21 @@ def test_bad_flags_are_one_line_errors(argv, message):
 @pytest.mark.slow
 @pytest.mark.horovod
 @pytest.mark.timeout(900)
-def test_a_pod_added_while_the_job_waits_before_its_last_step_is_used(tmp_path):
-    """A job out of epochs at once (a tiny dataset at full speed) waits before its last step (the soak's hold)
-    where it commits nothing; a pod added then gets a worker and the world of 3 forms. The soak
-    sees it (the ranks' resets at size 3), the fault recovers and the end check holds; judged
-    by commits alone, the world looked stuck at 2 (CI seed 20261126's false alarm)."""
+def test_faults_while_the_job_waits_before_its_last_step_recover(tmp_path):
+    """A job out of epochs at once (a tiny dataset at full speed) waits before its last step
+    (the soak's hold), where it commits nothing. The discovery daemon killed then: the world
+    is still whole at its size (no pause measured). A pod added then gets a worker and the
+    world of 3 forms: the soak sees it (the ranks' resets at size 3), the end check holds.
+    Judged by commits alone, neither recovered and the world looked stuck at 2 (the false
+    alarm of CI seed 20261126: '3 Ready pods, world size 2')."""
     work = tmp_path / "soak"
-    proc = subprocess.run([sys.executable, SOAK, "--minutes", "0.1", "--seed", "1", "--pods", "2", "--kinds", "add",
-                           "--train", "128", "--step-delay", "0", "--recover-timeout", "150", "--work", str(work)],
+    proc = subprocess.run([sys.executable, SOAK, "--minutes", "0.25", "--seed", "8", "--pods", "2",
+                           "--kinds", "add,daemon-kill", "--train", "128", "--step-delay", "0",
+                           "--recover-timeout", "150", "--work", str(work)],
                           capture_output=True, text=True, timeout=850, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert re.search(r"1 faults of 1 kinds", proc.stdout), proc.stdout
+    assert "fault 1: daemon-kill" in proc.stderr and "fault 2: add" in proc.stderr, proc.stderr
+    assert re.search(r"2 faults of 2 kinds", proc.stdout), proc.stdout
     assert re.search(r"no healthy pod left without a worker at the end\s+yes\s+3 Ready pods, world size 3",
                      proc.stdout), proc.stdout
     assert re.search(r"every rank ended with the same parameters\s+yes\s+3 ranks", proc.stdout), proc.stdout
