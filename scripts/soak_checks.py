@@ -7,6 +7,10 @@ processes of the job still alive after it ended, and the world size the healthy 
 give at the end. Each check returns a ``Check``; a failed one names the fault that came
 before the moment it failed (``Check.when``), the first suspect.
 
+``at_size(size, since, commits, workers)`` says when the job was first at a world size after a
+moment: a commit at that size, or a whole world of that size formed (every rank's
+``.worker.json``, written at each reset: a world held before its last step commits nothing).
+
 ``pauses(faults, commit_times)`` measures each fault's pause: the longest gap between two
 consecutive commits (of any rank) from the last commit before the fault to the first after
 its recovery; ``summarize_pauses`` gives the worst and the 95th percentile per kind.
@@ -16,6 +20,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+
+WAITING = "recovered, the job waiting before its last step"  # a Fault's outcome: no pause measured
 
 
 @dataclass
@@ -118,6 +124,58 @@ def no_leftovers(processes: Sequence[str]) -> Check:
                  shown if processes else "none")
 
 
+def world_formed(size: int, since: float, workers: Iterable[dict]) -> float | None:
+    """When a whole world of ``size`` formed after ``since``, from the ranks' ``.worker.json``
+    records (``{"time", "rank", "size", "resets"}``, each process's latest, written when a reset
+    is done): ranks ``0..size-1`` all at ``size`` with the same ``resets`` (one world), written
+    after ``since``; the time its last rank wrote. None when no such world."""
+    worlds: dict[int, dict[int, float]] = {}
+    for w in workers:
+        try:
+            t, rank, n, resets = float(w["time"]), int(w["rank"]), int(w["size"]), int(w["resets"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if n == size and t > since:
+            worlds.setdefault(resets, {})[rank] = t
+    whole = [max(ranks.values()) for ranks in worlds.values() if set(ranks) == set(range(size))]
+    return min(whole) if whole else None
+
+
+def at_size(size: int, since: float, commits: Sequence[dict], workers: Iterable[dict]) -> float | None:
+    """When the job was first at world ``size`` after ``since``: the first commit at that size, or
+    the world of that size formed (``world_formed``), whichever came first; None: neither yet.
+    A world waiting before the run's last step (``--debug-hold-file``) forms but never commits:
+    judged by its commits alone it would look like the world before it."""
+    committed = [float(c["time"]) for c in commits if float(c["time"]) > since and int(c["size"]) == size]
+    seen = [t for t in (min(committed, default=None), world_formed(size, since, workers)) if t is not None]
+    return min(seen) if seen else None
+
+
+def world_now(commits: Sequence[dict], workers: Iterable[dict]) -> int | None:
+    """The job's world size now: that of its last commit, or of a whole world (ranks
+    ``0..size-1`` of one reset in ``.worker.json``) formed after it; None: neither yet."""
+    last = max(commits, key=lambda c: float(c["time"]), default=None)
+    best = (float(last["time"]), int(last["size"])) if last is not None else None
+    worlds: dict[tuple[int, int], dict[int, float]] = {}
+    for w in workers:
+        try:
+            t, rank, n, resets = float(w["time"]), int(w["rank"]), int(w["size"]), int(w["resets"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        worlds.setdefault((n, resets), {})[rank] = t
+    for (n, _), ranks in worlds.items():
+        if set(ranks) == set(range(n)) and (best is None or max(ranks.values()) > best[0]):
+            best = (max(ranks.values()), n)
+    return best[1] if best is not None else None
+
+
+def out_of_work(commits: Iterable[dict], dataset_size: int, epochs: int, slack: int) -> bool:
+    """Whether the job has (nearly) trained all its epochs: at least ``epochs * dataset_size -
+    slack`` samples committed (``slack``: what the steps not committed yet may hold). Such a job
+    waits before its last step (``--debug-hold-file``) and commits nothing."""
+    return sum(len(c["indices"]) for c in commits) >= epochs * dataset_size - slack
+
+
 def all_pods_used(ready_pods: int, world_size: int | None, max_np: int, when: float | None) -> Check:
     """At the end, every healthy pod (up to ``max_np``) has a worker: the world is that size."""
     want = min(ready_pods, max_np)
@@ -165,10 +223,11 @@ def bounded(samples: Sequence[Sample]) -> Check:
 
 def pauses(faults: Sequence[Fault], commit_times: Sequence[float]) -> None:
     """Fills in each recovered fault's ``pause``: the longest gap between consecutive commit
-    times from the last commit at or before its start to the first at or after its recovery."""
+    times from the last commit at or before its start to the first at or after its recovery
+    (none for a fault that met the job waiting before its last step: ``WAITING``)."""
     times = sorted(set(commit_times))
     for f in faults:
-        if f.recovered is None:
+        if f.recovered is None or f.outcome == WAITING:  # no commits while it waits
             continue
         before = [t for t in times if t <= f.start]
         after = [t for t in times if t >= f.recovered]

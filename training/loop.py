@@ -82,6 +82,16 @@ from training.signals import EXIT_TERM, StopFlags, leave
 from training.trace import Tracer, dynamo_imported, params_checksum, process_start
 
 
+def report_progress() -> None:
+    """Tell the driver this rank committed, as Horovod's ``State.commit`` does (``commit``
+    below saves and checks host updates itself, so it says it too): elastic-run's stall
+    watchdog and the driver's liveness see a rank that trains steadily, with no reset, as
+    making progress. Never blocks on the network and never raises (Horovod's contract)."""
+    from horovod.common.elastic import notification_manager
+
+    notification_manager.report_progress()
+
+
 @dataclass
 class Task:
     """What differs between the models: data, model factory and device preferences."""
@@ -758,6 +768,7 @@ class Trainer:
             state.scaler_state = self.scaler.state_dict()
         self.maybe_progress(state)
         state.save()
+        report_progress()
         self.tracer.samples(state.epoch, self._pending, size=hvd.size(), rank=hvd.rank(),
                             processed=self.sampler.processed_num)
         self._clear_pending()
