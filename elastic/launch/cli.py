@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a worker whose driver has not answered for this long, or whose ssh session is "
                         "gone, ends its processes (elastic.launch.lease): a lost launcher leaves no "
                         f"world behind (ELASTIC_LEASE; 0: off, else {MIN_LEASE:g}..{MAX_LEASE:g}; "
-                        f"default {DEFAULT_LEASE:g}: three times the driver stall the job survives)")
+                        f"default {DEFAULT_LEASE:g}: the 6 s driver stall the job survives, plus 2 s)")
     g.add_argument("--term-grace", default=None, metavar="SECONDS",
                    help="on SIGTERM (drain, eviction), how long the training gets to commit, write a "
                         "checkpoint and leave before elastic-run stops what is left; keep it below the "
