@@ -35,6 +35,7 @@ import argparse
 import os
 import subprocess
 import sys
+import time
 
 from elastic.common.hostlist import validate_host_name
 from elastic.common.procs import tie_to_parent, tied_run
@@ -86,26 +87,32 @@ def _run(argv: list[str], what: str, error: type[ElasticError]) -> None:
 
 
 def prepare(host: str, identity: str, ssh_dir: str, ssh_port: int | None, dataset: str | None,
-            pod_uid: str | None = None, reap_job: tuple[str, str] | None = None) -> None:
+            pod_uid: str | None = None, reap_job: tuple[str, str] | None = None) -> dict[str, float]:
     """Pin ``host``'s key (re-pinning it for a new ``pod_uid``), stop the processes of the
     job's other runs there (``reap_job``: job id, this run's id) and sync the dataset to it;
-    raises SSHError/SyncError/ConfigError."""
+    the seconds each step took, by name; raises SSHError/SyncError/ConfigError."""
     validate_host_name(host)
+    took: dict[str, float] = {}
+    mark = time.monotonic()
     argv = [tool("ssh-bootstrap"), "hosts", "--identity", identity, "--out", ssh_dir, f"--hosts={host}"]
     if ssh_port is not None:
         argv += ["--port", str(ssh_port)]
     if pod_uid:
         argv += ["--repin-for-uid", pod_uid]
     _run(argv, f"ssh-bootstrap hosts for {host}", SSHError)
+    took["ssh pinning"], mark = time.monotonic() - mark, time.monotonic()
     if reap_job is not None:
         ssh = [str(BootstrapDir(ssh_dir).ssh_wrapper), "-o", "BatchMode=yes"]
         if reap_hosts([host], ssh, reap_job[1], job_id=reap_job[0]):
             raise SSHError(f"could not stop an earlier run of job {reap_job[0]} on {host}")
+        took["earlier runs stopped"], mark = time.monotonic() - mark, time.monotonic()
     if dataset:
         src, dest = parse_dataset(dataset)
         _run([tool("dataset-sync"), f"--host={host}", "--ssh-config", f"{ssh_dir}/ssh_config",
               "--peers-file", f"{ssh_dir}/hostfile", "--", src, dest],
              f"dataset-sync to {host}", SyncError)
+        took["dataset sync"] = time.monotonic() - mark
+    return took
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -136,9 +143,10 @@ def main(argv: list[str] | None = None) -> int:
                 reap_command(args.keep_run, job_id=args.reap_job)
             except ValueError as exc:
                 raise ConfigError(str(exc)) from None
-        prepare(args.host, args.identity, args.ssh_dir, args.ssh_port, args.dataset,
-                os.environ.get("DISCOVERY_POD_UID") or None, reap_job)
-        print(f"prepared {args.host}", file=sys.stderr)
+        took = prepare(args.host, args.identity, args.ssh_dir, args.ssh_port, args.dataset,
+                       os.environ.get("DISCOVERY_POD_UID") or None, reap_job)
+        steps = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in took.items())
+        print(f"prepared {args.host} in {sum(took.values()):.1f} s ({steps})", file=sys.stderr)
         return 0
     return run_main("prepare", body, usage=ConfigError, failure=ElasticError)
 

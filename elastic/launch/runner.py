@@ -77,6 +77,7 @@ from elastic.launch.badinput import BadInputWatch
 from elastic.launch.daemon import ManagedDaemon, fetch_hosts, probe
 from elastic.launch.hvdrun import LAUNCHER_GONE_SIGNAL
 from elastic.launch.outputs import outputs_line
+from elastic.launch.phases import Marks, PhaseReport, first_served
 from elastic.launch.plan import LaunchConfig, LaunchPlan, horovodrun_env, make_plan
 from elastic.launch.reap import reap_hosts, term_hosts
 from elastic.launch.stall import Watchdog
@@ -169,7 +170,7 @@ def run(config: LaunchConfig) -> int:
     Blocks; returns horovodrun's exit code."""
     workdir = tempfile.mkdtemp(prefix="elastic-run-")
     try:
-        plan = make_plan(config, run_id=uuid.uuid4().hex, workdir=workdir)
+        plan = make_plan(config, run_id=config.run_id or uuid.uuid4().hex, workdir=workdir)
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
@@ -197,6 +198,7 @@ def execute(plan: LaunchPlan) -> int:
 
         url = plan.discovery_url
         ours = False
+        daemon_ready: float | None = None
         if url and probe(url):
             log.info("using the discovery daemon at %s", url)
         elif plan.daemon is not None:
@@ -206,12 +208,14 @@ def execute(plan: LaunchPlan) -> int:
             cleanup.step("stopping the discovery daemon", daemon.stop)
             ours = True
             url = daemon.start()
+            daemon_ready = time.time()
             log.info("started a discovery daemon at %s for %s in %s",
                      url, plan.daemon.spec.selector, plan.daemon.spec.namespace)
         else:
             raise LaunchError(f"no discovery daemon answers at {url}; give --selector "
                               "(with --namespace/--kubeconfig) to start one")
 
+        daemon_ready = daemon_ready or time.time()
         ours_prepares = ours and plan.daemon is not None and plan.daemon.prepares_hosts
         hosts = [] if ours_prepares else _host_names(fetch_hosts(url))
         if hosts:
@@ -243,6 +247,10 @@ def execute(plan: LaunchPlan) -> int:
             watchdog = Watchdog(plan.events_file, plan.stall_timeout, lambda report: _stop_stalled(proc, report))
             cleanup.step("stopping the stall watchdog", watchdog.stop)
             watchdog.start()
+        phases = PhaseReport(plan.events_file, functools.partial(_marks, start, daemon_ready, recorder, plan.min_slots),
+                             plan.min_slots, lambda line: log.info("%s", line))
+        cleanup.step("stopping the phase report", phases.stop)
+        phases.start()
         bad_input = BadInputWatch(plan.events_file, lambda size: _stop_bad_input(proc, size))
         cleanup.step("stopping the bad-input watch", bad_input.stop)
         bad_input.start()
@@ -370,6 +378,13 @@ def _last_hosts(recorder: HostRecorder) -> list[str]:
     """The hosts served last; a pod that left the set took its processes with it."""
     snapshots = recorder.snapshots()
     return _host_names(snapshots[-1][1]) if snapshots else []
+
+
+def _marks(start: float, daemon_ready: float, recorder: HostRecorder, slots: int) -> Marks:
+    """The launcher's own times for the phase report (``elastic.launch.phases``)."""
+    served = first_served(recorder.snapshots(), slots,
+                          lambda hosts: sum(split_host_slots(line)[1] for line in hosts))
+    return Marks(start, daemon_ready, served)
 
 
 def _reap_earlier_runs(plan: LaunchPlan, hosts: Sequence[str]) -> None:

@@ -17,7 +17,18 @@ from pathlib import Path
 
 import pytest
 
-from elastic.launch.lease import ADDR_ENV, DEFAULT_LEASE, LATE, POLL, PORT_ENV, TICK, Judge, check_seconds, decide, hung_up
+from elastic.launch.lease import (
+    ADDR_ENV,
+    DEFAULT_LEASE,
+    LATE,
+    POLL,
+    PORT_ENV,
+    TICK,
+    Judge,
+    check_seconds,
+    decide,
+    hung_up,
+)
 from tests.waiting import wait_for
 
 LEASE = 5.0  # the smallest lease the wrapper takes: the tests wait for it to run out
@@ -218,12 +229,12 @@ def test_a_6_s_driver_stall_loses_nothing_under_the_default_lease(tmp_path, driv
         for stall in range(2):
             wait_for(lambda: len(driver.answers) >= 2, 30, "the wrapper's questions", alive=running)
             driver.stall_next(6.0)
-            wait_for(lambda: len(driver.stalled) > stall, 30, "a question to start the stall", alive=running)
+            wait_for(lambda n=stall: len(driver.stalled) > n, 30, "a question to start the stall", alive=running)
             started = driver.stalled[-1]
-            wait_for(lambda: any(a > started + 6.0 for a in driver.answers), 30, "the stall to end",
+            wait_for(lambda t=started: any(a > t + 6.0 for a in driver.answers), 30, "the stall to end",
                      alive=running)
             seen = len(driver.answers)
-            wait_for(lambda: len(driver.answers) >= seen + 3, 30, "answers after the stall", alive=running)
+            wait_for(lambda n=seen: len(driver.answers) >= n + 3, 30, "answers after the stall", alive=running)
         assert proc.poll() is None
         assert _alive(worker) and _alive(child)
     finally:
