@@ -2,8 +2,8 @@
 first commit (a retried launcher's restart cost, measured by the launcher itself).
 
     elastic-run: training 31.2 s after the start: discovery daemon 1.1 s, hosts prepared 2.3 s
-    (ssh pinning, earlier runs stopped, dataset), workers started 2.0 s, imports 18.4 s,
-    rendezvous 1.5 s, first commit 5.9 s
+    (ssh pinning, earlier runs stopped, dataset), workers started 2.0 s, imports and setup 20.4 s,
+    first step 5.9 s
 
 Each phase is the time from the end of the one before to its own end (0 when it ended while
 the one before still ran: they overlap). Ends (unix seconds):
@@ -14,15 +14,14 @@ the one before still ran: they overlap). Ends (unix seconds):
   runs there and synced the dataset before the daemon served it);
 - ``workers started``: the first world's last worker started (the driver's ``worker_start``:
   horovodrun's ssh to the host);
-- ``imports``: the last of them reached ``hvd.init`` (``worker_ready``: python, torch and
-  horovod imported, the training's setup done; on a loaded node mostly torch's import);
-- ``rendezvous``: the last of them registered its notification service (``worker_registered``,
-  after the first world formed);
-- ``first commit``: the first ``progress`` event (a commit of the first world).
+- ``imports and setup``: the last of them registered its notification service
+  (``worker_registered``: python, torch and horovod imported, the training's data and model
+  set up, ``hvd.init``'s rendezvous done; on a loaded node mostly torch's import);
+- ``first step``: the training's first progress record (``Marks.trained``: its metrics file).
 
 ``phases`` and ``render`` are pure (records and times in, values out); ``PhaseReport`` follows
-the driver's events file in a thread (``start()``/``stop()``) and calls ``say(line)`` once, at
-the first ``progress`` event.
+the driver's events file in a thread (``start()``/``stop()``) and calls ``say(line)`` once, when
+the first progress record is there.
 """
 from __future__ import annotations
 
@@ -32,7 +31,7 @@ from dataclasses import dataclass
 from elastic.launch.events import Follower, Record
 from shared.worker import Worker
 
-PHASES = ("discovery daemon", "hosts prepared", "workers started", "imports", "rendezvous", "first commit")
+PHASES = ("discovery daemon", "hosts prepared", "workers started", "imports and setup", "first step")
 HOSTS_NOTE = " (ssh pinning, earlier runs stopped, dataset)"
 
 
@@ -43,6 +42,7 @@ class Marks:
     start: float
     daemon: float | None = None
     served: float | None = None
+    trained: float | None = None
 
 
 def _nth(records: Sequence[Record], kind: str, n: int) -> float | None:
@@ -60,9 +60,8 @@ def phases(marks: Marks, records: Sequence[Record], workers: int) -> list[tuple[
     """The phases of the module docstring for a first world of ``workers`` workers, in order:
     (name, seconds); None for a phase whose end is not known (and every later one counts from
     the last known end)."""
-    progress = next((r.time for r in records if r.kind == "progress"), None)
-    ends = [marks.daemon, marks.served, _nth(records, "worker_start", workers), _nth(records, "worker_ready", workers),
-            _nth(records, "worker_registered", workers), progress]
+    ends = [marks.daemon, marks.served, _nth(records, "worker_start", workers),
+            _nth(records, "worker_registered", workers), marks.trained]
     out: list[tuple[str, float | None]] = []
     previous = marks.start
     for name, end in zip(PHASES, ends, strict=True):
@@ -75,20 +74,19 @@ def phases(marks: Marks, records: Sequence[Record], workers: int) -> list[tuple[
 
 
 def render(marks: Marks, records: Sequence[Record], workers: int) -> str | None:
-    """The line of the module docstring; None before the first commit."""
-    progress = next((r.time for r in records if r.kind == "progress"), None)
-    if progress is None:
+    """The line of the module docstring; None before the first step."""
+    if marks.trained is None:
         return None
     parts = []
     for name, seconds in phases(marks, records, workers):
         text = f"{name} {'?' if seconds is None else f'{seconds:.1f}'} s"
         parts.append(text + (HOSTS_NOTE if name == "hosts prepared" else ""))
-    return f"training {progress - marks.start:.1f} s after the start: {', '.join(parts)}"
+    return f"training {marks.trained - marks.start:.1f} s after the start: {', '.join(parts)}"
 
 
 class PhaseReport:
     """Follows the driver's events file (``path``) and calls ``say(line)`` once, at the first
-    commit; ``marks()`` gives the launcher's own times at that moment."""
+    step; ``marks()`` gives the launcher's own times (the first step's included) at that moment."""
 
     def __init__(self, path: str, marks: Callable[[], Marks], workers: int, say: Callable[[str], None],
                  interval: float = 0.5):
@@ -105,7 +103,7 @@ class PhaseReport:
         return self._worker.stop(timeout)
 
     def check(self) -> bool:
-        """Read new events; say the line at the first commit. True once it was said."""
+        """Read new events; say the line at the first step. True once it was said."""
         if self.line is None:
             self._records.extend(self._follower.poll())
             line = render(self._marks(), self._records, self._workers)

@@ -15,9 +15,10 @@ RFC 1123 name (``hostlist.validate_host_name``); anything else -- an option such
    module holds no lock.  With ``DISCOVERY_POD_UID`` in the environment (the discovery daemon
    sets it), ``--repin-for-uid UID`` is passed: an address reused by a new pod gets its new
    host key pinned; a changed key for the same pod is still refused;
-2. with ``--reap-job JOB --keep-run RUN`` (what elastic-run passes), the processes of job
-   JOB's other runs on HOST are stopped (``elastic.launch.reap``: an earlier launcher of the
-   same job was killed, its workers may still train); a host where that fails is not served;
+2. with ``--reap-job JOB --keep-run RUN`` (what elastic-run passes, and deploy/'s sidecar), the
+   processes of job JOB's other runs on HOST are stopped (``elastic.launch.reap.reap_job_here``,
+   in this process: an earlier launcher of the same job was killed, its workers may still
+   train); a host where that fails is not served;
 3. with ``--dataset``, ``dataset-sync SRC DEST --host HOST --ssh-config DIR/ssh_config
    --peers-file DIR/hostfile``: the job's other pinned hosts are peers, so a late joiner pulls
    the dataset from one that holds a verified copy (relay), not from the launcher.
@@ -25,9 +26,10 @@ RFC 1123 name (``hostlist.validate_host_name``); anything else -- an option such
 This command dies with the process that started it (``PR_SET_PDEATHSIG``), and its steps die
 with it: a killed discovery daemon leaves no preparation running.
 
-Exit 0 when HOST is ready; otherwise non-zero with one line on stderr (the daemon retries and
-reports the line). ``elastic-run`` writes this command for the daemons it starts; the launcher
-pod in deploy/ writes it out by hand.
+Exit 0 when HOST is ready, with one line on stderr saying how long each step took; otherwise
+non-zero with one line on stderr (the daemon retries and reports the line). ``elastic-run``
+writes this command for the daemons it starts; the launcher pod in deploy/ writes the same one
+out by hand (tests/deploy/test_prepare_hook.py holds them together).
 """
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ import time
 from elastic.common.hostlist import validate_host_name
 from elastic.common.procs import tie_to_parent, tied_run
 from elastic.errors import ConfigError, ElasticError, SSHError, SyncError
-from elastic.launch.reap import reap_command, reap_hosts
+from elastic.launch.reap import reap_command, reap_job_here
 from elastic.launch.tools import tool
 from elastic.ssh.config import BootstrapDir
 from shared.argparser import OneLineParser
@@ -103,7 +105,7 @@ def prepare(host: str, identity: str, ssh_dir: str, ssh_port: int | None, datase
     took["ssh pinning"], mark = time.monotonic() - mark, time.monotonic()
     if reap_job is not None:
         ssh = [str(BootstrapDir(ssh_dir).ssh_wrapper), "-o", "BatchMode=yes"]
-        if reap_hosts([host], ssh, reap_job[1], job_id=reap_job[0]):
+        if reap_job_here([host], ssh, reap_job[1], reap_job[0]):
             raise SSHError(f"could not stop an earlier run of job {reap_job[0]} on {host}")
         took["earlier runs stopped"], mark = time.monotonic() - mark, time.monotonic()
     if dataset:

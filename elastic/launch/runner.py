@@ -247,8 +247,8 @@ def execute(plan: LaunchPlan) -> int:
             watchdog = Watchdog(plan.events_file, plan.stall_timeout, lambda report: _stop_stalled(proc, report))
             cleanup.step("stopping the stall watchdog", watchdog.stop)
             watchdog.start()
-        phases = PhaseReport(plan.events_file, functools.partial(_marks, start, daemon_ready, recorder, plan.min_slots),
-                             plan.min_slots, lambda line: log.info("%s", line))
+        marks = functools.partial(_marks, start, daemon_ready, recorder, plan.min_slots, relay)
+        phases = PhaseReport(plan.events_file, marks, plan.min_slots, lambda line: log.info("%s", line))
         cleanup.step("stopping the phase report", phases.stop)
         phases.start()
         bad_input = BadInputWatch(plan.events_file, lambda size: _stop_bad_input(proc, size))
@@ -380,11 +380,13 @@ def _last_hosts(recorder: HostRecorder) -> list[str]:
     return _host_names(snapshots[-1][1]) if snapshots else []
 
 
-def _marks(start: float, daemon_ready: float, recorder: HostRecorder, slots: int) -> Marks:
-    """The launcher's own times for the phase report (``elastic.launch.phases``)."""
+def _marks(start: float, daemon_ready: float, recorder: HostRecorder, slots: int,
+           relay: console.Relay) -> Marks:
+    """The launcher's own times for the phase report (``elastic.launch.phases``): the first
+    step is the first progress record the relay saw."""
     served = first_served(recorder.snapshots(), slots,
                           lambda hosts: sum(split_host_slots(line)[1] for line in hosts))
-    return Marks(start, daemon_ready, served)
+    return Marks(start, daemon_ready, served, relay.first_progress)
 
 
 def _reap_earlier_runs(plan: LaunchPlan, hosts: Sequence[str]) -> None:

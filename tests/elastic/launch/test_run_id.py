@@ -26,8 +26,9 @@ def dry_run(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, env=env(), timeout=120)
 
 
-def test_the_run_id_given_is_the_workers_and_the_hook_keeps_it():
-    proc = dry_run("--job-id", "job-1", "--run-id", "0a9b8c7d-6e5f")
+def test_the_run_id_given_is_the_workers_and_the_hook_keeps_it(tmp_path):
+    (tmp_path / "id").write_text("key")
+    proc = dry_run("--job-id", "job-1", "--run-id", "0a9b8c7d-6e5f", "--ssh-identity-file", str(tmp_path / "id"))
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["run_id"] == "0a9b8c7d-6e5f"
