@@ -28,7 +28,9 @@ side effects) and ``execute(plan)`` carries it out, in these steps (blocks until
    progress for ``plan.stall_timeout`` seconds it prints what each was last seen doing and
    stops horovodrun's whole session (exit 1); when every rank of the first world exited 2
    before any commit (``elastic.launch.badinput``: a bad training flag) it stops it at once
-   (exit 2) instead of waiting for other hosts up to ``--elastic-timeout``;
+   (exit 2) instead of waiting for other hosts up to ``--elastic-timeout``; at the first step
+   of the training it logs where the start-up went, phase by phase (``elastic.launch.phases``:
+   the daemon, the hosts' preparation, the workers' start, their imports, the first step);
 4. at the end (always; each step runs even when one before it failed, and a SIGINT/SIGTERM
    arriving meanwhile is noted, not obeyed: this is what stops the job's processes, and
    each step has a deadline): a horovodrun still running is stopped; the host recorder is
