@@ -209,16 +209,16 @@ def execute(plan: LaunchPlan) -> int:
                                    ready_timeout=plan.daemon.ready_timeout)
             cleanup.step("stopping the discovery daemon", daemon.stop)
             ours = True
-            url = daemon.start()
-            daemon_ready = time.time()
-            log.info("started a discovery daemon at %s for %s in %s",
-                     url, plan.daemon.spec.selector, plan.daemon.spec.namespace)
+            url = daemon.spawn()
+            if not plan.daemon.prepares_hosts:  # its hosts are read below: it must answer first
+                daemon_ready = _ready(daemon, plan)
         else:
             raise LaunchError(f"no discovery daemon answers at {url}; give --selector "
                               "(with --namespace/--kubeconfig) to start one")
 
-        daemon_ready = daemon_ready or time.time()
         ours_prepares = ours and plan.daemon is not None and plan.daemon.prepares_hosts
+        if not ours:
+            daemon_ready = time.time()
         hosts = [] if ours_prepares else _host_names(fetch_hosts(url))
         if hosts:
             for step in plan.steps:
@@ -231,9 +231,6 @@ def execute(plan: LaunchPlan) -> int:
         cleanup.step("stopping leftover workers", _reap, plan, recorder)
         cleanup.step("stopping the host recorder", recorder.stop)
         recorder.start()
-        explainer = WaitExplainer(url, plan.min_slots)  # says which pods it waits for, and why
-        cleanup.step("stopping the wait explainer", explainer.stop)
-        explainer.start()
         log.info("running: %s", " ".join(argv))
         try:  # its own session; if we die, the kernel tells it (plan.horovodrun_death_signal)
             proc = tied_popen(argv, env=env, stdin=subprocess.DEVNULL, death_signal=plan.horovodrun_death_signal,
@@ -244,6 +241,11 @@ def execute(plan: LaunchPlan) -> int:
         cleanup.step("closing the output relay", relay.close)  # runs once horovodrun has stopped
         relay.attach(proc.stdout, proc.stderr)  # the ranks' lines, metrics as a live view
         cleanup.step("stopping horovodrun", _stop_if_running, proc)  # the launcher failed while it ran
+        if daemon_ready is None:  # spawn first: horovodrun started while our daemon starts
+            daemon_ready = _ready(daemon, plan)
+        explainer = WaitExplainer(url, plan.min_slots)  # says which pods it waits for, and why
+        cleanup.step("stopping the wait explainer", explainer.stop)
+        explainer.start()
         watchdog: Watchdog | None = None
         if plan.stall_timeout:
             watchdog = Watchdog(plan.events_file, plan.stall_timeout, lambda report: _stop_stalled(proc, report))
@@ -380,6 +382,15 @@ def _last_hosts(recorder: HostRecorder) -> list[str]:
     """The hosts served last; a pod that left the set took its processes with it."""
     snapshots = recorder.snapshots()
     return _host_names(snapshots[-1][1]) if snapshots else []
+
+
+def _ready(daemon: ManagedDaemon, plan: LaunchPlan) -> float:
+    """Wait for the daemon ``spawn()`` started to answer; when it did (unix time)."""
+    url = daemon.wait_ready()
+    assert plan.daemon is not None
+    log.info("started a discovery daemon at %s for %s in %s", url, plan.daemon.spec.selector,
+             plan.daemon.spec.namespace)
+    return time.time()
 
 
 def _marks(start: float, daemon_ready: float, recorder: HostRecorder, slots: int,

@@ -4,7 +4,7 @@ the real elastic MNIST training (the job of ``tests/e2e/test_launcher_loss.py``)
 - the driver (horovodrun) stopped for 6 s, the stalls it tolerates of itself (a GIL hold, a
   throttled pod), and continued: the 8 s lease loses nothing, the same workers train on;
 - the launcher SIGKILLed mid-training and retried: the retry says where its start-up went,
-  phase by phase, at its first commit (the figures go to scripts/bench_launcher_loss.py's table).
+  phase by phase, at its first step (the figures go to scripts/bench_launcher_loss.py's table).
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from tests.waiting import wait_for
 STALL = 6.0  # the driver's own stalls it survives (docs/architecture.md, "A lost launcher")
 PHASE_LINE = re.compile(r"training [\d.]+ s after the start: discovery daemon [\d.?]+ s, hosts prepared [\d.?]+ s "
                         r"\(ssh pinning, earlier runs stopped, dataset\), workers started [\d.?]+ s, "
-                        r"imports [\d.?]+ s, rendezvous [\d.?]+ s, first commit [\d.?]+ s")
+                        r"imports and setup [\d.?]+ s, first step [\d.?]+ s")
 
 
 @pytest.fixture
@@ -87,7 +87,8 @@ def test_a_retried_launcher_says_where_its_start_up_went(cluster, tmp_path):
         new = Job(cluster, tmp_path, "new")
         wait_for(lambda: wait_training_now(new, lost), START_TIMEOUT, "the retry to train", interval=0.2,
                  alive=new.alive, detail=new.log)
-        wait_for(lambda: PHASE_LINE.search(new.log()), 60, "the retry's start-up line", interval=0.2, detail=new.log)
+        wait_for(lambda: PHASE_LINE.search(new.log_path.read_text(errors="replace")), 60, "the retry's start-up line",
+                 interval=0.2, detail=new.log)
         wait_for(lambda: not old.trainers(), GONE_TIMEOUT, "the old world to be gone", interval=0.2)
     finally:
         old.kill_everything()
