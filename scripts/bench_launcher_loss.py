@@ -54,7 +54,8 @@ PODS = 2
 SIGNALS = {"SIGKILL": signal.SIGKILL, "SIGSTOP": signal.SIGSTOP, "SIGTERM": signal.SIGTERM}
 POD_GRACE = 60.0
 TIMEOUT = 300.0
-RESUMED = re.compile(r"resuming from \S+ \(epoch (\d+), (\d+) samples done\)")
+# a checkpoint's or a worker's own snapshot's (training/snapshots.py) resume line
+RESUMED = re.compile(r"resuming from (?:local snapshot )?\S+ \(epoch (\d+), (\d+) samples done\)")
 PHASES = re.compile(r"training [\d.]+ s after the start: .*")  # elastic-run's start-up line (elastic.launch.phases)
 
 
@@ -226,6 +227,11 @@ def one_round(project: Path, cluster, work: Path, sig_name: str, at_samples: int
             if rnd.gone is not None and rnd.trains is not None:
                 break
             time.sleep(0.1)
+        # the old world may train on after the signal (a frozen launcher's workers, until their
+        # lease ends): what it trained until it was gone is what a resume can lose
+        upto = min(wall0 + (rnd.gone if rnd.gone is not None else TIMEOUT), seen_new or float("inf"))
+        trained = max([trained] + [position(r) for r in records(old.metrics)
+                                   if r.get("event") == "progress" and r["time"] <= upto])
         resumed = RESUMED.search(new.log())
         start = (int(resumed.group(1)) - 1) * EPOCH + int(resumed.group(2)) if resumed else \
             (int(at["epoch"]) - 1) * EPOCH
