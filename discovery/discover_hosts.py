@@ -37,6 +37,7 @@ import sys
 
 from discovery.errors import ConfigError, DiscoveryError, Failure, UsageError
 from shared import daemon_client
+from shared import discovery_wire as wire
 from shared.exitcodes import EXIT_FAILURE, EXIT_OK
 from shared.hosts import host_ok  # the one host rule (discovery.hosts and elastic use it too)
 from shared.runner import run_main
@@ -198,20 +199,20 @@ def validate(body: bytes, source: str, warnings: list | None = None) -> bytes:
 
 
 def from_daemon(s: dict) -> bytes:
-    path = "/hosts"
+    path = wire.HOSTS
     if s["group"]:
-        path += "?group=" + _quote(s["group"])
+        path += f"?{wire.GROUP_PARAM}=" + _quote(s["group"])
     status, headers, body = http_get(s["url"], path, s["token"], s["timeout"])
     if status != 200:
         msg = body.decode("utf-8", "replace").strip().splitlines()
         raise Failure(f"daemon at {s['url']}: HTTP {status}" + (f": {msg[0][:160]}" if msg else ""))
     try:
-        age = float(headers.get("x-discovery-age", "nan"))
+        age = float(headers.get(wire.AGE_LOWER, "nan"))
     except ValueError:
         age = float("nan")
     if not 0 <= age <= s["max_age"]:  # also catches a missing header (nan) and -inf
         raise Failure(f"daemon at {s['url']}: list is stale ({age:g}s old, --max-age {s['max_age']:g})")
-    if s["group"] and headers.get("x-discovery-group") == "unknown":
+    if s["group"] and headers.get(wire.GROUP_LOWER) == wire.GROUP_UNKNOWN:
         s["warnings"].append(f"daemon at {s['url']}: no pod has ever carried group {s['group'][:80]!r} "
                              "(a typo in --group? the job's pods not created yet?)")
     return validate(body, f"daemon at {s['url']}", s["warnings"])

@@ -35,10 +35,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from discovery.service import DiscoveryService
+from shared import discovery_wire as wire
 
 WAITING_PODS_SHOWN = 100  # /hosts.json names this many waiting pods; "waiting" counts them all
-ROUTES = ("/hosts", "/hosts.json", "/healthz", "/readyz", "/metrics")
-OPEN_ROUTES = ("/healthz", "/readyz")
+ROUTES, OPEN_ROUTES = wire.ROUTES, wire.OPEN_ROUTES
 
 
 class ServiceCollector:
@@ -135,10 +135,10 @@ def make_app(svc: DiscoveryService, token: str | None = None) -> web.Application
         return group
 
     def headers(group: str | None = None) -> dict[str, str]:
-        h = {"X-Discovery-Age": f"{svc.age():.3f}", "X-Discovery-Stale": "1" if svc.stale else "0",
-             "X-Discovery-Generation": str(svc.table.generation), "Cache-Control": "no-store"}
+        h = {wire.AGE: f"{svc.age():.3f}", wire.STALE: "1" if svc.stale else "0",
+             wire.GENERATION: str(svc.table.generation), "Cache-Control": "no-store"}
         if group is not None:
-            h["X-Discovery-Group"] = "known" if group in svc.known_groups else "unknown"
+            h[wire.GROUP] = wire.GROUP_KNOWN if group in svc.known_groups else wire.GROUP_UNKNOWN
         return h
 
     async def hosts(request: web.Request) -> web.Response:
@@ -197,9 +197,9 @@ def make_app(svc: DiscoveryService, token: str | None = None) -> web.Application
         return resp
 
     app = web.Application(middlewares=[middleware])
-    app.router.add_get("/hosts", hosts)
-    app.router.add_get("/hosts.json", hosts_json)
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-    app.router.add_get("/metrics", metrics)
+    app.router.add_get(wire.HOSTS, hosts)
+    app.router.add_get(wire.HOSTS_JSON, hosts_json)
+    app.router.add_get(wire.HEALTHZ, healthz)
+    app.router.add_get(wire.READYZ, readyz)
+    app.router.add_get(wire.METRICS, metrics)
     return app

@@ -68,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--shared-dir", action="append", default=[], metavar="DIR",
                     help="with --runtime containers: a host directory mounted at the same path in every pod "
                          "(like a ReadWriteMany volume; repeatable)")
+    up.add_argument("--capacity", type=int, default=0, metavar="N",
+                    help="most pods the node runs at once, as a capped pool: the rest stay Pending "
+                         "(default 0: no limit)")
     up.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for Ready pods")
     sub.add_parser("down", parents=[common], help="stop the cluster and every pod process")
     st = sub.add_parser("status", parents=[common], help="show the cluster and its pods")
@@ -128,11 +131,14 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "up":
         if args.workers < 0:
             raise UsageError(f"--workers must be >= 0, got {args.workers}")
+        if args.capacity < 0:
+            raise UsageError(f"--capacity must be >= 0, got {args.capacity}")
         problem = _runtime_problem(args)
         if problem:
             raise UsageError(problem)
         state, started = control.start(paths, ssh_port=args.ssh_port, isolation=args.isolation,
-                                       runtime=args.runtime, image=args.image, shared_dirs=args.shared_dir)
+                                       runtime=args.runtime, image=args.image, shared_dirs=args.shared_dir,
+                                       capacity=args.capacity)
         if started:
             created, _ = control.scale(state, args.workers, args.slots, args.gpus)
             control.wait_ready(state, created, args.timeout)

@@ -102,7 +102,7 @@ def check_prerequisites(isolation: str, runtime: str = "processes", image: str |
 def start(paths: StatePaths, ssh_port: int = 2222, isolation: str = "namespaces", timeout: float = 60.0,
           history: int = 1000, bookmark_interval: float = 5.0, auth: bool = True,
           die_with_parent: bool = False, runtime: str = "processes", image: str | None = None,
-          shared_dirs: tuple = ()) -> tuple[dict, bool]:
+          shared_dirs: tuple = (), capacity: int = 0) -> tuple[dict, bool]:
     state = running_state(paths)
     if state is not None:
         return state, False
@@ -121,7 +121,8 @@ def start(paths: StatePaths, ssh_port: int = 2222, isolation: str = "namespaces"
            str(ssh_port), "--isolation", isolation, "--history", str(history),
            "--bookmark-interval", str(bookmark_interval)] + ([] if auth else ["--no-auth"]) + (
            ["--runtime", runtime, "--image", image] if runtime == "containers" else []) + [
-           a for d in shared_dirs for a in ("--shared-dir", os.path.abspath(d))]
+           a for d in shared_dirs for a in ("--shared-dir", os.path.abspath(d))] + (
+           ["--capacity", str(capacity)] if capacity else [])
     env = dict(os.environ)
     pkg_parent = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")

@@ -106,7 +106,8 @@ class Daemon:
         ensure_cluster_key(paths)
         prefix, lock = claim_block()
         self.kubelet = Kubelet(self.service, paths, prefix, args.ssh_port, args.isolation,
-                               runtime=args.runtime, image=args.image, shared_dirs=args.shared_dir)
+                               runtime=args.runtime, image=args.image, shared_dirs=args.shared_dir,
+                               capacity=args.capacity)
         self.api.log_path = self.kubelet.log_path
         ca, cert, key = ensure_certs(paths.tls_dir)
         api_port = await self.api.start("127.0.0.1", args.api_port, server_context(cert, key))
@@ -239,9 +240,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--shared-dir", action="append", default=[],
                    help="host directory mounted at the same path in every container (repeatable)")
     p.add_argument("--no-auth", action="store_true")
+    p.add_argument("--capacity", type=int, default=0,
+                   help="most pods the node runs at once; the rest stay Pending (0: no limit)")
     p.add_argument("--history", type=int, default=1000)
     p.add_argument("--bookmark-interval", type=float, default=5.0)
     args = p.parse_args(argv)
+    if args.capacity < 0:
+        p.error(f"--capacity must be >= 0, got {args.capacity}")
     if (args.runtime == "containers") != bool(args.image):
         p.error("--image is needed with --runtime containers, and only there")
     if args.shared_dir and args.runtime != "containers":

@@ -4,6 +4,11 @@
 It follows the store's events and, for every pod whose ``spec.nodeName`` is empty (it binds it
 to ``local``) or ``local`` -- pods of other nodes are left alone:
 
+0. with ``capacity`` N (0: no limit), binds a pod only while fewer than N pods of the node
+   hold a place (bound, not Succeeded or Failed; a terminating pod holds its place until it
+   is gone); the rest stay Pending without a node, as on a full pool, and are bound oldest
+   first (creation time, then name) as places free up: what a capped GPU pool does;
+
 1. gives it the next address of its ``127.A.B.0/24`` pool, a directory ``DIR/pods/<pod>/`` with
    ``data/``, a host key and an ``sshd_config``;
 2. starts ``/usr/sbin/sshd -D`` on ``ip:ssh_port``. With ``isolation="namespaces"`` (root) it runs
@@ -331,7 +336,10 @@ class Kubelet:
 
     def __init__(self, service: PodService, paths: StatePaths, prefix: str, ssh_port: int,
                  isolation: str = "namespaces", stop_grace: float = 2.0, runtime: str = "processes",
-                 image: str | None = None, shared_dirs: tuple = ()) -> None:
+                 image: str | None = None, shared_dirs: tuple = (), capacity: int = 0) -> None:
+        if capacity < 0:
+            raise ValueError(f"capacity must be >= 0, got {capacity}")
+        self.capacity = capacity
         if isolation not in ("namespaces", "none"):
             raise ValueError(f"isolation must be 'namespaces' or 'none', got {isolation!r}")
         if runtime not in ("processes", "containers") or (runtime == "containers") != bool(image):
@@ -410,11 +418,29 @@ class Kubelet:
     def runtime(self, uid: str) -> PodRuntime | None:
         return self._runtimes.get(uid)
 
+    def _holding(self) -> int:
+        """Pods of this node that hold a place (``capacity``)."""
+        return sum(1 for p in self.service.list()[0] if p["spec"].get("nodeName") == NODE
+                   and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
+
+    def _bind_waiting(self) -> None:
+        """With a ``capacity``: bind the unbound pods, oldest first, while places are free."""
+        free = self.capacity - self._holding()
+        if free <= 0:
+            return
+        waiting = sorted((p for p in self.service.list()[0] if managed(p) and not p["spec"].get("nodeName")
+                          and not p["metadata"].get("deletionTimestamp")),
+                         key=lambda p: (str(p["metadata"].get("creationTimestamp") or ""), p["metadata"]["name"]))
+        for pod in waiting[:free]:
+            self.service.bind(pod["metadata"]["namespace"], pod["metadata"]["name"], NODE)
+
     async def _loop(self, queue: asyncio.Queue[Event]) -> None:
         while True:
             event = await queue.get()
             try:
                 self._handle(event.type, event.object)
+                if self.capacity:
+                    self._bind_waiting()
             except ApiError as exc:
                 log.warning("kubelet: %s", exc)
             except Exception:  # one bad event must not stop the kubelet
@@ -434,7 +460,8 @@ class Kubelet:
             return
         pod = current
         if not pod["spec"].get("nodeName"):
-            self.service.bind(meta["namespace"], meta["name"], NODE)
+            if not self.capacity:  # else _bind_waiting binds it when a place is free
+                self.service.bind(meta["namespace"], meta["name"], NODE)
             return
         if pod["metadata"].get("deletionTimestamp"):
             if rt is not None:

@@ -140,14 +140,15 @@ class ClusterHandle:
 def running_cluster(state_dir, workers: int = 0, *, ssh_port: int = 2222, isolation: str = "namespaces",
                     slots: int | None = None, gpus: int = 0, timeout: float = 60.0, history: int = 1000,
                     bookmark_interval: float = 5.0, auth: bool = True, runtime: str = "processes",
-                    image: str | None = None, shared_dirs: tuple = ()):
-    """Start a cluster in ``state_dir`` with ``workers`` Ready worker pods; stop it on exit."""
+                    image: str | None = None, shared_dirs: tuple = (), capacity: int = 0):
+    """Start a cluster in ``state_dir`` with ``workers`` Ready worker pods; stop it on exit.
+    ``capacity``: most pods the node runs at once (0: no limit; ``localcluster.kubelet``)."""
     paths = StatePaths(Path(state_dir).resolve())
     if control.running_state(paths) is not None:
         raise ClusterError(f"a cluster is already running with state dir {paths.root}")
     state, _ = control.start(paths, ssh_port=ssh_port, isolation=isolation, timeout=timeout, history=history,
                              bookmark_interval=bookmark_interval, auth=auth, die_with_parent=True,
-                             runtime=runtime, image=image, shared_dirs=shared_dirs)
+                             runtime=runtime, image=image, shared_dirs=shared_dirs, capacity=capacity)
     try:
         handle = ClusterHandle(paths, state)
         if workers:

@@ -31,6 +31,7 @@ from functools import partial
 from pathlib import Path
 
 from elastic.launch.push import DaemonDiscovery, parse_hosts
+from shared import discovery_wire as wire
 
 POD, IP = "push-0", "10.202.0.1"
 
@@ -78,7 +79,7 @@ class Served:
                 time.sleep(0.05)
                 continue
             now = time.perf_counter()
-            gen = resp.getheader("X-Discovery-Generation", "")
+            gen = resp.getheader(wire.GENERATION, "")
             if resp.status == 200 and gen.isdigit() and int(gen) != generation:
                 generation = int(gen)
                 self.tables.append((now, parse_hosts(body.decode("ascii"), 1)))

@@ -76,6 +76,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from discovery.hosts import SLOTS_ANNOTATION
 from localcluster import procs
 from localcluster.errors import ClusterError, LocalClusterError, NotFound
 
@@ -334,13 +335,15 @@ class Bench:
         self.job: Job | None = None
 
     # -- state between rounds ---------------------------------------------------------------
-    def add_pod(self) -> tuple[str, str, float]:
-        """Create a worker pod; (name, ip, time it was seen Ready). A pod that fails to start
-        (seen under heavy load: ``unshare: sigprocmask unblock failed``) is replaced, twice."""
+    def add_pod(self, slots: int | None = None) -> tuple[str, str, float]:
+        """Create a worker pod (with ``slots``: that many, its ``elastic-horovod/slots``
+        annotation, which the discovery daemon serves; else one); (name, ip, time it was seen
+        Ready). A pod that fails to start (seen under heavy load: ``unshare: sigprocmask
+        unblock failed``) is replaced, twice."""
         for attempt in range(3):
             self.made += 1
             name = f"bench-{self.made}"
-            self.c.create_pod(name)
+            self.c.create_pod(name, annotations={SLOTS_ANNOTATION: str(slots)} if slots else None)
             try:
                 ip = self.c.wait_ready(name, timeout=120)
             except LocalClusterError as exc:
@@ -640,10 +643,19 @@ class Bench:
         size = 2 * POD_RANKS
         try:
             while len(self.pods) < 2:
-                self.add_pod()
+                # the slots come from the pod, as discovery serves them (elastic-run's
+                # --slots-per-host does not override what the daemon says: with it alone
+                # the world was 2 x 1 and never the 8 this round waits for)
+                self.add_pod(POD_RANKS)
             job.start()
             self.job = job
-            tick, outcome = self.wait_resumed(time.time(), size)
+            # the start has a deadline of its own (POD_RANKS_START_S); what is measured, the
+            # freeze, keeps the round deadline
+            round_timeout, self.round_timeout = self.round_timeout, max(self.round_timeout, POD_RANKS_START_S)
+            try:
+                tick, outcome = self.wait_resumed(time.time(), size)
+            finally:
+                self.round_timeout = round_timeout
             if tick is None:
                 raise Aborted(f"the job of {size} ranks did not start: {outcome}")
             victim = self.other(self.rank0()[1])
@@ -881,6 +893,9 @@ def driver_pid(root: int) -> int | None:
 
 DETECTOR_SCENARIOS = ("pod-ranks-frozen", "driver-frozen", "pod-frozen-thawed")
 POD_RANKS = 4  # pod-ranks-frozen: slots per pod
+# pod-ranks-frozen: how long its job of 2 x POD_RANKS ranks may take to step at that size (8
+# processes importing torch on a loaded 2-core machine took over the 120 s round deadline)
+POD_RANKS_START_S = 600.0
 DRIVER_FREEZE_S = 6.0  # driver-frozen: how long the driver is stopped
 THAW_AFTER_S = 8.0  # pod-frozen-thawed: how long the pod is frozen
 THAW_BACK_GOAL_S = 60.0

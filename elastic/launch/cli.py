@@ -122,6 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop the job when no rank committed or made progress for this long, "
                         "saying what each was last seen doing; 0 turns it off "
                         "(ELASTIC_STALL_TIMEOUT; default 900)")
+    g.add_argument("--first-world-timeout", type=float, default=None, metavar="SECONDS",
+                   help="exit 75 (no capacity: try again later) when no world of --min-np slots formed "
+                        "within this long (plus up to 25%% jitter), so that a capped pool's workers can "
+                        "be freed for another job; default off: wait up to --elastic-timeout")
     g.add_argument("--verbose", action="store_true", help="horovodrun --verbose and debug logs")
     p.add_argument("--dry-run", action="store_true",
                    help="print the plan (commands, paths, environment) as JSON and exit 0 without starting anything")
@@ -241,6 +245,9 @@ def config_from_args(args: argparse.Namespace, command: list[str]) -> LaunchConf
             raise ConfigError(f"ELASTIC_STALL_TIMEOUT must be a number of seconds, got {raw!r}") from None
     if not stall >= 0:
         raise ConfigError(f"--stall-timeout must be 0 (off) or a positive number of seconds, got {stall}")
+    first_world = args.first_world_timeout
+    if first_world is not None and not first_world > 0:
+        raise ConfigError(f"--first-world-timeout must be a positive number of seconds, got {first_world:g}")
     leave_grace = None
     if args.leave_grace is not None:
         leave_grace = parse_leave_grace(args.leave_grace)
@@ -279,7 +286,7 @@ def config_from_args(args: argparse.Namespace, command: list[str]) -> LaunchConf
         namespace=namespace, kubeconfig=os.path.abspath(args.kubeconfig) if args.kubeconfig else None,
         dataset=dataset, ssh_dir=os.path.abspath(args.ssh_dir) if args.ssh_dir else None,
         metrics_file=metrics, timeline_file=args.timeline_file, plot_file=plot_file, log_dir=log_dir,
-        stall_timeout=stall or None,
+        stall_timeout=stall or None, first_world_timeout=first_world,
         events_file=os.path.abspath(args.events_file) if args.events_file else None,
         leave_grace=leave_grace, job_id=job_id, lease=lease, term_grace=term_grace, run_id=run_id,
     )

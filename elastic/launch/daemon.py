@@ -36,6 +36,7 @@ from pathlib import Path
 from elastic.common.procs import tied_popen
 from elastic.errors import DaemonStartError, DaemonUnavailable
 from shared import daemon_client
+from shared import discovery_wire as wire
 from shared.worker import Worker
 
 log = logging.getLogger("elastic.run")
@@ -56,7 +57,7 @@ def _get(url: str, path: str, timeout: float) -> tuple[int, str]:
 def probe(url: str, timeout: float = 2.0) -> bool:
     """True when a daemon answers ``GET {url}/healthz`` with 200."""
     try:
-        status, _ = _get(url, "/healthz", timeout)
+        status, _ = _get(url, wire.HEALTHZ, timeout)
     except DaemonUnavailable:
         return False
     return status == 200
@@ -64,9 +65,9 @@ def probe(url: str, timeout: float = 2.0) -> bool:
 
 def fetch_hosts(url: str, timeout: float = 5.0) -> list[str]:
     """The daemon's current ``host:slots`` lines (sorted as served)."""
-    status, body = _get(url, "/hosts", timeout)
+    status, body = _get(url, wire.HOSTS, timeout)
     if status != 200:
-        raise DaemonUnavailable(f"discovery daemon at {url} answered /hosts with HTTP {status}")
+        raise DaemonUnavailable(f"discovery daemon at {url} answered {wire.HOSTS} with HTTP {status}")
     return [line.strip() for line in body.splitlines() if line.strip()]
 
 
@@ -184,7 +185,7 @@ class ManagedDaemon:
             if proc.poll() is not None:
                 raise DaemonStartError(f"discovery-daemon exited with {proc.returncode}: {self._last_log_line()}")
             try:
-                status, _ = _get(self.url or "", "/readyz", 1.0)
+                status, _ = _get(self.url or "", wire.READYZ, 1.0)
                 if status == 200:
                     return
             except DaemonUnavailable:

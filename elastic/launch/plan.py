@@ -81,6 +81,7 @@ class LaunchConfig:
     poll_interval: float = 0.5
     daemon_env: dict = field(default_factory=dict)
     stall_timeout: float | None = 900.0
+    first_world_timeout: float | None = None
     events_file: str | None = None
     leave_grace: float | None = None
     job_id: str | None = None
@@ -135,6 +136,9 @@ class LaunchPlan:
     events_file: where Horovod's driver appends its event records (``elastic.launch.events``;
         ``--events-file`` or ``workdir/driver-events.jsonl``), also in ``env``.
     stall_timeout: seconds without progress before the watchdog stops the job; None: off.
+    first_world_timeout: seconds (before jitter) for the driver to form its first world, else
+        exit 75 so the workers can be freed (``elastic.launch.gang``); None: wait up to
+        ``--elastic-timeout`` as horovodrun does.
     horovodrun_death_signal: the signal the kernel sends horovodrun when the launcher dies
         (``PR_SET_PDEATHSIG``): ``hvdrun.LAUNCHER_GONE_SIGNAL`` for ``elastic.launch.hvdrun``
         (it stops the job, reaps the hosts and exits within seconds), SIGTERM for the plain
@@ -171,6 +175,7 @@ class LaunchPlan:
     daemon_log_kept: bool = False
     events_file: str = ""
     stall_timeout: float | None = None
+    first_world_timeout: float | None = None
     horovodrun_death_signal: int = int(signal.SIGTERM)
     leave_grace: float | None = None
     job_id: str = ""
@@ -252,6 +257,7 @@ def make_plan(config: LaunchConfig, *, run_id: str, workdir: str,
         min_slots=opts.min_np,
         daemon_log_kept=daemon is not None and config.log_dir is not None,
         events_file=events_file, stall_timeout=config.stall_timeout,
+        first_world_timeout=config.first_world_timeout,
         horovodrun_death_signal=int(LAUNCHER_GONE_SIGNAL if hvdrun else signal.SIGTERM),
         leave_grace=config.leave_grace, job_id=job_id, lease=config.lease, term_grace=config.term_grace,
     )

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from elastic.common.hostlist import MAX_SLOTS, split_host_slots, validate_host_name
 from elastic.errors import BadAnswer, ConfigError
 from shared import daemon_client
+from shared import discovery_wire as wire
 from shared.worker import Worker
 
 log = logging.getLogger("elastic.push")
@@ -129,10 +130,10 @@ class DaemonDiscovery:
                 self._stop.wait(self._retry)
 
     def _poll(self) -> None:
-        path = f"/hosts?wait={self._generation}&timeout={self._poll_timeout:g}"
+        path = f"{wire.HOSTS}?{wire.WAIT_PARAM}={self._generation}&{wire.TIMEOUT_PARAM}={self._poll_timeout:g}"
         status, headers, body = daemon_client.get(self._url, path, self._token, self._poll_timeout + 10)
         self.polls += 1
-        generation = headers.get("x-discovery-generation", "")
+        generation = headers.get(wire.GENERATION_LOWER, "")
         if status != 200:
             # 503 before the first sync (401 with a wrong token): keep what we have, ask again shortly
             if generation.isdigit():
@@ -141,7 +142,7 @@ class DaemonDiscovery:
             return
         hosts = parse_hosts(body.decode("ascii", "strict"), self._slots)
         if not generation.isdigit():
-            raise BadAnswer("no X-Discovery-Generation header: not a discovery daemon with long poll")
+            raise BadAnswer(f"no {wire.GENERATION} header: not a discovery daemon with long poll")
         with self._cond:
             self._generation = int(generation)
             if hosts != self._hosts:

@@ -28,9 +28,12 @@ side effects) and ``execute(plan)`` carries it out, in these steps (blocks until
    progress for ``plan.stall_timeout`` seconds it prints what each was last seen doing and
    stops horovodrun's whole session (exit 1); when every rank of the first world exited 2
    before any commit (``elastic.launch.badinput``: a bad training flag) it stops it at once
-   (exit 2) instead of waiting for other hosts up to ``--elastic-timeout``; at the first step
-   of the training it logs where the start-up went, phase by phase (``elastic.launch.phases``:
-   the daemon, the hosts' preparation, the workers' start, their imports, the first step);
+   (exit 2) instead of waiting for other hosts up to ``--elastic-timeout``; with
+   ``plan.first_world_timeout``, when the driver formed no world by its (jittered) deadline
+   it stops it and exits 75 (``elastic.launch.gang``: a capped pool; free the workers); at the
+   first step of the training it logs where the start-up went, phase by phase
+   (``elastic.launch.phases``: the daemon, the hosts' preparation, the workers' start, their
+   imports, the first step);
 4. at the end (always; each step runs even when one before it failed, and a SIGINT/SIGTERM
    arriving meanwhile is noted, not obeyed: this is what stops the job's processes, and
    each step has a deadline): a horovodrun still running is stopped; the host recorder is
@@ -47,7 +50,8 @@ daemon and the steps, and sends horovodrun ``plan.horovodrun_death_signal`` (hvd
 stops the job and reaps the hosts itself, see ``elastic.launch.hvdrun``).
 
 The exit code is horovodrun's (128+N when it died of signal N; 2 when it failed and every
-training process that ended exited 2: ``bad_input_exit``), or 128+N when the launcher
+training process that ended exited 2: ``bad_input_exit``; 75 when no first world formed within
+``--first-world-timeout``), or 128+N when the launcher
 itself was ended by signal N (forwarded to horovodrun, which then exits as it likes; the
 timeline still shows horovodrun's code). Errors before horovodrun starts raise
 ``ElasticError`` subclasses; the CLI turns them into one line (``Interrupted``: 128+N).
@@ -77,6 +81,7 @@ from elastic.errors import ElasticError, Interrupted, LaunchError, SSHError, Syn
 from elastic.launch import console, events, plot, timeline
 from elastic.launch.badinput import BadInputWatch
 from elastic.launch.daemon import ManagedDaemon, fetch_hosts, probe
+from elastic.launch.gang import EXIT_NO_CAPACITY, FirstWorldDeadline
 from elastic.launch.hvdrun import LAUNCHER_GONE_SIGNAL
 from elastic.launch.outputs import outputs_line
 from elastic.launch.phases import Marks, PhaseReport, first_served
@@ -258,6 +263,12 @@ def execute(plan: LaunchPlan) -> int:
         bad_input = BadInputWatch(plan.events_file, lambda size: _stop_bad_input(proc, size))
         cleanup.step("stopping the bad-input watch", bad_input.stop)
         bad_input.start()
+        first_world: FirstWorldDeadline | None = None
+        if plan.first_world_timeout:
+            first_world = FirstWorldDeadline.jittered(
+                plan.events_file, plan.first_world_timeout, lambda seconds: _stop_no_capacity(proc, plan, seconds))
+            cleanup.step("stopping the first-world deadline", first_world.stop)
+            first_world.start()
         with _SignalForwarder(proc, on_term=lambda: _drain(plan, recorder, proc)) as forwarder:
             while True:
                 try:
@@ -269,6 +280,9 @@ def execute(plan: LaunchPlan) -> int:
             return 128 + forwarder.received[0]
         if bad_input.fired:  # every rank of the first world exited 2: stopped at once
             return 2
+        if first_world is not None and first_world.fired:  # no world: free the workers, retry later
+            outcome.returncode = EXIT_NO_CAPACITY  # what the timeline's summary reports
+            return EXIT_NO_CAPACITY
         if watchdog is not None and watchdog.fired:
             outcome.returncode = 1
         return bad_input_exit(exit_code(outcome.returncode), events.read_records(plan.events_file))
@@ -352,6 +366,14 @@ def _stop_bad_input(proc: subprocess.Popen, world_size: int) -> None:
     """Every rank of the first world exited 2 before any commit: say so, stop horovodrun."""
     print(f"elastic-run: error: all {world_size} ranks of the first world exited 2 (bad input) before any "
           "commit: stopping", file=sys.stderr, flush=True)
+    _stop_session(proc)
+
+
+def _stop_no_capacity(proc: subprocess.Popen, plan: LaunchPlan, seconds: float) -> None:
+    """No first world within the deadline (``elastic.launch.gang``): say so, stop horovodrun."""
+    print(f"elastic-run: error: no world of --min-np {plan.min_slots} slots formed within {seconds:.0f} s "
+          f"(--first-world-timeout): exiting {EXIT_NO_CAPACITY} (no capacity) so the workers can be freed "
+          "and the job tried again later", file=sys.stderr, flush=True)
     _stop_session(proc)
 
 

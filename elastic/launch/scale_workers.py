@@ -29,8 +29,9 @@ native sidecar); ``both`` (the default) does all three.
      GPUs are free; the Job's next pod raises them again;
    - the pod has the ``DisruptionTarget`` condition (eviction, preemption, node pressure):
      the Job ignores that failure and makes a new pod; the workers are kept for it;
-   - ``--container`` exited 0 (done) or 2 (bad input: the Job's podFailurePolicy fails it):
-     zero;
+   - ``--container`` exited 0 (done), 2 (bad input: the Job's podFailurePolicy fails it) or
+     75 (no first world within ``--first-world-timeout``: the pool is capped; the Job's
+     podFailurePolicy ignores it and tries again; ``elastic.launch.gang``): zero;
    - any other exit (1, an OOM kill's 137, a ``kubectl delete pod``'s 143): a retry when the
      Job's failures so far are below its ``backoffLimit`` (the workers and their size are
      kept for the next pod), else the Job's last try (zero). Without ``--job`` (or the Job
@@ -61,6 +62,7 @@ from typing import TYPE_CHECKING
 
 from elastic.errors import ConfigError, ElasticError, LaunchError, TransientError, WorkloadGone
 from shared.argparser import OneLineParser
+from shared.exitcodes import EXIT_NO_CAPACITY
 from shared.runner import run_main
 
 if TYPE_CHECKING:  # the client is imported when connecting (it is slow to import)
@@ -120,7 +122,9 @@ def _count(value: object) -> int | None:
 DEFAULT_BACKOFF_LIMIT = 6
 # exit codes that end the Job whatever its backoffLimit: success, and the podFailurePolicy's
 # FailJob rule for bad input (deploy/job/launcher.yaml)
-FINAL_CODES = {0: "the job is done", 2: "bad input: the Job fails without a retry"}
+FINAL_CODES = {0: "the job is done", 2: "bad input: the Job fails without a retry",
+               EXIT_NO_CAPACITY: "no capacity for the first world (--first-world-timeout): the workers are "
+                                 "freed for other jobs; the Job tries again without counting a failure"}
 
 
 def stop_decision(pod: object, container: str, job: object = None) -> Decision:

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 
 from shared import daemon_client
+from shared import discovery_wire as wire
 from shared.worker import Worker
 
 log = logging.getLogger("elastic.run")
@@ -88,12 +89,12 @@ def fetch_hosts_json(url: str, timeout: float = 5.0) -> dict:
     bearer token from ``DISCOVERY_TOKEN``) as a dict (a 503 before the first sync answers
     ``synced: false``); raises ``OSError``/``ValueError`` when the daemon does not answer
     with JSON."""
-    status, _, body = daemon_client.get(url, "/hosts.json", os.environ.get(daemon_client.TOKEN_ENV) or None,
+    status, _, body = daemon_client.get(url, wire.HOSTS_JSON, os.environ.get(daemon_client.TOKEN_ENV) or None,
                                         timeout, 4 << 20)
     if status == 503:
         return {"synced": False}
     if status != 200:
-        raise OSError(f"discovery daemon at {url} answered /hosts.json with HTTP {status}")
+        raise OSError(f"discovery daemon at {url} answered {wire.HOSTS_JSON} with HTTP {status}")
     return json.loads(body)  # hostile until shown otherwise: explain() copes with a non-dict
 
 

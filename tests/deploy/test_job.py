@@ -7,6 +7,7 @@ import textwrap
 
 import pytest
 
+from shared.exitcodes import EXIT_NO_CAPACITY
 from tests.deploy.render import (
     DEPLOY,
     all_containers,
@@ -49,6 +50,20 @@ def test_the_launcher_is_a_job_with_an_exit_status_and_retries(objects):
                                                  "values": [2]}} in rules  # bad input: no retry
     assert {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]} in rules
     assert not by_kind(objects, "Pod")
+
+
+def test_a_job_without_capacity_for_its_first_world_frees_its_workers_and_tries_again(objects):
+    """Issue 32, item 9 (two jobs on a capped pool): no world of --min-np slots within
+    --first-world-timeout is exit 75; the Job ignores that failure (a retry that counts against
+    nothing) and worker-scaler frees the workers on it (tests/e2e/test_capped_pool.py)."""
+    job = one(objects, "Job")
+    rules = job["spec"]["podFailurePolicy"]["rules"]
+    assert {"action": "Ignore", "onExitCodes": {"containerName": "launcher", "operator": "In",
+                                                "values": [EXIT_NO_CAPACITY]}} in rules
+    launcher = container(pod_spec(job), "launcher")
+    first_world = float(flag(launcher["args"], "--first-world-timeout"))
+    # long enough for a cold node scale-up's usual case, far below the hour of --elastic-timeout
+    assert 300 <= first_world < float(flag(launcher["args"], "--elastic-timeout")) / 2
 
 
 def test_the_launcher_waits_long_enough_for_workers(objects):

@@ -22,6 +22,8 @@ BIN = Path(sys.executable).parent
     (["dataset-sync", "/nonexistent/src", "/data/x", "--hosts", "10.0.0.1"],
      "missing dataset directory: /nonexistent/src"),
     (["elastic-run", "--min-np", "0", "--", "true"], "--min-np must be a positive integer, got 0"),
+    (["elastic-run", "--first-world-timeout", "0", "--", "true"],
+     "--first-world-timeout must be a positive number of seconds, got 0"),
     ([sys.executable, "-m", "elastic.launch.prepare", "--identity", "/nonexistent/key", "--ssh-dir", "{tmp}/ssh",
       "bad;host"], "host name 'bad;host' contains characters that are not allowed in a host name"),
     ([sys.executable, "-m", "elastic.launch.prepare"],

@@ -173,3 +173,26 @@ def test_force_delete_and_recreate_under_the_same_name(cluster):
     out = cluster.ssh("again", "hostname; ls -A /data")
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["again"]  # a fresh /data, not the old one
+
+
+def test_a_capped_node_keeps_the_pods_beyond_its_capacity_pending_and_binds_them_oldest_first(tmp_path):
+    """``capacity`` (a capped pool, issue 32 item 9): the third and fourth pods stay Pending
+    without a node; when a running pod goes, the oldest waiting one gets its place."""
+    from localcluster.testing import running_cluster
+
+    with running_cluster(tmp_path / "c", workers=0, capacity=2) as lc:
+        for name in ("p-0", "p-1", "p-2", "p-3"):
+            lc.create_pod(name)
+        lc.wait_ready("p-0", 60)
+        lc.wait_ready("p-1", 60)
+
+        def node(name):
+            pod = lc.client.get_pod(name, "default")
+            return pod["spec"].get("nodeName"), (pod.get("status") or {}).get("phase")
+
+        assert node("p-2") == (None, "Pending") and node("p-3") == (None, "Pending")
+        lc.delete_pod("p-1")
+        assert lc.wait_ready("p-2", 60)
+        assert node("p-3") == (None, "Pending")  # the one place went to the older of the two
+        lc.wait_gone("p-1", 60)
+        assert node("p-3") == (None, "Pending")

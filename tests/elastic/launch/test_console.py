@@ -73,7 +73,8 @@ def test_classify(line, kind, rank):
 def test_a_broken_peer_connection_is_the_expected_abort_line(caplog):
     """A hard kill: the survivors' loops leave on the dead peer's socket before the driver's
     abort arrives. One info line (the first rank's), Gloo's message as the reason, nothing raw."""
-    assert classify(BROKEN[0]).reason == "a peer's connection broke: Read error [127.211.181.2]:42884: Connection reset by peer"
+    assert classify(BROKEN[0]).reason == ("a peer's connection broke: Read error [127.211.181.2]:42884: "
+                                          "Connection reset by peer")
     out, err = io.StringIO(), io.StringIO()
     relay = Relay(out, err, tty=False)
     with caplog.at_level(logging.INFO, logger="elastic.run"):

@@ -91,7 +91,8 @@ def test_being_deleted_reads_the_deletion_timestamp_only(workload, expected):
     assert being_deleted(workload) == expected
 
 
-@pytest.mark.parametrize("code,job", [(0, None), (0, job_json(failed=0)), (2, None), (2, job_json(failed=0))])
+@pytest.mark.parametrize("code,job", [(0, None), (0, job_json(failed=0)), (2, None), (2, job_json(failed=0)),
+                                      (75, None), (75, job_json(failed=0))])  # 75: no capacity (elastic.launch.gang)
 def test_done_or_bad_input_means_zero_whatever_the_retries(code, job):
     decision = stop_decision(ended(code), "launcher", job)
     assert decision.action == "zero" and f"exit code {code}" in decision.reason

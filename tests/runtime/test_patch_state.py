@@ -1,0 +1,95 @@
+"""The elastic state's restore (horovod/torch/elastic/state.py), as patched by
+elastic/launch/horovod_patches 0042: every restore gives back the last commit, however many
+failures come between two commits.
+
+Real Horovod in one process (a world of one), through ``hvd.elastic.run``'s own loop
+(``run_fn`` with ``hvd.init``/``hvd.shutdown`` as its reset): the training function commits,
+trains on, and fails twice (``HorovodInternalError``, as when a peer is lost) before its next
+commit. Fails on the build before 0042: ``OptimizerStateHandler.restore`` loaded the saved
+optimizer state itself, and ``Optimizer.load_state_dict`` keeps those tensors (momentum
+buffers, Adam's moments), so the steps after the first restore changed the saved state in
+place and the second restore gave that back.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+TWO_FAILURES_BETWEEN_COMMITS = """
+import json
+import torch
+import horovod.torch as hvd
+from horovod.common.elastic import run_fn
+from horovod.common.exceptions import HorovodInternalError
+from horovod.torch.elastic import TorchState
+
+hvd.init()
+torch.manual_seed(0)
+model = torch.nn.Linear(3, 1)
+sgd = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+model2 = torch.nn.Linear(3, 1)
+adam = torch.optim.Adam(model2.parameters(), lr=0.01)
+state = TorchState(model=model, optimizer=sgd, adam=adam, model2=model2, batch=0)
+restored = []
+committed = {}
+
+
+def optimizer_state(opt):
+    return {str(k): {n: (v.tolist() if torch.is_tensor(v) else v) for n, v in s.items()}
+            for k, s in opt.state_dict()["state"].items()}
+
+
+def train(steps):
+    for _ in range(steps):
+        for m, opt in ((model, sgd), (model2, adam)):
+            opt.zero_grad()
+            m(torch.ones(2, 3)).pow(2).sum().backward()
+            opt.step()
+        state.batch += 1
+
+
+def reset():
+    hvd.shutdown()
+    hvd.init()
+
+
+def func(state):
+    if not committed:
+        train(3)
+        state.commit()
+        committed.update(sgd=optimizer_state(sgd), adam=optimizer_state(adam), batch=state.batch)
+    else:
+        restored.append({"sgd": optimizer_state(sgd), "adam": optimizer_state(adam), "batch": state.batch})
+    if len(restored) < 2:
+        train(4)  # then a peer is lost: no commit since
+        raise HorovodInternalError("a peer left the collective")
+    return "done"
+
+
+result = run_fn(func, reset)(state)
+print(json.dumps({"result": result, "committed": committed, "restored": restored}))
+"""
+
+
+@pytest.mark.timeout(180)
+def test_every_restore_gives_back_the_last_commit_however_many_failures_between():
+    """Two failures without a commit between them: after each restore the optimizers' state
+    (SGD's momentum buffers, Adam's step and moments) and the batch counter are what was
+    committed. Before 0042 the second restore gave the first failure's trained-on optimizer
+    state (the saved state had been loaded by reference and updated in place)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOROVOD_")}
+    env["OMP_NUM_THREADS"] = "1"
+    proc = subprocess.run([sys.executable, "-c", TWO_FAILURES_BETWEEN_COMMITS], capture_output=True, text=True,
+                          env=env, timeout=150)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["result"] == "done"
+    committed = out["committed"]
+    assert committed["sgd"] and committed["adam"], committed  # momentum buffers and moments exist
+    assert len(out["restored"]) == 2
+    for i, restored in enumerate(out["restored"], 1):
+        assert restored["batch"] == committed["batch"], f"restore {i}: the batch counter"
+        assert restored["sgd"] == committed["sgd"], f"restore {i}: SGD's momentum buffers are not the committed ones"
+        assert restored["adam"] == committed["adam"], f"restore {i}: Adam's state is not the committed one"
