@@ -24,7 +24,9 @@ record), the samples trained again as a share of an epoch (the old run's last pr
 minus where the retry resumed: its "resuming from" line, else the epoch's start), and whether a
 training process of the old run was alive while one of the retry's was ("two worlds").
 Goals: old world gone < 10 s; training again < 30 s; rollback at most one commit
-interval after SIGKILL, none after SIGTERM; never two worlds.
+interval after SIGKILL, none after SIGTERM; never two worlds. Below the table, each retry's own
+start-up line (``elastic.launch.phases``, a build that prints it): where its time went, phase by
+phase (the daemon, the hosts' preparation, the workers' start, their imports, the first step).
 """
 from __future__ import annotations
 
@@ -52,7 +54,9 @@ PODS = 2
 SIGNALS = {"SIGKILL": signal.SIGKILL, "SIGSTOP": signal.SIGSTOP, "SIGTERM": signal.SIGTERM}
 POD_GRACE = 60.0
 TIMEOUT = 300.0
-RESUMED = re.compile(r"resuming from \S+ \(epoch (\d+), (\d+) samples done\)")
+# a checkpoint's or a worker's own snapshot's (training/snapshots.py) resume line
+RESUMED = re.compile(r"resuming from (?:local snapshot )?\S+ \(epoch (\d+), (\d+) samples done\)")
+PHASES = re.compile(r"training [\d.]+ s after the start: .*")  # elastic-run's start-up line (elastic.launch.phases)
 
 
 @dataclass
@@ -223,11 +227,21 @@ def one_round(project: Path, cluster, work: Path, sig_name: str, at_samples: int
             if rnd.gone is not None and rnd.trains is not None:
                 break
             time.sleep(0.1)
+        # the old world may train on after the signal (a frozen launcher's workers, until their
+        # lease ends): what it trained until it was gone is what a resume can lose
+        upto = min(wall0 + (rnd.gone if rnd.gone is not None else TIMEOUT), seen_new or float("inf"))
+        trained = max([trained] + [position(r) for r in records(old.metrics)
+                                   if r.get("event") == "progress" and r["time"] <= upto])
         resumed = RESUMED.search(new.log())
         start = (int(resumed.group(1)) - 1) * EPOCH + int(resumed.group(2)) if resumed else \
             (int(at["epoch"]) - 1) * EPOCH
         rnd.rolled_back = max(0, trained - start) / EPOCH
         rnd.extra.update({"trained": trained, "resumed_at": start, "signal_time": wall0})
+        said = PHASES.search(new.log()) if rnd.trains is not None else None
+        if said is None and rnd.trains is not None:  # said at the first step: moments after the retry trains
+            said = until(lambda: PHASES.search(new.log()), 30)
+        if said:
+            rnd.extra["phases"] = said.group(0)
         if rnd.trains is None:
             rnd.note = "the retry did not train within the timeout"
         return rnd
@@ -286,7 +300,13 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     projects = [q.resolve() for q in (args.project or [HERE.parent])]
-    print(table(run(projects, signals, args.rounds, args.at_samples, args.keep_logs)))
+    rounds = run(projects, signals, args.rounds, args.at_samples, args.keep_logs)
+    print(table(rounds))
+    said = [(Path(r.project).name, r.signal, r.extra["phases"]) for r in rounds if r.extra.get("phases")]
+    if said:
+        print("\nwhere the retry's start-up went (elastic-run's own line, from its start):")
+        for name, sig, line in said:
+            print(f"  {name} {sig}: {line}")
     return 0
 
 

@@ -69,11 +69,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "an earlier run of JOB left on a host before its own world starts there "
                         "(ELASTIC_JOB_ID; letters, digits and '-', at most 63; default: derived from the "
                         "pods' namespace, selector or daemon, the kubeconfig and the training command)")
+    g.add_argument("--run-id", default=None, metavar="RUN",
+                   help="this run's identity, different for every retry (letters, digits and '-', at most "
+                        "63; default: a random one); deploy/ gives the launcher pod's uid, which the "
+                        "discovery sidecar's prepare hook keeps (--keep-run) while it stops the job's other runs")
     g.add_argument("--lease", default=None, metavar="SECONDS",
                    help="a worker whose driver has not answered for this long, or whose ssh session is "
                         "gone, ends its processes (elastic.launch.lease): a lost launcher leaves no "
                         f"world behind (ELASTIC_LEASE; 0: off, else {MIN_LEASE:g}..{MAX_LEASE:g}; "
-                        f"default {DEFAULT_LEASE:g}: three times the driver stall the job survives)")
+                        f"default {DEFAULT_LEASE:g}: the 6 s driver stall the job survives, plus 2 s)")
     g.add_argument("--term-grace", default=None, metavar="SECONDS",
                    help="on SIGTERM (drain, eviction), how long the training gets to commit, write a "
                         "checkpoint and leave before elastic-run stops what is left; keep it below the "
@@ -167,7 +171,8 @@ MAX_TERM_GRACE = 3600.0
 
 
 def parse_job_id(raw: str, name: str = "--job-id") -> str:
-    """``--job-id`` as given, or ConfigError naming it (it goes into a shell pattern on the hosts)."""
+    """``--job-id`` (or ``--run-id``) as given, or ConfigError naming it (it goes into a shell
+    pattern on the hosts)."""
     if not _JOB_ID.match(raw):
         raise ConfigError(f"{name} must be 1 to 63 letters, digits or '-', got {raw!r}")
     return raw
@@ -250,6 +255,9 @@ def config_from_args(args: argparse.Namespace, command: list[str]) -> LaunchConf
         leave_grace = parse_leave_grace(os.environ["ELASTIC_LEAVE_GRACE"], "ELASTIC_LEAVE_GRACE")
     raw, env_name = _flag_or_env(args.job_id, "ELASTIC_JOB_ID")
     job_id = parse_job_id(raw, env_name or "--job-id") if raw is not None else None
+    run_id = parse_job_id(args.run_id, "--run-id") if args.run_id is not None else None
+    if run_id is not None and run_id == job_id:
+        raise ConfigError(f"--run-id must differ from the job's id, got {run_id!r} for both")
     raw, env_name = _flag_or_env(args.lease, "ELASTIC_LEASE")
     lease = parse_lease(raw, env_name or "--lease") if raw is not None else DEFAULT_LEASE
     raw, env_name = _flag_or_env(args.term_grace, "ELASTIC_TERM_GRACE")
@@ -280,7 +288,7 @@ def config_from_args(args: argparse.Namespace, command: list[str]) -> LaunchConf
         metrics_file=metrics, timeline_file=args.timeline_file, plot_file=plot_file, log_dir=log_dir,
         stall_timeout=stall or None, first_world_timeout=first_world,
         events_file=os.path.abspath(args.events_file) if args.events_file else None,
-        leave_grace=leave_grace, job_id=job_id, lease=lease, term_grace=term_grace,
+        leave_grace=leave_grace, job_id=job_id, lease=lease, term_grace=term_grace, run_id=run_id,
     )
 
 
@@ -300,7 +308,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _print_plan(config: LaunchConfig) -> int:
     """Print the plan; its workdir is where a run would put its temporary directory."""
     workdir = os.path.join(tempfile.gettempdir(), "elastic-run-DRYRUN")
-    plan = make_plan(config, run_id=uuid.uuid4().hex, workdir=workdir)
+    plan = make_plan(config, run_id=config.run_id or uuid.uuid4().hex, workdir=workdir)
     print(json.dumps(plan_as_dict(plan), indent=2))
     return 0
 

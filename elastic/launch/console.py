@@ -171,6 +171,7 @@ class Relay:
         self._last_plain = -float("inf")
         self._aborted = False  # an abort was said since the last metrics record
         self._workers: list[Worker] = []
+        self.first_progress: float | None = None  # when the first progress record came (unix time)
 
     # -- input -------------------------------------------------------------------------------
     def feed(self, line: str, stderr: bool = False) -> None:
@@ -187,6 +188,8 @@ class Relay:
             if item.kind == "metrics":
                 assert item.record is not None
                 self._aborted = False
+                if self.first_progress is None and item.record.get("event") == "progress":
+                    self.first_progress = time.time()
                 said = self.view.observe(item.record)
                 for text in said:
                     self._say(text)

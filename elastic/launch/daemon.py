@@ -8,7 +8,8 @@
 - ``daemon_command(...)`` -> argv (pure).
 - ``ManagedDaemon``: ``start()`` runs ``discovery-daemon`` in the background on a free
   loopback port and blocks until ``/readyz`` answers 200 (or raises ``DaemonStartError`` with
-  the daemon's last stderr line); ``stop()`` ends it (SIGTERM, then SIGKILL after a grace
+  the daemon's last stderr line); ``spawn()`` then ``wait_ready()`` are the same in two steps,
+  the URL known before the daemon answers; ``stop()`` ends it (SIGTERM, then SIGKILL after a grace
   period) and is safe to call twice. Nothing starts in the constructor. The daemon is tied to
   the thread that started it (``elastic.common.procs.tied_popen``): if the launcher dies, even
   by ``kill -9``, the kernel kills the daemon, and its prepare commands die with it
@@ -131,11 +132,28 @@ class ManagedDaemon:
     def start(self) -> str:
         """Start the daemon and block until it is ready; returns its URL. From then on a watcher
         thread starts it again on the same port whenever it exits, until ``stop()``."""
+        self.spawn()
+        return self.wait_ready()
+
+    def spawn(self) -> str:
+        """Start the daemon process on a free loopback port and return its URL at once, before
+        it answers (the launcher starts horovodrun meanwhile: its Python start overlaps the
+        daemon's); ``wait_ready()`` then blocks until it answers."""
         port = free_loopback_port()
         self._argv = daemon_command(self._spec, port)
         self.url = f"http://127.0.0.1:{port}"
         proc = self._spawn(None)
         assert proc is not None
+        return self.url
+
+    def wait_ready(self) -> str:
+        """Block until the daemon ``spawn()`` started is ready (``DaemonStartError`` as for
+        ``start()``: it exited, or was not ready within the ready timeout and is stopped); its
+        URL. From then on the watcher restarts it whenever it exits, until ``stop()``."""
+        with self._lock:
+            proc = self._proc
+        if proc is None or self.url is None:
+            raise DaemonStartError("discovery-daemon: wait_ready() before spawn(), or after stop()")
         self._wait_ready(proc, None)
         self._watch = Worker(self._supervise, "discovery-daemon-watch")
         self._watch.start()

@@ -43,6 +43,7 @@ LAUNCHER_GONE_SIGNAL = signal.SIGUSR2
 GONE_EXIT_AFTER = 20.0
 
 _discoveries: list[DaemonDiscovery] = []
+FIRST_ANSWER_TIMEOUT = 150.0  # seconds for the daemon's first answer: its ready timeout and room
 _reaped = threading.Event()  # set once the reaps after the launcher's death are over
 _launcher_gone = threading.Event()
 _horovod_done = threading.Event()  # horovodrun's run_commandline has returned (or raised)
@@ -53,7 +54,9 @@ def install(url: str) -> None:
     from horovod.runner.elastic import discovery
 
     def push_discovery(_script: str, slots: int) -> DaemonDiscovery:
-        found = DaemonDiscovery(url, default_slots=slots or 1)
+        # elastic-run starts horovodrun while its daemon starts (spawn first): the first answer
+        # may take the daemon's whole ready timeout (120 s), not just the usual 60 s
+        found = DaemonDiscovery(url, default_slots=slots or 1, first_timeout=FIRST_ANSWER_TIMEOUT)
         found.start()
         _discoveries.append(found)
         return found

@@ -12,12 +12,18 @@ child's code (128+N when the child died of signal N). Meanwhile it watches, ever
 
 - the lease: while ``HOROVOD_GLOO_RENDEZVOUS_ADDR``/``_PORT`` (Horovod sets them for every
   elastic worker: the driver's HTTP server in horovodrun) are set, a thread asks that server
-  for ``LEASE_PATH`` every ``POLL`` s (``POLL`` s deadline); any HTTP answer renews the lease
-  (the path is a key-value scope nobody writes: the driver answers 404 without a log line). No answer
-  for N seconds (a launcher killed, a node gone with no FIN: the connections stay half-open, a
-  launcher frozen) and the lease is lost. N must outlast a stalled driver (a GIL hold, a
-  throttled pod: the driver tolerates 6 s stalls of its own, so N >= 15 by default; see
-  ``check_seconds``);
+  for ``LEASE_PATH`` every ``POLL`` s, one question at a time, each allowed the whole lease to
+  be answered; the lease is renewed *when an answer arrives* (any status: the path is a
+  key-value scope nobody writes, the driver answers 404 without a log line): the driver was
+  running then. A driver that stalls (a GIL hold, a throttled pod) keeps the question in its
+  listen backlog and answers it the moment it runs again, so a stall of S seconds looks like
+  at most S + ``POLL`` s of silence (plus the driver's catch-up). No answer for N seconds (a
+  launcher killed, a node gone with no FIN: the connections stay half-open, a launcher
+  frozen) and the lease is lost. N (``DEFAULT_LEASE``, 8 s) covers the 6 s stalls the driver
+  tolerates of itself plus ``POLL`` plus 1 s of catch-up, and ends a silent launcher's world
+  within N + ``TICK`` s (< 10 s). Time this wrapper itself did not run (its pod frozen, its
+  node starved) is not counted against the driver (``Judge``): it first gives the driver
+  ``POLL`` s to answer the question it had pending;
 - the session: the process that started this one has gone (the parent changed), or nobody
   reads this process's stdout or stderr any more (a pipe or socket whose other end closed:
   sshd ended the session, its client-alive check included, or horovodrun's output relay is
@@ -26,8 +32,9 @@ child's code (128+N when the child died of signal N). Meanwhile it watches, ever
 
 On a loss it writes one line to stderr (if anyone still reads it) and sends SIGKILL to its
 process group (itself, the shell that started it, the training and everything it started):
-the old world is gone within N + ``POLL`` seconds of its launcher, or within the session's
-end, whichever comes first. ``decide`` is the pure rule; ``main`` the I/O around it.
+the old world is gone within N + ``TICK`` seconds of its launcher's last answer, or within the
+session's end, whichever comes first. ``decide`` and ``Judge`` are the pure rule; ``main`` the I/O
+around it.
 Standard library only (it runs before anything else on the worker).
 """
 from __future__ import annotations
@@ -44,12 +51,13 @@ import threading
 import time
 from collections.abc import Sequence
 
-DEFAULT_LEASE = 15.0
+DEFAULT_LEASE = 8.0  # the driver's own 6 s stall + POLL + 1 s catch-up; a silent launcher: < 10 s
 MIN_LEASE = 5.0
 MAX_LEASE = 3600.0
 LEASE_PATH = "/elastic-run-lease/ping"
-POLL = 2.0  # seconds between two questions to the driver, and each one's deadline
-TICK = 0.5
+POLL = 1.0  # seconds between two questions to the driver (each may take the whole lease)
+TICK = 0.25
+LATE = 2.0  # a check this much later than TICK: this wrapper itself did not run meanwhile
 ADDR_ENV = "HOROVOD_GLOO_RENDEZVOUS_ADDR"
 PORT_ENV = "HOROVOD_GLOO_RENDEZVOUS_PORT"
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -94,13 +102,38 @@ def hung_up(fds: Sequence[int]) -> bool:
     return any(ev & (select.POLLERR | select.POLLHUP | select.POLLNVAL) for _, ev in poller.poll(0))
 
 
+class Judge:
+    """The lease's clock, with this wrapper's own pauses left out. ``renewed(now, answered)``
+    is the renewal time to hand to ``decide``: the driver's last answer (``answered``), moved
+    forward by the time this wrapper itself did not run since (a check ``LATE`` s later than
+    ``TICK``: its pod frozen or its node starved, when the driver could not have been heard),
+    and then ``POLL`` s more, for the answer the driver owes to the question pending while the
+    wrapper was paused. Pure (the clock is passed in)."""
+
+    def __init__(self, now: float):
+        self._last_check = now
+        self._answered = -math.inf
+        self._credit = 0.0
+
+    def renewed(self, now: float, answered: float) -> float:
+        if answered != self._answered:  # a new answer: earlier pauses no longer matter
+            self._answered, self._credit = answered, 0.0
+        late = now - self._last_check - TICK
+        if late > LATE:
+            self._credit += late + POLL
+        self._last_check = now
+        return answered + self._credit
+
+
 class Renewer:
     """Asks the driver's HTTP server at ``addr:port`` for ``LEASE_PATH`` every ``POLL`` s in a daemon
-    thread; ``renewed`` is when it last answered (any status), starting at ``start()``."""
+    thread, one question at a time, each allowed ``deadline`` s; ``renewed`` is when an answer
+    (any status) last arrived, starting at ``start()``."""
 
-    def __init__(self, addr: str, port: int):
+    def __init__(self, addr: str, port: int, deadline: float = DEFAULT_LEASE):
         self._addr = addr
         self._port = port
+        self._deadline = deadline
         self.renewed = time.monotonic()
 
     def start(self) -> Renewer:
@@ -108,8 +141,7 @@ class Renewer:
         return self
 
     def ask(self) -> bool:
-        asked = time.monotonic()
-        conn = http.client.HTTPConnection(self._addr, self._port, timeout=POLL)
+        conn = http.client.HTTPConnection(self._addr, self._port, timeout=self._deadline)
         try:
             conn.request("GET", LEASE_PATH)
             conn.getresponse().read()
@@ -117,7 +149,7 @@ class Renewer:
             return False
         finally:
             conn.close()
-        self.renewed = max(self.renewed, asked)
+        self.renewed = max(self.renewed, time.monotonic())  # the driver ran when it answered
         return True
 
     def _run(self) -> None:
@@ -127,12 +159,13 @@ class Renewer:
             time.sleep(max(0.0, POLL - (time.monotonic() - started)))
 
 
-def renewer_from_env(environ: dict[str, str] | os._Environ[str]) -> Renewer | None:
+def renewer_from_env(environ: dict[str, str] | os._Environ[str],
+                     deadline: float = DEFAULT_LEASE) -> Renewer | None:
     """The driver to ask, from Horovod's variables; None when they are absent or bad."""
     addr, port = environ.get(ADDR_ENV, ""), environ.get(PORT_ENV, "")
     if not addr or not port.isdigit() or not 0 < int(port) < 65536:
         return None
-    return Renewer(addr, int(port))
+    return Renewer(addr, int(port), deadline)
 
 
 def _say(line: str) -> None:
@@ -162,16 +195,18 @@ def run(command: Sequence[str], seconds: float) -> int:
                 pass
     for sig in FORWARDED:
         signal.signal(sig, forward)
-    renewer = renewer_from_env(os.environ) if seconds > 0 else None
+    renewer = renewer_from_env(os.environ, seconds) if seconds > 0 else None
     if renewer is not None:
         renewer.start()
+    judge = Judge(time.monotonic())
     while True:
         try:
             return _exit_code(child.wait(timeout=TICK))
         except subprocess.TimeoutExpired:
             pass
-        why = decide(time.monotonic(), renewer.renewed if renewer else None, seconds,
-                     os.getppid() != parent, hung_up((1, 2)))
+        now = time.monotonic()
+        renewed = judge.renewed(now, renewer.renewed) if renewer else None
+        why = decide(now, renewed, seconds, os.getppid() != parent, hung_up((1, 2)))
         if why is not None:
             _say(f"{why}: ending this worker's processes (process group {os.getpgrp()})")
             os.killpg(os.getpgrp(), signal.SIGKILL)

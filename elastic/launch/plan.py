@@ -87,6 +87,7 @@ class LaunchConfig:
     job_id: str | None = None
     lease: float = DEFAULT_LEASE
     term_grace: float = DEFAULT_TERM_GRACE
+    run_id: str | None = None  # --run-id: this run's identity (default: a random one)
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,10 @@ RFC 1123 name (``hostlist.validate_host_name``); anything else -- an option such
    module holds no lock.  With ``DISCOVERY_POD_UID`` in the environment (the discovery daemon
    sets it), ``--repin-for-uid UID`` is passed: an address reused by a new pod gets its new
    host key pinned; a changed key for the same pod is still refused;
-2. with ``--reap-job JOB --keep-run RUN`` (what elastic-run passes), the processes of job
-   JOB's other runs on HOST are stopped (``elastic.launch.reap``: an earlier launcher of the
-   same job was killed, its workers may still train); a host where that fails is not served;
+2. with ``--reap-job JOB --keep-run RUN`` (what elastic-run passes, and deploy/'s sidecar), the
+   processes of job JOB's other runs on HOST are stopped (``elastic.launch.reap.reap_job_here``,
+   in this process: an earlier launcher of the same job was killed, its workers may still
+   train); a host where that fails is not served;
 3. with ``--dataset``, ``dataset-sync SRC DEST --host HOST --ssh-config DIR/ssh_config
    --peers-file DIR/hostfile``: the job's other pinned hosts are peers, so a late joiner pulls
    the dataset from one that holds a verified copy (relay), not from the launcher.
@@ -25,9 +26,10 @@ RFC 1123 name (``hostlist.validate_host_name``); anything else -- an option such
 This command dies with the process that started it (``PR_SET_PDEATHSIG``), and its steps die
 with it: a killed discovery daemon leaves no preparation running.
 
-Exit 0 when HOST is ready; otherwise non-zero with one line on stderr (the daemon retries and
-reports the line). ``elastic-run`` writes this command for the daemons it starts; the launcher
-pod in deploy/ writes it out by hand.
+Exit 0 when HOST is ready, with one line on stderr saying how long each step took; otherwise
+non-zero with one line on stderr (the daemon retries and reports the line). ``elastic-run``
+writes this command for the daemons it starts; the launcher pod in deploy/ writes the same one
+out by hand (tests/deploy/test_prepare_hook.py holds them together).
 """
 from __future__ import annotations
 
@@ -35,11 +37,12 @@ import argparse
 import os
 import subprocess
 import sys
+import time
 
 from elastic.common.hostlist import validate_host_name
 from elastic.common.procs import tie_to_parent, tied_run
 from elastic.errors import ConfigError, ElasticError, SSHError, SyncError
-from elastic.launch.reap import reap_command, reap_hosts
+from elastic.launch.reap import reap_command, reap_job_here
 from elastic.launch.tools import tool
 from elastic.ssh.config import BootstrapDir
 from shared.argparser import OneLineParser
@@ -86,26 +89,32 @@ def _run(argv: list[str], what: str, error: type[ElasticError]) -> None:
 
 
 def prepare(host: str, identity: str, ssh_dir: str, ssh_port: int | None, dataset: str | None,
-            pod_uid: str | None = None, reap_job: tuple[str, str] | None = None) -> None:
+            pod_uid: str | None = None, reap_job: tuple[str, str] | None = None) -> dict[str, float]:
     """Pin ``host``'s key (re-pinning it for a new ``pod_uid``), stop the processes of the
     job's other runs there (``reap_job``: job id, this run's id) and sync the dataset to it;
-    raises SSHError/SyncError/ConfigError."""
+    the seconds each step took, by name; raises SSHError/SyncError/ConfigError."""
     validate_host_name(host)
+    took: dict[str, float] = {}
+    mark = time.monotonic()
     argv = [tool("ssh-bootstrap"), "hosts", "--identity", identity, "--out", ssh_dir, f"--hosts={host}"]
     if ssh_port is not None:
         argv += ["--port", str(ssh_port)]
     if pod_uid:
         argv += ["--repin-for-uid", pod_uid]
     _run(argv, f"ssh-bootstrap hosts for {host}", SSHError)
+    took["ssh pinning"], mark = time.monotonic() - mark, time.monotonic()
     if reap_job is not None:
         ssh = [str(BootstrapDir(ssh_dir).ssh_wrapper), "-o", "BatchMode=yes"]
-        if reap_hosts([host], ssh, reap_job[1], job_id=reap_job[0]):
+        if reap_job_here([host], ssh, reap_job[1], reap_job[0]):
             raise SSHError(f"could not stop an earlier run of job {reap_job[0]} on {host}")
+        took["earlier runs stopped"], mark = time.monotonic() - mark, time.monotonic()
     if dataset:
         src, dest = parse_dataset(dataset)
         _run([tool("dataset-sync"), f"--host={host}", "--ssh-config", f"{ssh_dir}/ssh_config",
               "--peers-file", f"{ssh_dir}/hostfile", "--", src, dest],
              f"dataset-sync to {host}", SyncError)
+        took["dataset sync"] = time.monotonic() - mark
+    return took
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -136,9 +145,10 @@ def main(argv: list[str] | None = None) -> int:
                 reap_command(args.keep_run, job_id=args.reap_job)
             except ValueError as exc:
                 raise ConfigError(str(exc)) from None
-        prepare(args.host, args.identity, args.ssh_dir, args.ssh_port, args.dataset,
-                os.environ.get("DISCOVERY_POD_UID") or None, reap_job)
-        print(f"prepared {args.host}", file=sys.stderr)
+        took = prepare(args.host, args.identity, args.ssh_dir, args.ssh_port, args.dataset,
+                       os.environ.get("DISCOVERY_POD_UID") or None, reap_job)
+        steps = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in took.items())
+        print(f"prepared {args.host} in {sum(took.values()):.1f} s ({steps})", file=sys.stderr)
         return 0
     return run_main("prepare", body, usage=ConfigError, failure=ElasticError)
 

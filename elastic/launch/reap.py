@@ -108,19 +108,39 @@ def term_hosts(hosts: Sequence[str], ssh_argv: Sequence[str], run_id: str, wait:
     return _reap_each(hosts, ssh_argv, command, wait + 10) if hosts else []
 
 
+def _untagged() -> dict[str, str]:
+    """This process's environment without the run's tags: a reap's own processes must never
+    match it (on a host that shares its processes with the caller)."""
+    return {k: v for k, v in os.environ.items() if k not in (RUN_ID_ENV, JOB_ID_ENV)}
+
+
 def _reap_each(hosts: Sequence[str], ssh_argv: Sequence[str], command: str, timeout: float) -> list[str]:
     """``ssh_argv + [host, command]`` on every host at once, each bounded by ``timeout``
     (coreutils' timeout: it ends even if this process is killed); the hosts where it failed."""
+    env = _untagged()
+
     def one(host: str) -> str | None:
         argv = ["timeout", "-s", "KILL", f"{timeout:g}", *ssh_argv, host, command]
         try:
-            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout + 5)
+            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout + 5,
+                                  env=env)
         except (OSError, subprocess.TimeoutExpired):
             return host
         return None if proc.returncode == 0 else host
 
     with ThreadPoolExecutor(max_workers=min(16, len(hosts))) as pool:
         return [h for h in pool.map(one, hosts) if h is not None]
+
+
+def reap_job_here(hosts: Sequence[str], ssh_argv: Sequence[str], run_id: str, job_id: str,
+                  grace: float = 5.0, timeout: float = 30.0) -> list[str]:
+    """``reap_hosts(..., job_id=job_id)`` in this process's threads, without a process of its
+    own (a Python start less: seconds on a loaded node): for a caller that does not serve a
+    host until the reap there is done, so a reap cut short by the caller's death only means the
+    host is prepared, and reaped, again (the prepare hook). Blocks at most ``timeout`` + 5 s;
+    the hosts where it failed; ValueError for a bad id."""
+    command = reap_command(run_id, grace, job_id=job_id)
+    return _reap_each(hosts, ssh_argv, command, timeout) if hosts else []
 
 
 def reap_hosts(hosts: Sequence[str], ssh_argv: Sequence[str], run_id: str, grace: float = 5.0,
@@ -134,7 +154,7 @@ def reap_hosts(hosts: Sequence[str], ssh_argv: Sequence[str], run_id: str, grace
         return []
     # the reap's own processes do not carry the run's tags: a reap on a host that shares its
     # processes with the caller must not stop itself
-    env = {k: v for k, v in os.environ.items() if k not in (RUN_ID_ENV, JOB_ID_ENV)}
+    env = _untagged()
     argv = ["timeout", "-s", "KILL", f"{timeout + 5:g}", sys.executable, "-m", "elastic.launch.reap",
             "--run-id", run_id, "--grace", f"{grace:g}", "--timeout", f"{timeout:g}",
             "--ssh-argv", json.dumps(list(ssh_argv))]

@@ -30,7 +30,10 @@ side effects) and ``execute(plan)`` carries it out, in these steps (blocks until
    before any commit (``elastic.launch.badinput``: a bad training flag) it stops it at once
    (exit 2) instead of waiting for other hosts up to ``--elastic-timeout``; with
    ``plan.first_world_timeout``, when the driver formed no world by its (jittered) deadline
-   it stops it and exits 75 (``elastic.launch.gang``: a capped pool; free the workers);
+   it stops it and exits 75 (``elastic.launch.gang``: a capped pool; free the workers); at the
+   first step of the training it logs where the start-up went, phase by phase
+   (``elastic.launch.phases``: the daemon, the hosts' preparation, the workers' start, their
+   imports, the first step);
 4. at the end (always; each step runs even when one before it failed, and a SIGINT/SIGTERM
    arriving meanwhile is noted, not obeyed: this is what stops the job's processes, and
    each step has a deadline): a horovodrun still running is stopped; the host recorder is
@@ -81,6 +84,7 @@ from elastic.launch.daemon import ManagedDaemon, fetch_hosts, probe
 from elastic.launch.gang import EXIT_NO_CAPACITY, FirstWorldDeadline
 from elastic.launch.hvdrun import LAUNCHER_GONE_SIGNAL
 from elastic.launch.outputs import outputs_line
+from elastic.launch.phases import Marks, PhaseReport, first_served
 from elastic.launch.plan import LaunchConfig, LaunchPlan, horovodrun_env, make_plan
 from elastic.launch.reap import reap_hosts, term_hosts
 from elastic.launch.stall import Watchdog
@@ -173,7 +177,7 @@ def run(config: LaunchConfig) -> int:
     Blocks; returns horovodrun's exit code."""
     workdir = tempfile.mkdtemp(prefix="elastic-run-")
     try:
-        plan = make_plan(config, run_id=uuid.uuid4().hex, workdir=workdir)
+        plan = make_plan(config, run_id=config.run_id or uuid.uuid4().hex, workdir=workdir)
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
@@ -201,6 +205,7 @@ def execute(plan: LaunchPlan) -> int:
 
         url = plan.discovery_url
         ours = False
+        daemon_ready: float | None = None
         if url and probe(url):
             log.info("using the discovery daemon at %s", url)
         elif plan.daemon is not None:
@@ -209,14 +214,16 @@ def execute(plan: LaunchPlan) -> int:
                                    ready_timeout=plan.daemon.ready_timeout)
             cleanup.step("stopping the discovery daemon", daemon.stop)
             ours = True
-            url = daemon.start()
-            log.info("started a discovery daemon at %s for %s in %s",
-                     url, plan.daemon.spec.selector, plan.daemon.spec.namespace)
+            url = daemon.spawn()
+            if not plan.daemon.prepares_hosts:  # its hosts are read below: it must answer first
+                daemon_ready = _ready(daemon, plan)
         else:
             raise LaunchError(f"no discovery daemon answers at {url}; give --selector "
                               "(with --namespace/--kubeconfig) to start one")
 
         ours_prepares = ours and plan.daemon is not None and plan.daemon.prepares_hosts
+        if not ours:
+            daemon_ready = time.time()
         hosts = [] if ours_prepares else _host_names(fetch_hosts(url))
         if hosts:
             for step in plan.steps:
@@ -229,9 +236,6 @@ def execute(plan: LaunchPlan) -> int:
         cleanup.step("stopping leftover workers", _reap, plan, recorder)
         cleanup.step("stopping the host recorder", recorder.stop)
         recorder.start()
-        explainer = WaitExplainer(url, plan.min_slots)  # says which pods it waits for, and why
-        cleanup.step("stopping the wait explainer", explainer.stop)
-        explainer.start()
         log.info("running: %s", " ".join(argv))
         try:  # its own session; if we die, the kernel tells it (plan.horovodrun_death_signal)
             proc = tied_popen(argv, env=env, stdin=subprocess.DEVNULL, death_signal=plan.horovodrun_death_signal,
@@ -242,11 +246,20 @@ def execute(plan: LaunchPlan) -> int:
         cleanup.step("closing the output relay", relay.close)  # runs once horovodrun has stopped
         relay.attach(proc.stdout, proc.stderr)  # the ranks' lines, metrics as a live view
         cleanup.step("stopping horovodrun", _stop_if_running, proc)  # the launcher failed while it ran
+        if daemon_ready is None:  # spawn first: horovodrun started while our daemon starts
+            daemon_ready = _ready(daemon, plan)
+        explainer = WaitExplainer(url, plan.min_slots)  # says which pods it waits for, and why
+        cleanup.step("stopping the wait explainer", explainer.stop)
+        explainer.start()
         watchdog: Watchdog | None = None
         if plan.stall_timeout:
             watchdog = Watchdog(plan.events_file, plan.stall_timeout, lambda report: _stop_stalled(proc, report))
             cleanup.step("stopping the stall watchdog", watchdog.stop)
             watchdog.start()
+        marks = functools.partial(_marks, start, daemon_ready, recorder, plan.min_slots, relay)
+        phases = PhaseReport(plan.events_file, marks, plan.min_slots, lambda line: log.info("%s", line))
+        cleanup.step("stopping the phase report", phases.stop)
+        phases.start()
         bad_input = BadInputWatch(plan.events_file, lambda size: _stop_bad_input(proc, size))
         cleanup.step("stopping the bad-input watch", bad_input.stop)
         bad_input.start()
@@ -391,6 +404,24 @@ def _last_hosts(recorder: HostRecorder) -> list[str]:
     """The hosts served last; a pod that left the set took its processes with it."""
     snapshots = recorder.snapshots()
     return _host_names(snapshots[-1][1]) if snapshots else []
+
+
+def _ready(daemon: ManagedDaemon, plan: LaunchPlan) -> float:
+    """Wait for the daemon ``spawn()`` started to answer; when it did (unix time)."""
+    url = daemon.wait_ready()
+    assert plan.daemon is not None
+    log.info("started a discovery daemon at %s for %s in %s", url, plan.daemon.spec.selector,
+             plan.daemon.spec.namespace)
+    return time.time()
+
+
+def _marks(start: float, daemon_ready: float, recorder: HostRecorder, slots: int,
+           relay: console.Relay) -> Marks:
+    """The launcher's own times for the phase report (``elastic.launch.phases``): the first
+    step is the first progress record the relay saw."""
+    served = first_served(recorder.snapshots(), slots,
+                          lambda hosts: sum(split_host_slots(line)[1] for line in hosts))
+    return Marks(start, daemon_ready, served, relay.first_progress)
 
 
 def _reap_earlier_runs(plan: LaunchPlan, hosts: Sequence[str]) -> None:

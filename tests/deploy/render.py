@@ -45,6 +45,8 @@ def pod_spec(obj: dict) -> dict:
 
 # what the Job controller sets on a Job (and adds to its pods' labels) when it is created
 JOB_UID = "5d1b7e0c-3f4a-4b8e-9c2d-1a2b3c4d5e6f"
+# a pod's own uid (``metadata.uid``), as the API server gives it
+POD_UID = "0a9b8c7d-6e5f-4a3b-8c2d-1e0f9a8b7c6d"
 
 
 def pod_labels(obj: dict) -> dict:
@@ -75,7 +77,8 @@ def env(container_: dict) -> dict:
 
 
 def expand(text: str, container_: dict, pod_labels_: dict) -> str:
-    """``$(VAR)`` expanded as the kubelet does, for env values and fieldRefs to pod labels."""
+    """``$(VAR)`` expanded as the kubelet does, for env values and fieldRefs to pod labels and
+    the pod's uid (``POD_UID``)."""
     values = {}
     for e in container_.get("env", []):
         if "value" in e:
@@ -84,6 +87,8 @@ def expand(text: str, container_: dict, pod_labels_: dict) -> str:
             path = e["valueFrom"]["fieldRef"]["fieldPath"]
             if path.startswith("metadata.labels['"):
                 value = pod_labels_[path[len("metadata.labels['"):-2]]
+            elif path == "metadata.uid":
+                value = POD_UID
             else:
                 continue
         for name, known in values.items():

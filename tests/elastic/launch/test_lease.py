@@ -17,7 +17,18 @@ from pathlib import Path
 
 import pytest
 
-from elastic.launch.lease import ADDR_ENV, PORT_ENV, check_seconds, decide, hung_up
+from elastic.launch.lease import (
+    ADDR_ENV,
+    DEFAULT_LEASE,
+    LATE,
+    POLL,
+    PORT_ENV,
+    TICK,
+    Judge,
+    check_seconds,
+    decide,
+    hung_up,
+)
 from tests.waiting import wait_for
 
 LEASE = 5.0  # the smallest lease the wrapper takes: the tests wait for it to run out
@@ -41,6 +52,26 @@ def test_a_bad_lease_is_refused(value):
         check_seconds(value)
 
 
+def test_the_judge_counts_the_drivers_silence_only_while_the_wrapper_ran():
+    """Checks every TICK: the renewal is the driver's last answer. A check that comes late (the
+    wrapper's pod was frozen: the driver could not be heard) moves it forward by the pause and
+    POLL s more; a new answer starts afresh."""
+    judge = Judge(0.0)
+    assert judge.renewed(TICK, 0.0) == 0.0
+    assert judge.renewed(2 * TICK, 0.0) == 0.0  # on time: the silence counts
+    paused = 2 * TICK + TICK + LATE + 5.0  # 5 s more than LATE late
+    assert judge.renewed(paused, 0.0) == pytest.approx(LATE + 5.0 + POLL)
+    assert judge.renewed(paused + TICK, 0.0) == pytest.approx(LATE + 5.0 + POLL)  # kept until an answer
+    assert judge.renewed(paused + 2 * TICK, paused + 0.1) == paused + 0.1  # an answer: afresh
+
+
+def test_the_default_lease_outlasts_the_drivers_own_stall_and_ends_a_silent_one_within_10_s():
+    """The arithmetic the default rests on: the driver tolerates 6 s stalls of its own; such a
+    stall looks like at most 6 s + POLL of silence; a silent launcher's world ends within the
+    lease + TICK."""
+    assert 6.0 + POLL + 0.5 < DEFAULT_LEASE and DEFAULT_LEASE + TICK < 10.0
+
+
 def test_hung_up_sees_a_pipe_whose_reader_is_gone():
     r, w = os.pipe()
     try:
@@ -58,6 +89,10 @@ class _Driver:
     def __init__(self) -> None:
         self.silent = threading.Event()
         self.answers: list[float] = []  # when it answered the wrapper (monotonic)
+        self.stall_for = 0.0  # stall_next(): the next question starts a stall this long
+        self.stalled: list[float] = []  # when each stall started (the question's arrival)
+        self._lock = threading.Lock()
+        self._until = 0.0
         driver = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -65,6 +100,7 @@ class _Driver:
                 if driver.silent.is_set():
                     driver.silent.wait(60)
                     return
+                driver.hold()
                 self.send_error(404)
                 driver.answers.append(time.monotonic())
 
@@ -75,6 +111,23 @@ class _Driver:
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
+
+    def stall_next(self, seconds: float) -> None:
+        """The next question starts a stall: it and every question arriving during the next
+        ``seconds`` are answered only when the stall ends (a driver stopped or holding the GIL
+        with a question in flight: the kernel's backlog keeps them)."""
+        with self._lock:
+            self.stall_for = seconds
+
+    def hold(self) -> None:
+        with self._lock:
+            now = time.monotonic()
+            if self.stall_for:
+                self._until, self.stall_for = now + self.stall_for, 0.0
+                self.stalled.append(now)
+            until = self._until
+        if until > now:
+            time.sleep(until - now)
 
     @property
     def port(self) -> int:
@@ -158,6 +211,30 @@ def test_a_driver_that_answers_keeps_the_worker(tmp_path, driver):
         first = wait_for(lambda: driver.answers[:1], 30, "the wrapper's first question")[0]
         wait_for(lambda: driver.answers[-1] - first > 2 * LEASE, 60, "answers spanning twice the lease",
                  alive=lambda: None if proc.poll() is None else pytest.fail(proc.stderr.read().decode()))
+        assert proc.poll() is None
+        assert _alive(worker) and _alive(child)
+    finally:
+        _cleanup(proc)
+
+
+@pytest.mark.timeout(120)
+def test_a_6_s_driver_stall_loses_nothing_under_the_default_lease(tmp_path, driver):
+    """The driver stalls 6 s (the stalls it tolerates of itself) with the wrapper's question in
+    flight, twice: the worker and its child live on, under a lease short enough (8 s) to end a
+    silent launcher's world within 10 s."""
+    proc = _start(tmp_path, driver.port, lease=DEFAULT_LEASE)
+    try:
+        worker, child = _pids(tmp_path)
+        running = lambda: None if proc.poll() is None else pytest.fail(proc.stderr.read().decode())  # noqa: E731
+        for stall in range(2):
+            wait_for(lambda: len(driver.answers) >= 2, 30, "the wrapper's questions", alive=running)
+            driver.stall_next(6.0)
+            wait_for(lambda n=stall: len(driver.stalled) > n, 30, "a question to start the stall", alive=running)
+            started = driver.stalled[-1]
+            wait_for(lambda t=started: any(a > t + 6.0 for a in driver.answers), 30, "the stall to end",
+                     alive=running)
+            seen = len(driver.answers)
+            wait_for(lambda n=seen: len(driver.answers) >= n + 3, 30, "answers after the stall", alive=running)
         assert proc.poll() is None
         assert _alive(worker) and _alive(child)
     finally:
