@@ -1025,8 +1025,9 @@ class Trainer:
 def run(task: Task, args: TrainConfig) -> int:
     """Train ``task`` as one Horovod worker; 0 when all epochs are done.
 
-    What needs no rank is done before ``hvd.init()`` (``Trainer``): a worker that joins a
-    running job waits in ``hvd.init()`` only once its model, optimizer and device are ready."""
+    What needs no rank is done before ``hvd.init()`` (``Trainer``, ``Trainer.warm_up``): a
+    worker that joins a running job waits in ``hvd.init()`` only once its model, optimizer,
+    device, loading processes and convolution kernels are ready."""
     flags = StopFlags(grace=args.term_grace).install()
     tracer = Tracer(args.trace_dir)
     tracer.event("start", process_start=process_start())
