@@ -37,7 +37,7 @@ STARTUP = ["start", "prepared", "loaders-ready", "first-batch", "autotuned", "in
 
 
 def test_a_joiners_loaders_first_batch_and_autotune_are_ready_before_hvd_init(tmp_path):
-    root = write_tiny_imagenet(tmp_path / "tiny", classes=3, per_class=8, val_per_class=2, size=40)
+    root = write_tiny_imagenet(tmp_path / "tiny", classes=3, per_class=8, val_per_class=2)
     n = 24
     trace = tmp_path / "trace"
     hosts = tmp_path / "hosts"
@@ -50,7 +50,7 @@ def test_a_joiners_loaders_first_batch_and_autotune_are_ready_before_hvd_init(tm
     argv = [HOROVODRUN, "-np", "1", "--min-np", "1", "--max-np", "2",
             "--host-discovery-script", str(discover), "--network-interface", "lo",
             "--elastic-timeout", "300",
-            *train_args("resnet50", root, tmp_path, EPOCHS, "--image-size", "32", "--batch-size", "4",
+            *train_args("resnet50", root, tmp_path, EPOCHS, "--image-size", "64", "--batch-size", "4",
                         "--val-batch-size", "4", "--commit-every", "1", "--host-check-every", "1",
                         "--log-every", "0", "--debug-gpu-path", "--amp-dtype", "bf16",
                         "--workers", "1", "--debug-step-delay", "0.5",
@@ -80,6 +80,6 @@ def test_a_joiners_loaders_first_batch_and_autotune_are_ready_before_hvd_init(tm
     ready = next(r for r in joiner if r["event"] == "loaders-ready")
     assert ready["workers"] == 1 and ready["batches"] == 1, ready
     first = next(r for r in joiner if r["event"] == "first-batch")
-    assert first["shape"] == [4, 3, 32, 32], first  # the full batch: the shape training autotunes for
+    assert first["shape"] == [4, 3, 64, 64], first  # the full batch: the shape training autotunes for
     for recs in by_stem.values():  # the first world's worker warms up the same way
         assert [r["event"] for r in recs if r["event"] in STARTUP] == STARTUP, recs
