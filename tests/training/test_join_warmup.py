@@ -29,9 +29,9 @@ from tests.training.trainhelp import (
     write_tiny_imagenet,
 )
 
-pytestmark = [pytest.mark.timeout(900), pytest.mark.horovod]
+pytestmark = [pytest.mark.timeout(1800), pytest.mark.horovod]
 ROOT = str(Path(__file__).parents[2])
-EPOCHS = 3
+EPOCHS = 2
 STARTUP = ["start", "prepared", "loaders-ready", "first-batch", "autotuned", "init", "initialized",
            "first-step"]
 
@@ -53,7 +53,7 @@ def test_a_joiners_loaders_first_batch_and_autotune_are_ready_before_hvd_init(tm
             *train_args("resnet50", root, tmp_path, EPOCHS, "--image-size", "64", "--batch-size", "4",
                         "--val-batch-size", "4", "--commit-every", "1", "--host-check-every", "1",
                         "--log-every", "0", "--debug-gpu-path", "--amp-dtype", "bf16",
-                        "--workers", "1", "--debug-step-delay", "0.5",
+                        "--workers", "1", "--debug-step-delay", "0.2",
                         "--debug-hold-file", str(hold))]
     job = Job(argv, tmp_path / "horovodrun.log", cwd=ROOT, env=run_env())
     try:
