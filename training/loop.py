@@ -167,10 +167,17 @@ def local_rank_hint() -> int:
     """This worker's local rank before ``hvd.init()``: ``HOROVOD_LOCAL_RANK``, set by
     horovodrun for each worker it starts (the slot it runs in, kept for the worker's life,
     which is what ``hvd.local_rank()`` returns after the rendezvous), else 0."""
+    return env_hint("HOROVOD_LOCAL_RANK", 0, 0)
+
+
+def env_hint(name: str, default: int, least: int) -> int:
+    """An integer horovodrun sets for each worker it starts (``HOROVOD_RANK``,
+    ``HOROVOD_LOCAL_SIZE``: the slot assignment it was started for), read before
+    ``hvd.init()``; ``default`` when unset or not a number, at least ``least``."""
     try:
-        return max(0, int(os.environ.get("HOROVOD_LOCAL_RANK", "0")))
+        return max(least, int(os.environ.get(name, str(default))))
     except ValueError:
-        return 0
+        return default
 
 
 def warm_up_optimizer(opt: torch.optim.Optimizer) -> None:
@@ -200,9 +207,12 @@ class Trainer:
         self.amp = self.gpu_path and not args.no_amp
         self.amp_dtype = AMP_TYPES[args.amp_dtype]
         self.channels_last = self.gpu_path and task.channels_last
-        self.workers = 0  # set by attach (it depends on the workers on this host)
-        # started at first use, then kept
+        # loading processes: set by warm_up before hvd.init() from the slots horovodrun
+        # started this worker for, else by attach from the first world's local size
+        self.workers: int | None = None
+        # started by warm_up (or at first use), then kept
         self._train_loader: DataLoader | None = None
+        self._train_plan: loaders.Planned | None = None
         self._val: tuple[loaders.ShardBatches, DataLoader] | None = None  # validation plan, loader
         self.collate = None
         if task.augment_size is not None:
@@ -291,11 +301,8 @@ class Trainer:
             log(f"local rank {hvd.local_rank()} is not HOROVOD_LOCAL_RANK {self.device.index}: "
                 "setting up again on its GPU")
             self.prepare(torch.device("cuda", hvd.local_rank()))
-        if args.workers is not None:
-            self.workers = args.workers
-        else:
-            self.workers = loaders.default_workers(self.gpu_path, hvd.local_size(),
-                                                   cpus.usable_cpus(), cpus.cgroup_cpu_limit())
+        if self.workers is None:
+            self.workers = self.loader_workers(hvd.local_size())
         compression = hvd.Compression.fp16 if self.fp16_allreduce() else hvd.Compression.none
         self.opt = hvd.DistributedOptimizer(self.opt, named_parameters=self.model.named_parameters(),
                                             compression=LayoutCompression(compression))
@@ -326,6 +333,44 @@ class Trainer:
                 args.snapshot_dir, args.checkpoint_dir, self.task.name))
             self.local.clean_temporary()
         return state
+
+    def loader_workers(self, workers_on_host: int) -> int:
+        """Loading processes: ``--workers``, else this worker's share of the host's CPUs."""
+        if self.args.workers is not None:
+            return self.args.workers
+        return loaders.default_workers(self.gpu_path, workers_on_host, cpus.usable_cpus(),
+                                       cpus.cgroup_cpu_limit())
+
+    def warm_up(self) -> None:
+        """Before ``hvd.init()`` (``training.warmup``): start the training loader's processes
+        (as many as this host's slots, ``HOROVOD_LOCAL_SIZE``, make each worker's share),
+        have each load one batch, and on the GPU path run the first of them through
+        ``to_device`` and one forward and backward pass (cuDNN autotunes for the training's
+        shape). Nothing to do on the CPU path without loading processes. Trace events:
+        ``loaders-ready`` (``workers``, ``batches``), ``first-batch``, ``autotuned``."""
+        from training.warmup import autotune_pass
+
+        self.workers = self.loader_workers(env_hint("HOROVOD_LOCAL_SIZE", 1, 1))
+        if self.workers == 0 and not self.cuda:
+            return
+        if self.n == 0:
+            return
+        loader = self.train_loader()
+        assert self._train_plan is not None
+        count = max(1, self.workers)
+        with self._train_plan.instead(loaders.warm_batches(self.n, self.args.batch_size, count)):
+            batches = iter(loader)
+            first = next(batches)
+            for _ in batches:  # one batch from every loading process
+                pass
+        self.tracer.event("loaders-ready", workers=self.workers, batches=count)
+        x, y = self.to_device(first, train=True)
+        self.tracer.event("first-batch", shape=list(x.shape))
+        if self.gpu_path:
+            with cudnn_autotune(True):
+                autotune_pass(self.model, x, y, self.amp, self.amp_dtype)
+            self.tracer.event("autotuned", cudnn=self.device.type == "cuda"
+                              and torch.backends.cudnn.benchmark)
 
     def fp16_allreduce(self) -> bool:
         """Compress gradients to fp16: ``--allreduce-dtype fp16`` or ``--fp16-allreduce``, or
@@ -567,9 +612,13 @@ class Trainer:
     def train_loader(self) -> DataLoader:
         """The training loader (persistent processes on the GPU path), planned by the sampler."""
         if self._train_loader is None:
-            self._train_loader = loaders.make_loader(self.task.train_set, self.sampler,
-                                                     self.workers, pin_memory=self.pin,
-                                                     collate_fn=self.collate)
+            # the processes' seeds: this worker's own stream (per rank), whenever started
+            seeds = torch.Generator().manual_seed(
+                stream_seed(self.args.seed, env_hint("HOROVOD_RANK", 0, 0), -1, 0))
+            self._train_plan = loaders.Planned(self.sampler)
+            self._train_loader = loaders.make_loader(self.task.train_set, self._train_plan,
+                                                     self.workers or 0, pin_memory=self.pin,
+                                                     collate_fn=self.collate, generator=seeds)
         return self._train_loader
 
     def train_epoch(self, state) -> None:
@@ -860,7 +909,7 @@ class Trainer:
             hvd = self.hvd
             shards = loaders.ShardBatches(dataset_size(val_set), self.args.val_batch_size,
                                           lambda: (hvd.rank(), hvd.size()))
-            self._val = shards, loaders.make_loader(val_set, shards, self.workers, pin_memory=self.pin,
+            self._val = shards, loaders.make_loader(val_set, shards, self.workers or 0, pin_memory=self.pin,
                                                     collate_fn=self.collate)
         return self._val
 
@@ -987,8 +1036,9 @@ class Trainer:
 def run(task: Task, args: TrainConfig) -> int:
     """Train ``task`` as one Horovod worker; 0 when all epochs are done.
 
-    What needs no rank is done before ``hvd.init()`` (``Trainer``): a worker that joins a
-    running job waits in ``hvd.init()`` only once its model, optimizer and device are ready."""
+    What needs no rank is done before ``hvd.init()`` (``Trainer``, ``Trainer.warm_up``): a
+    worker that joins a running job waits in ``hvd.init()`` only once its model, optimizer,
+    device, loading processes and convolution kernels are ready."""
     flags = StopFlags(grace=args.term_grace).install()
     tracer = Tracer(args.trace_dir)
     tracer.event("start", process_start=process_start())
@@ -1001,8 +1051,12 @@ def run(task: Task, args: TrainConfig) -> int:
     note = nccl_missing_line(gpu_path(args), bool(hvd.nccl_built()))
     if note:
         log(note)
+    if not use_cuda(args) and not os.environ.get("OMP_NUM_THREADS"):  # for the warm-up; set again below
+        torch.set_num_threads(cpus.threads_per_worker(env_hint("HOROVOD_LOCAL_SIZE", 1, 1),
+                                                      cpus.usable_cpus(), cpus.cgroup_cpu_limit()))
     trainer = Trainer(task, args, flags, tracer)
     tracer.event("prepared", dynamo=dynamo_imported())
+    trainer.warm_up()  # loaders, a first batch, cuDNN's kernels: all before a joiner is ready
     tracer.event("init", dynamo=dynamo_imported())
     hvd.init()
     tracer.event("initialized", rank=hvd.rank(), size=hvd.size())

@@ -15,7 +15,10 @@ Each worker process writes four files named ``<host>-<pid>.*`` in the trace dire
 - ``.events``       one JSON line per start-up milestone, in the order they happened:
   ``{"event", "time", ...}`` with ``event`` one of ``start`` (``process_start``: when the
   process was created, unix time), ``prepared`` (the set-up that needs no rank is done),
-  ``init`` (right before ``hvd.init()``; ``dynamo``: whether ``torch._dynamo`` was already
+  ``loaders-ready`` (the warm-up before ``hvd.init()``, ``training.warmup``: each loading
+  process delivered a batch; ``workers``, ``batches``), ``first-batch`` (the first of them on
+  the device; ``shape``), ``autotuned`` (GPU path: one forward and backward pass done;
+  ``cudnn``), ``init`` (right before ``hvd.init()``; ``dynamo``: whether ``torch._dynamo`` was already
   imported), ``initialized`` (``hvd.init()`` returned; ``rank``, ``size``),
   ``checkpoint-read`` (``rank``, ``path``: this process opened a checkpoint) and
   ``first-step`` (this process's first optimizer step is done; ``rank``, ``size``);
