@@ -10,7 +10,8 @@ from tests.projectmodules import PACKAGES, project_modules
 
 ROOT = Path(__file__).resolve().parents[1]
 TOP = ("discovery/", "elastic/", "training/", "localcluster/", "images/", "deploy/", "scripts/", "tests/", "docs/")
-DOCS = ["README.md", "docs/architecture.md", "docs/benchmarks.md", *sorted(str(p.relative_to(ROOT)) for p in ROOT.glob("*/README.md"))]
+DOCS = ["README.md", "docs/architecture.md", "docs/benchmarks.md",
+        *sorted(str(p.relative_to(ROOT)) for p in ROOT.glob("*/README.md"))]
 
 
 @pytest.mark.parametrize("doc", DOCS)
