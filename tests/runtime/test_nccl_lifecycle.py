@@ -1,4 +1,4 @@
-"""Patches 0044-0045 (NCCL communicators non-blocking and abortable; teardown that joins the
+"""Patches 0043-0044 (NCCL communicators non-blocking and abortable; teardown that joins the
 finalizer threads before it frees the communicators) on a machine without a GPU: the logic
 they share, ``horovod/common/ops/nccl_lifecycle.h``, includes no NCCL or CUDA header, so it is
 compiled here with g++ from the patches themselves and run against a fake communicator state

@@ -49,7 +49,7 @@ Key = tuple[str, int]
 def freeze_service(service: WorkerNotificationService) -> None:
     """The service stops answering, as a SIGSTOPped process's does: its server loop ends (its
     listening socket still completes connections: the kernel does) and a request on a
-    connection already open (the driver keeps one for its pings, patch 0043) is read and never
+    connection already open (a driver that kept one for its pings) is read and never
     answered. ``thaw_service`` undoes it."""
     gate = getattr(service, '_test_gate', None)
     if gate is None:
