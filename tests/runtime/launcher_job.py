@@ -2,8 +2,10 @@
 what is tested is how horovodrun starts, relays and ends the processes). $LAUNCHER_DIR is a
 directory; each rank writes rank<R>.pid, and what its mode ($LAUNCHER_MODE) says:
 
-  exit      prints a line to stdout and one to stderr; rank 1 then kills itself with SIGKILL,
-            rank 0 waits for $LAUNCHER_DIR/stop (horovodrun ends it when rank 1 fails)
+  exit      prints a line to stdout and one to stderr; rank 1 then kills itself with SIGKILL
+            once rank 0 has printed its lines (rank0.said: else, on a loaded machine, rank 1
+            can die before rank 0 has written anything), rank 0 waits for $LAUNCHER_DIR/stop
+            (horovodrun ends it when rank 1 fails)
   hung      rank 1 records every SIGTERM in rank1.sigterm and ignores it, waiting forever;
             rank 0 exits 3 once rank 1 is running (horovodrun then terminates rank 1)
   wait      every rank waits for $LAUNCHER_DIR/stop, then exits 0
@@ -36,7 +38,10 @@ if mode == "hung" and rank == 1:
 if mode == "exit":
     print(f"hello from {rank}", flush=True)
     print(f"complaint from {rank}", file=sys.stderr, flush=True)
-    if rank == 1:
+    if rank == 0:
+        (d / "rank0.said").write_text("")
+    else:
+        wait_file(d / "rank0.said")
         os.kill(os.getpid(), signal.SIGKILL)
     wait_file(d / "stop")
 elif mode == "hung":
