@@ -166,6 +166,7 @@ def test_pauses_are_the_longest_gap_around_a_fault():
 # -- the command ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("argv, message", [
     (["--minutes", "0"], "--minutes must be positive"),
+    (["--faults", "0"], "--faults must be at least 1"),
     (["--kinds", "add,nope"], "--kinds wants a comma list"),
     (["--pods", "9"], "--pods must be between --min-np and --max-np"),
     (["--check-only", "/nonexistent/soak"], "no soak result in /nonexistent/soak"),
@@ -188,7 +189,7 @@ def test_faults_while_the_job_waits_before_its_last_step_recover(tmp_path):
     Judged by commits alone, neither recovered and the world looked stuck at 2 (the false
     alarm of CI seed 20261126: '3 Ready pods, world size 2')."""
     work = tmp_path / "soak"
-    proc = subprocess.run([sys.executable, SOAK, "--minutes", "0.25", "--seed", "8", "--pods", "2",
+    proc = subprocess.run([sys.executable, SOAK, "--minutes", "0.5", "--faults", "2", "--seed", "8", "--pods", "2",
                            "--kinds", "add,daemon-kill", "--train", "128", "--step-delay", "0",
                            "--recover-timeout", "150", "--work", str(work)],
                           capture_output=True, text=True, timeout=850, stdin=subprocess.DEVNULL)
