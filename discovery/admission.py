@@ -9,7 +9,12 @@ environment (on top of the daemon's own): ``DISCOVERY_POD_UID``, ``DISCOVERY_POD
 lets the command replace state it keeps per address (``ssh-bootstrap hosts --repin-for-uid``
 re-pins a reused pod IP's host key). At most ``concurrency`` run at once; a non-zero exit
 or a timeout is retried up to ``retries`` more times with a growing delay; after that the
-pod is reported as skipped with the last failure as the reason until its uid changes.
+pod is reported as skipped with the last failure as the reason, and the command is tried again
+``recheck`` seconds later, then at doubling intervals up to ``recheck_max``, for as long as the
+pod exists (``recheck`` 0: never again until its uid changes). A Ready pod whose preparation
+failed for a passing cause (its sshd still starting, a network blip, a full disk freed) is
+served once a later try succeeds: a failure never leaves a healthy pod unused for the rest of
+the run.
 
 Owned by the asyncio side: every method must be called from the event loop's thread.
 ``request`` never blocks (it starts the preparation task of a new uid); ``states`` is the
@@ -55,10 +60,13 @@ class PrepareSettings:
     retry_delay: float = 1.0
     timeout: float = 600.0
     admitted_file: str | None = None
+    recheck: float = 30.0
+    recheck_max: float = 300.0
 
     @classmethod
     def parse(cls, command: str, *, concurrency: int = 4, retries: int = 2, retry_delay: float = 1.0,
-              timeout: float = 600.0, admitted_file: str | None = None) -> PrepareSettings:
+              timeout: float = 600.0, admitted_file: str | None = None, recheck: float = 30.0,
+              recheck_max: float = 300.0) -> PrepareSettings:
         """Split ``command``; ``ConfigError`` naming the bad value if it is empty or unbalanced."""
         try:
             argv = tuple(shlex.split(command))
@@ -67,13 +75,15 @@ class PrepareSettings:
         if not argv:
             raise ConfigError("--prepare-cmd is empty")
         s = cls(argv, concurrency=concurrency, retries=retries, retry_delay=retry_delay, timeout=timeout,
-                admitted_file=admitted_file)
+                admitted_file=admitted_file, recheck=recheck, recheck_max=max(recheck, recheck_max))
         if admitted_file and not os.path.isdir(os.path.dirname(os.path.abspath(admitted_file))):
             raise ConfigError(f"--admitted-file directory does not exist: {admitted_file}")
         if s.concurrency < 1:
             raise ConfigError(f"--prepare-concurrency must be >= 1, got {s.concurrency}")
         if s.retries < 0:
             raise ConfigError(f"--prepare-retries must be >= 0, got {s.retries}")
+        if not s.recheck >= 0:
+            raise ConfigError(f"--prepare-recheck must be >= 0, got {s.recheck:g}")
         return s
 
 
@@ -141,25 +151,43 @@ class Admission:
 
     async def _prepare(self, host: Host) -> None:
         s = self.settings
-        reason = ""
         try:
+            attempts, failed = 0, ""
             for attempt in range(s.retries + 1):
                 if attempt:
                     await asyncio.sleep(s.retry_delay * attempt)
-                assert self._sem is not None
-                async with self._sem:
-                    ok, reason = await self._run_once(host)
-                if ok:
-                    log.info("prepared", extra={"fields": {"pod": host.pod, "host": host.host,
-                                                           "uid": host.uid, "attempt": attempt + 1}})
-                    self._finish(host.uid, ADMITTED)
+                attempts += 1
+                failed = await self._attempt(host, attempts)
+                if not failed:
                     return
-                log.warning("prepare failed", extra={"fields": {
-                    "pod": host.pod, "host": host.host, "attempt": attempt + 1, "reason": reason}})
-            self._finish(host.uid, f"prepare failed after {s.retries + 1} attempts: {reason}")
+            delay = s.recheck
+            while delay > 0:  # a Ready pod is never given up on while it exists
+                self._finish(host.uid, f"{failed} (next try in {delay:g} s)")
+                await asyncio.sleep(delay)
+                attempts += 1
+                failed = await self._attempt(host, attempts)
+                if not failed:
+                    return
+                delay = min(delay * 2, s.recheck_max)
+            self._finish(host.uid, failed)
         finally:
             if self._tasks.get(host.uid) is asyncio.current_task():
                 del self._tasks[host.uid]
+
+    async def _attempt(self, host: Host, attempt: int) -> str:
+        """Run the command once (within the concurrency bound): "" when ``host`` is admitted,
+        else the failure (``prepare failed after N attempts: reason``)."""
+        assert self._sem is not None
+        async with self._sem:
+            ok, reason = await self._run_once(host)
+        if ok:
+            log.info("prepared", extra={"fields": {"pod": host.pod, "host": host.host,
+                                                   "uid": host.uid, "attempt": attempt}})
+            self._finish(host.uid, ADMITTED)
+            return ""
+        log.warning("prepare failed", extra={"fields": {
+            "pod": host.pod, "host": host.host, "attempt": attempt, "reason": reason}})
+        return f"prepare failed after {attempt} attempts: {reason}"
 
     def _finish(self, uid: str, state: str) -> None:
         if uid in self._state:

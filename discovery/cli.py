@@ -43,6 +43,17 @@ def _float(name: str, value: str | None) -> float:
     return v
 
 
+def _seconds_or_zero(name: str, value: str | None) -> float:
+    """``value`` as seconds >= 0 (0: off); ``ConfigError`` naming ``name`` otherwise."""
+    try:
+        v = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name} must be a number, got {value!r}") from None
+    if not 0 <= v < float("inf"):
+        raise ConfigError(f"{name} must be >= 0, got {value!r}")
+    return v
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(
         prog="discovery-daemon",
@@ -89,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
       help="prepare commands at once (env DISCOVERY_PREPARE_CONCURRENCY, default 4)")
     a("--prepare-retries", default=env_default("DISCOVERY_PREPARE_RETRIES", "2"),
       help="retries after a failed prepare command (env DISCOVERY_PREPARE_RETRIES, default 2)")
+    a("--prepare-recheck", default=env_default("DISCOVERY_PREPARE_RECHECK", "30"),
+      help="seconds before a pod whose preparation failed is tried again, doubling up to 300 "
+           "(env DISCOVERY_PREPARE_RECHECK, default 30; 0: never again until its uid changes)")
     a("--prepare-timeout", default=env_default("DISCOVERY_PREPARE_TIMEOUT", "600"),
       help="seconds before a prepare command is killed (env DISCOVERY_PREPARE_TIMEOUT, default 600)")
     a("--stale-after", default=env_default("DISCOVERY_STALE_AFTER", "10"),
@@ -136,7 +150,8 @@ async def _serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
         assert concurrency is not None and retries is not None  # both options have a default
         prepare = PrepareSettings.parse(args.prepare_cmd, concurrency=concurrency, retries=retries,
                                         timeout=_float("--prepare-timeout", args.prepare_timeout),
-                                        admitted_file=args.admitted_file)
+                                        admitted_file=args.admitted_file,
+                                        recheck=_seconds_or_zero("--prepare-recheck", args.prepare_recheck))
     elif args.admitted_file:
         raise ConfigError("--admitted-file needs --prepare-cmd")
     stale_after = _float("--stale-after", args.stale_after)

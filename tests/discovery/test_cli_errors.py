@@ -13,6 +13,8 @@ BIN = Path(sys.executable).parent
 @pytest.mark.parametrize("argv, message", [
     (["discovery-daemon", "--selector", "app=x", "--port", "abc"], "--port must be an integer, got 'abc'"),
     (["discovery-daemon", "--bogus"], "unrecognized arguments: --bogus (see discovery-daemon --help)"),
+    (["discovery-daemon", "--selector", "app=x", "--prepare-cmd", "true", "--prepare-recheck", "-1"],
+     "--prepare-recheck must be >= 0, got '-1'"),
     (["discover-hosts", "--fallback", "bogus"], "--fallback must be one of none, cache, api, got 'bogus'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, message):

@@ -31,7 +31,7 @@ def test_host_served_only_after_prepare_succeeds_once_per_uid(cluster, daemon, t
         return runs.read_text().splitlines().count(host) if runs.exists() else 0
 
     d = daemon(cluster, "--prepare-cmd", f"{sys.executable} {script} {tmp_path}",
-               "--prepare-retries", "0")
+               "--prepare-retries", "0", "--prepare-recheck", "0")
     d.wait_hosts([])
     fake_pod(cluster, "w-1", "10.9.0.1")
     fake_pod(cluster, "w-bad", "10.9.0.66")
@@ -61,6 +61,43 @@ def test_host_served_only_after_prepare_succeeds_once_per_uid(cluster, daemon, t
     (tmp_path / "release-10.9.0.1").touch()
     d.wait_hosts(["10.9.0.1:1"])
     assert run_count("10.9.0.66") == 1
+
+
+FLAKY_PREPARE = r"""
+import os, sys
+logdir, sep, host = sys.argv[1:]
+with open(os.path.join(logdir, "runs"), "a") as f:
+    f.write(host + "\n")
+if os.path.exists(os.path.join(logdir, "down-" + host)):
+    print("ssh: connect to host " + host + ": Connection refused", file=sys.stderr)
+    sys.exit(4)
+"""
+
+
+def test_a_pod_whose_preparation_failed_is_tried_again_until_it_is_served(cluster, daemon, tmp_path: Path) -> None:
+    """A Ready pod whose preparation fails (its sshd not up yet, a network blip) is reported as
+    skipped with the cause and when the next try comes, tried again at doubling intervals, and
+    served, the same pod incarnation, once a try succeeds. Before, it was skipped for good: a
+    healthy pod left without a worker for the rest of the run."""
+    script = tmp_path / "flaky.py"
+    script.write_text(FLAKY_PREPARE)
+    runs = tmp_path / "runs"
+    (tmp_path / "down-10.9.2.5").touch()
+    d = daemon(cluster, "--prepare-cmd", f"{sys.executable} {script} {tmp_path}",
+               "--prepare-retries", "0", "--prepare-recheck", "0.2")
+    d.wait_hosts([])
+    fake_pod(cluster, "w-late", "10.9.2.5")
+
+    def reason() -> str:
+        skipped = d.json()["skipped"]
+        return skipped[0]["reason"] if skipped else ""
+    d.wait_for(lambda: "next try in 0.4 s" in reason(), 30, "a second failed try, the next one later")
+    assert reason().startswith("prepare failed after 2 attempts: exit 4: ssh: connect to host 10.9.2.5")
+    assert d.hosts() == []
+    (tmp_path / "down-10.9.2.5").unlink()  # the cause passes
+    d.wait_hosts(["10.9.2.5:1"])
+    assert d.json()["skipped"] == []
+    assert runs.read_text().splitlines().count("10.9.2.5") >= 3
 
 
 ENV_PREPARE = r"""
