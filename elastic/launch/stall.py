@@ -3,7 +3,10 @@
 Progress comes from the driver's events (``elastic.launch.events``), so it works for any
 training script that uses ``hvd.elastic.run``: a commit reported by a worker (``progress``),
 a worker asking for its rank (``worker_ready``), a reset, a worker started. Host changes and
-exits are not progress.
+exits are not progress. The clock runs only while a worker runs: a job that has no worker yet
+(its hosts being prepared: keys pinned, a large dataset synced) or none any more (waiting for
+hosts) is waiting, not hung -- ``--first-world-timeout`` and Horovod's elastic timeout judge
+that wait -- so it is never stopped as stalled.
 
 ``Activity`` is pure: ``observe(records)`` folds records in; ``stalled(now, timeout)`` says
 whether the last progress is older than ``timeout``; ``report(now)`` is the text naming what
@@ -43,6 +46,7 @@ class Activity:
         self.last_progress = started
         self.workers: dict[tuple[str, int], _Seen] = {}
         self.ranks: dict[tuple[str, int], int] = {}
+        self.running: set[tuple[str, int]] = set()
         self.driver: _Seen | None = None
         self.hosts: list[str] = []
 
@@ -57,6 +61,10 @@ class Activity:
                 key = (str(d["host"]), int(d["slot"]) if str(d["slot"]).isdigit() else 0)
                 if r.kind == "worker_start" and isinstance(d.get("rank"), int):
                     self.ranks[key] = d["rank"]
+                if r.kind == "worker_start":
+                    self.running.add(key)
+                elif r.kind == "worker_exit":
+                    self.running.discard(key)
                 text = _DOING.get(r.kind, r.kind)
                 if r.kind == "progress":
                     text = f"committed (commit #{d.get('commits')})"
@@ -72,7 +80,8 @@ class Activity:
                                              "hosts": f"hosts changed ({d.get('update')})"}[r.kind])
 
     def stalled(self, now: float, timeout: float) -> bool:
-        return now - self.last_progress > timeout
+        """A worker runs and none made progress for more than ``timeout`` seconds."""
+        return bool(self.running) and now - self.last_progress > timeout
 
     def report(self, now: float) -> str:
         lines = [f"no rank made progress for {now - self.last_progress:.0f}s; last seen:"]

@@ -27,6 +27,22 @@ def test_progress_resets_the_clock_host_changes_do_not():
     assert not a.stalled(T0 + 81, 60)
 
 
+def test_a_job_with_no_worker_running_is_waiting_not_stalled():
+    """Hosts still being prepared (no worker started yet: a large dataset synced) or every
+    worker gone while the driver waits for hosts: never a stall, however long; the clock
+    starts again with the next worker."""
+    a = Activity(T0)
+    a.observe(RUNNING[:2])  # hosts discovered, a reset, no worker started yet
+    assert not a.stalled(T0 + 3600, 60)
+    a.observe(RUNNING[2:])
+    assert a.stalled(T0 + 71, 60)
+    a.observe([Record(T0 + 72, "worker_exit", {"host": "10.0.0.1", "slot": 0, "exit_code": 1}),
+               Record(T0 + 72, "worker_exit", {"host": "10.0.0.2", "slot": 0, "exit_code": 1})])
+    assert not a.stalled(T0 + 3600, 60)
+    a.observe([Record(T0 + 3700, "worker_start", {"host": "10.0.0.3", "slot": 0, "rank": 0})])
+    assert not a.stalled(T0 + 3759, 60) and a.stalled(T0 + 3761, 60)
+
+
 def test_report_names_each_rank_and_host_and_what_it_did_last():
     a = Activity(T0)
     a.observe(RUNNING)
@@ -42,13 +58,14 @@ def test_watchdog_fires_once_from_the_file(tmp_path):
     now = [T0]
     fired = []
     path = tmp_path / "events.jsonl"
-    path.write_text('{"time": 1005.0, "kind": "progress", "detail": {"host": "h", "slot": 0, "commits": 1}}\n')
+    path.write_text('{"time": 1001.0, "kind": "worker_start", "detail": {"host": "h", "slot": 0, "rank": 0}}\n'
+                    '{"time": 1005.0, "kind": "progress", "detail": {"host": "h", "slot": 0, "commits": 1}}\n')
     dog = Watchdog(str(path), 30, fired.append, clock=lambda: now[0])
     now[0] = T0 + 34
     assert not dog.check()
     now[0] = T0 + 36
     assert dog.check() and dog.check()
-    assert len(fired) == 1 and "worker h[0]: committed (commit #1), 31s ago" in fired[0]
+    assert len(fired) == 1 and "worker h[0] (rank 0): committed (commit #1), 31s ago" in fired[0]
 
 
 def test_watchdog_wants_a_positive_timeout(tmp_path):
