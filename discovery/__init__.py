@@ -7,7 +7,11 @@ Layers (commands -> services -> adapters -> pure model):
 - ``discovery.discover_api``    its ``--fallback api`` (standard library; PyYAML for a YAML kubeconfig)
 - ``discovery.service``         wires the watch, admission, snapshot publishing, hostfile
 - ``discovery.server``          aiohttp endpoints over the current ``HostTable``
+- ``discovery.source``          the ``HostSource`` contract the service takes (no Kubernetes import)
+- ``discovery.kube_source``     the default source: the API server's pods (``discovery.watch``)
+- ``discovery.file_source``     a fixed set of pods from a JSON file (``--pods-file``)
 - ``discovery.watch``           list + watch through the official ``kubernetes`` client
+- ``discovery.status``          ``WatchStatus``: how current a source's pods are
 - ``discovery.admission``       ``--prepare-cmd`` once per pod uid before a host is served
 - ``discovery.hostfile``        atomic ``host slots=N`` file
 - ``discovery.cache``           pod cache: events, relist diff, changes drained by the publisher

@@ -63,7 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
     a("--namespace", default=env_default("DISCOVERY_NAMESPACE", "default"),
       help="namespace to watch; '' for all (env DISCOVERY_NAMESPACE, default 'default')")
     a("--selector", default=env_default("DISCOVERY_SELECTOR"),
-      help="label selector of the job's pods, required (env DISCOVERY_SELECTOR)")
+      help="label selector of the job's pods, required unless --pods-file (env DISCOVERY_SELECTOR)")
+    a("--pods-file", default=env_default("DISCOVERY_PODS_FILE"), metavar="FILE",
+      help="serve the pods of this JSON file (kubectl get pods -o json, or a list of pods), read "
+           "once, instead of watching the API server: a fixed set of hosts (env DISCOVERY_PODS_FILE)")
     a("--field-selector", default=env_default("DISCOVERY_FIELD_SELECTOR", ""),
       help="optional field selector (env DISCOVERY_FIELD_SELECTOR)")
     a("--kubeconfig", default=env_default("KUBECONFIG"),
@@ -129,7 +132,9 @@ async def _serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
     from discovery.hosts import Rules
 
     # settings first: a bad flag fails before the slow imports (kubernetes, aiohttp)
-    if not args.selector:
+    if args.pods_file and args.selector:
+        raise ConfigError("--pods-file and --selector exclude each other: a file or the API server")
+    if not args.selector and not args.pods_file:
         raise ConfigError("--selector (or DISCOVERY_SELECTOR) is required, e.g. app=elastic-horovod")
     try:
         rules = Rules(default_slots=_int("--default-slots", args.default_slots) or 0,
@@ -161,18 +166,25 @@ async def _serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
     if args.hostfile and not os.path.isdir(os.path.dirname(os.path.abspath(args.hostfile))):
         raise ConfigError(f"--hostfile directory does not exist: {args.hostfile}")
 
-    if args.kubeconfig and not os.path.exists(args.kubeconfig):
+    if not args.pods_file and args.kubeconfig and not os.path.exists(args.kubeconfig):
         raise ConfigError(f"kubeconfig {args.kubeconfig} does not exist")
     from aiohttp import web
 
-    from discovery.kube import PodAPI, PodQuery, load_api_client
     from discovery.server import make_app
     from discovery.service import DiscoveryService
-    from discovery.source import KubernetesSource
+    from discovery.source import HostSource
 
-    api = PodAPI(load_api_client(args.kubeconfig),
-                 PodQuery(args.namespace, args.selector, args.field_selector))
-    svc = DiscoveryService(KubernetesSource(api, watch_timeout=watch_timeout), rules,
+    source: HostSource
+    if args.pods_file:
+        from discovery.file_source import StaticFileSource
+        source = StaticFileSource(args.pods_file)
+    else:
+        from discovery.kube import PodAPI, PodQuery, load_api_client
+        from discovery.kube_source import KubernetesSource
+        api = PodAPI(load_api_client(args.kubeconfig),
+                     PodQuery(args.namespace, args.selector, args.field_selector))
+        source = KubernetesSource(api, watch_timeout=watch_timeout)
+    svc = DiscoveryService(source, rules,
                            stale_after=stale_after, hostfile=args.hostfile, prepare=prepare)
     from discovery.connguard import guarded_runner
     runner = guarded_runner(make_app(svc, args.token), access_log=None, handle_signals=False)

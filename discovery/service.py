@@ -29,8 +29,8 @@ from discovery.admission import Admission, PrepareSettings
 from discovery.hostfile import HostfileWriter
 from discovery.hosts import Rules
 from discovery.source import HostSource
+from discovery.status import WatchStatus
 from discovery.table import EMPTY, HostTable, TableBuilder
-from discovery.watch import WatchStatus
 
 log = logging.getLogger("discovery.service")
 GIL_SWITCH_SECONDS = 0.0005

@@ -34,12 +34,13 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from discovery.cache import PodCache
 from discovery.errors import APIBadRequestError, APIError, APIGoneError, WatchError
 from discovery.kube import PodAPI, iter_events
+from discovery.status import WatchStatus
 
 log = logging.getLogger("discovery.watch")
 
@@ -47,29 +48,6 @@ log = logging.getLogger("discovery.watch")
 def backoff_delay(attempt: int, base: float, cap: float, rand: Callable[[], float]) -> float:
     """Pure: the wait before reconnect ``attempt`` (0-based): ``min(cap, base*2^n)`` x [0.5, 1)."""
     return min(cap, base * (2 ** min(attempt, 30))) * (0.5 + rand() / 2)
-
-
-@dataclass(frozen=True)
-class WatchStatus:
-    """An immutable view of the watch. Times are from the injected monotonic clock.
-
-    ``disconnected_since`` is None while the watch is known current; otherwise the time the
-    connection was lost (the data is current as of then). ``failures``: failed sessions in a
-    row since the watch last worked (delivered an event or ended cleanly); 0 while it works.
-    """
-
-    synced: bool = False
-    connected: bool = False
-    disconnected_since: float | None = None
-    resource_version: str = ""
-    last_event_at: float | None = None
-    lists: int = 0
-    relists: int = 0
-    restarts: int = 0
-    events: int = 0
-    failures: int = 0
-    last_error: str = ""
-    fatal: str = ""
 
 
 class _StatusBoard:

@@ -124,9 +124,10 @@ def test_a_pod_frozen_for_eight_seconds_gets_a_worker_again(tmp_path):
     """0031: the worker on 127.0.0.1 freezes (SIGSTOP) for 8 s and is thawed (SIGCONT), its
     host listed all along. It is lost at the liveness timeout (5 s) and its host quarantined
     with probation: its old process ends (the driver's SIGTERM takes effect at the thaw, its
-    SIGKILL at once, even before the thaw), the cooldown (15 s) and the blacklist's (1-2 s here) pass, and the host gets a
-    worker again: the job trains at world size 3 with 127.0.0.1 in it. On eh3 the host stayed quarantined until it left
-    discovery, and the world stayed at 2 for good."""
+    SIGKILL at once, even before the thaw), the cooldown (15 s) and the blacklist's (1-2 s
+    here) pass, and the host gets a worker again: the job trains at world size 3 with
+    127.0.0.1 in it. On eh3 the host stayed quarantined until it left discovery, and the world
+    stayed at 2 for good."""
     me = socket.gethostname()
     script, _, _ = discovery_script(tmp_path, f"localhost:1\n127.0.0.1:1\n{me}:1\n")
     log, events = tmp_path / "det.jsonl", tmp_path / "events.jsonl"
