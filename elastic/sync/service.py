@@ -60,7 +60,6 @@ from elastic.ssh.exec import SSHClient
 from elastic.sync.cancel import CancelToken
 from elastic.sync.lock import HostLock
 from elastic.sync.manifest import (
-    SYMLINK_MODES,
     Manifest,
     build_manifest,
     cache_path,
@@ -82,6 +81,7 @@ from elastic.sync.remote import (
     verify_commit_script,
 )
 from elastic.sync.retry import RetryPolicy, retry_call
+from elastic.sync.rsync import RsyncOptions
 from elastic.sync.safety import DEFAULT_ALLOWED_ROOTS, check_dest, check_source
 from elastic.sync.transport import TRANSPORTS, CopyJob, choose_transport
 
@@ -108,21 +108,20 @@ class SyncOptions:
     symlinks: str = "refuse"
 
     def __post_init__(self) -> None:
-        if self.symlinks not in SYMLINK_MODES:
-            raise ConfigError(f"--symlinks must be one of {', '.join(SYMLINK_MODES)}, got {self.symlinks!r}")
+        self.rsync  # noqa: B018 - builds RsyncOptions, which checks --symlinks, --remote-rsync, --bwlimit
         if self.jobs < 1:
             raise ConfigError(f"--jobs must be >= 1, got {self.jobs}")
         if self.transport not in TRANSPORTS:
             raise ConfigError(f"--transport must be one of {', '.join(TRANSPORTS)}, got {self.transport!r}")
-        if not self.remote_rsync or self.remote_rsync.startswith("-") or any(
-                c.isspace() or c in "'\"`$;&|<>()\\" for c in self.remote_rsync):
-            raise ConfigError(f"bad remote rsync command {self.remote_rsync!r}")
         if self.verify_unchanged not in ("quick", "checksum"):
             raise ConfigError(f"--verify-unchanged must be quick or checksum, got {self.verify_unchanged!r}")
-        if self.bwlimit_kbps is not None and self.bwlimit_kbps < 1:
-            raise ConfigError(f"--bwlimit must be >= 1 KiB/s, got {self.bwlimit_kbps}")
         if not 0 <= self.lock_timeout < 10**7:
             raise ConfigError(f"--lock-timeout must be >= 0 seconds, got {self.lock_timeout}")
+
+    @property
+    def rsync(self) -> RsyncOptions:
+        """The rsync transport's settings (``ConfigError`` for a bad one)."""
+        return RsyncOptions(self.remote_rsync, self.bwlimit_kbps, self.symlinks)
 
 
 @dataclass(frozen=True)
@@ -263,10 +262,8 @@ class _HostSync:
                 self.client.close_master(self.host)
 
     def _job(self) -> CopyJob:
-        o = self.options
         return CopyJob(self.host, self.src, self.layout, self.manifest, self.client, self.board, self.cancel,
-                       self._run, o.ssh_config, o.remote_rsync, o.bwlimit_kbps, o.symlinks, o.connect_timeout,
-                       checksum=self.checksum, peer=self.peer)
+                       self._run, checksum=self.checksum, peer=self.peer)
 
     def _waiting(self) -> None:
         log.warning("%s: another dataset-sync to %s is running on the host; waiting up to %gs for it",
@@ -277,7 +274,7 @@ class _HostSync:
         probe = parse_probe(self._run(probe_script(self.layout, self.options.remote_rsync, self.manifest.digest, check,
                                                    self.wanted.listing if check == "checksum" else self.wanted.quick),
                                       "probe").decode())
-        transport = choose_transport(self.options.transport, probe.has_rsync, self.host, self.options.remote_rsync)
+        transport = choose_transport(self.options.transport, probe.has_rsync, self.host, self.options.rsync)
         result.method = transport.name
         if probe.unchanged:
             result.unchanged, result.version = True, probe.current

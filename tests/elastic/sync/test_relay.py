@@ -189,7 +189,8 @@ def test_relay_host_deleted_mid_copy_costs_its_child_a_retry(sync_cluster, tmp_p
 def _linked_tree(root: Path, symlinks: str) -> Path:
     """A dataset of links for ``--symlinks symlinks``: relative links inside the tree (to a
     file, to a directory, from a subdirectory upwards) and, where the mode takes them, links
-    out of it (absolute to a directory, relative climbing out to a file)."""
+    out of it (absolute to a directory, relative climbing out to a file, and for ``keep`` one
+    that looks like a link an rsync daemon munged)."""
     outside = root / "outside"
     (outside / "images").mkdir(parents=True)
     (outside / "images" / "a.bin").write_bytes(b"a" * 1000)
@@ -204,6 +205,8 @@ def _linked_tree(root: Path, symlinks: str) -> Path:
     if symlinks != "refuse":
         (src / "images").symlink_to(outside / "images")
         (src / "labels.csv").symlink_to(Path("..") / "outside" / "labels.csv")
+    if symlinks == "keep":  # what an rsync daemon that munges links would strip: sent as written
+        (src / "munged").symlink_to("/rsyncd-munged/own.bin")
     return src
 
 
@@ -215,7 +218,7 @@ def test_relay_copies_links_as_the_symlinks_mode_says(sync_cluster, pod_ips, ssh
     src = _linked_tree(tmp_path, symlinks)
     manifest = build_manifest(str(src), symlinks=symlinks)
     if symlinks == "keep":
-        assert {"images", "labels.csv"} <= set(manifest.links)
+        assert {"images", "labels.csv", "munged"} <= set(manifest.links)
     dest = f"/data/relay-links-{symlinks}"
     ips = list(pod_ips.values())
     proc, report = sync(ssh_dir, src, dest, "--hosts", ",".join(ips), "--relay", "on", "--symlinks", symlinks,
