@@ -10,14 +10,14 @@
 
 Every other failure while training is a runtime failure, exit 1; a worker ended by signal N
 exits 128 + N (SIGTERM: 143, see ``training.signals``). Library errors (OSError, torch/PIL
-errors) are wrapped at the edge with ``raise ... from``.
+errors) are wrapped at the edge with ``raise ... from``. The codes are the project's
+(``shared.exitcodes``); ``training.cli`` turns an error into its line and code with the
+project's runner (``shared.runner``).
 """
 
 from __future__ import annotations
 
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
+from shared.exitcodes import EXIT_FAILURE, EXIT_USAGE
 
 
 class TrainingError(Exception):
