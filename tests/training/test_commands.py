@@ -121,16 +121,16 @@ def test_resnet50_on_tiny_imagenet_with_two_workers(tmp_path):
     assert progress and all(r.samples_per_sec > 0 for r in progress)
     # the rate of one worker is 0.1 per 256 samples (0.1 x 4 / 256); warm-up ramps it from
     # there towards 2 x that over the first epoch
-    assert progress[0]["lr"] < epochs[-1]["lr"] == pytest.approx(2 * 0.1 * 4 / 256)
+    assert progress[0].lr < epochs[-1].lr == pytest.approx(2 * 0.1 * 4 / 256)
 
 
 @pytest.mark.parametrize("module, argv, code, message", [
     ("mnist", ["--data-dir", "/nonexistent-mnist"], 2,
      "error: MNIST data directory /nonexistent-mnist does not exist"),
     ("resnet50", ["--synthetic", "--amp-dtype", "fp8"], 2,
-     "error: argument --amp-dtype: 'fp8' is not one of fp16, bf16"),
+     "error: argument --amp-dtype: 'fp8' is not one of fp16, bf16 (see train-resnet50 --help)"),
     ("resnet50", ["--synthetic", "--label-smoothing", "1.5"], 2,
-     "error: argument --label-smoothing: '1.5' must be in [0, 1)"),
+     "error: argument --label-smoothing: '1.5' must be in [0, 1) (see train-resnet50 --help)"),
 ], ids=["missing-dataset", "bad-amp-dtype", "bad-label-smoothing"])
 def test_bad_input_exits_2_with_one_line(module, argv, code, message):
     r = command(module, *argv)
