@@ -45,6 +45,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from localcluster.testing import running_cluster  # noqa: E402
+from shared.exitcodes import EXIT_OK, EXIT_USAGE  # noqa: E402
 from shared.metrics_record import MetricsRecord, read_records  # noqa: E402
 
 TAG = "BENCH_LAUNCHER_LOSS_TAG"
@@ -288,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     if bad or args.rounds < 1 or not 0 < args.at_samples < EPOCH:
         print(f"error: --signals wants {','.join(SIGNALS)}, --rounds >= 1, --at-samples in 1..{EPOCH - 1}",
               file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     projects = [q.resolve() for q in (args.project or [HERE.parent])]
     rounds = run(projects, signals, args.rounds, args.at_samples, args.keep_logs)
     print(table(rounds))
@@ -297,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\nwhere the retry's start-up went (elastic-run's own line, from its start):")
         for name, sig, line in said:
             print(f"  {name} {sig}: {line}")
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":
