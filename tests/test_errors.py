@@ -1,13 +1,14 @@
 """Each package has one errors module: no exception class is defined anywhere else (private
-control-flow exceptions named ``_...`` inside a module excepted). training/ is its own."""
+control-flow exceptions named ``_...`` inside a module excepted); every command ends in the
+project's one runner and its exit codes are ``shared.exitcodes``' names."""
 import ast
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-ERRORS = {"discovery": "errors.py", "elastic": "errors.py", "localcluster": "errors.py"}
-PACKAGES = ("discovery", "elastic", "localcluster", "training")
+ERRORS = {"discovery": "errors.py", "elastic": "errors.py", "localcluster": "errors.py", "training": "errors.py"}
+PACKAGES = tuple(ERRORS)
 
 
 def _exception_classes(path: Path) -> list[str]:

@@ -25,12 +25,9 @@ from shared.atomicfile import write_atomic
 from shared.exitcodes import EXIT_OK
 from shared.runner import run_main
 from training.datagen import FILES, idx_bytes
+from training.errors import DigitsError
 
 SIDE, SCALE = 28, 3  # 8 px x 3 = 24, centred in 28
-
-
-class DigitsError(Exception):
-    """scikit-learn or its digits are missing, or a flag is out of range."""
 
 
 def to_mnist(images: np.ndarray) -> np.ndarray:
