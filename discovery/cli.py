@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from discovery.errors import ConfigError, DiscoveryError
 from shared.argparser import OneLineParser
 from shared.envvars import env_default
+from shared.exitcodes import EXIT_OK
 from shared.runner import run_main
 
 log = logging.getLogger("discovery.daemon")
@@ -222,7 +223,7 @@ async def _serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
             log.info("stopping")
     finally:
         await runner.cleanup()
-    return 0
+    return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:

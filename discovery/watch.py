@@ -23,7 +23,8 @@ growing to its cap: a LIST that succeeds does not count as the watch working, on
 or a stream the server ended cleanly does.
 
 Nothing starts in the constructor: ``start()`` starts the thread, ``stop()`` sets the stop
-event, shuts the open stream down (interrupting a blocking read) and joins. The loops wait
+event, shuts the open stream down (interrupting a blocking read) and joins: the project's one
+thread lifecycle, ``shared.worker.Worker``. The loops wait
 on the stop event, never plain sleeps. ``on_change`` is called from the watch thread after
 the cache or the connection status changed; it must not block.
 """
@@ -41,6 +42,7 @@ from discovery.cache import PodCache
 from discovery.errors import APIBadRequestError, APIError, APIGoneError, WatchError
 from discovery.kube import PodAPI, iter_events
 from discovery.status import WatchStatus
+from shared.worker import Worker
 
 log = logging.getLogger("discovery.watch")
 
@@ -134,29 +136,31 @@ class PodWatcher:
         self._watch_timeout = watch_timeout
         self._base, self._cap = backoff_base, backoff_cap
         self._clock, self._rand = clock, rand
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._worker = Worker(self._run, "pod-watch", wake=self._shutdown_response)
+        self._stop = self._worker.stopping  # the loops' stop rule (shared.worker)
         self._resp_lock = threading.Lock()
         self._resp: Any = None
         self._board = _StatusBoard(clock)
 
     # -- control -------------------------------------------------------------------------
     def start(self) -> None:
-        """Start the watch thread; returns at once. ``RuntimeError`` if already started."""
-        if self._thread is not None:
+        """Start the watch thread (``shared.worker.Worker``); returns at once. ``RuntimeError``
+        if already started."""
+        if self._worker.started:
             raise RuntimeError("watcher already started")
-        self._thread = threading.Thread(target=self._run, name="pod-watch", daemon=True)
-        self._thread.start()
+        self._worker.start()
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop and join the thread (blocks up to ``timeout``). Safe to call twice."""
-        self._stop.set()
+        """Stop: shut the open response down and join the thread (blocks up to ``timeout``).
+        Safe to call twice."""
+        self._worker.stop(timeout)
+
+    def _shutdown_response(self) -> None:
+        """Unblock a WATCH stream the thread is reading (``Worker``'s wake)."""
         with self._resp_lock:
             resp = self._resp
         if resp is not None:
             _shutdown(resp)
-        if self._thread is not None:
-            self._thread.join(timeout)
 
     @property
     def status(self) -> WatchStatus:
@@ -164,7 +168,7 @@ class PodWatcher:
 
     @property
     def alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self._worker.alive
 
     # -- layer 3 ---------------------------------------------------------------------------
     def _run(self) -> None:

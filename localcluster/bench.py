@@ -18,6 +18,8 @@ import threading
 import time
 from pathlib import Path
 
+from shared.exitcodes import EXIT_OK
+
 from . import control
 from .statefiles import StatePaths
 from .testing import ClusterHandle
@@ -104,7 +106,7 @@ def main(argv=None) -> int:
     print(f"{'measure':<{width}}  {'value':>10}  ratio")
     for name, value, ratio in rows:
         print(f"{name:<{width}}  {value:>10}  {ratio}")
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -36,19 +36,13 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from shared.driver_events import Record, read_records
-from shared.exitcodes import EXIT_FAILURE, EXIT_USAGE
-from shared.jsonlines import read_json_lines
+from shared.exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from shared.metrics_record import MetricsRecord
+from shared.metrics_record import read_records as read_metrics  # rank 0's metrics file
 
 STEPS = ("add", "delete", "kill")
-
-
-def read_metrics(path: str | Path | None) -> list[dict]:
-    """The JSON records of a JSON-lines file (the metrics); bad lines are skipped
-    (``shared.jsonlines``, the project's one reader)."""
-    return read_json_lines(path)
 
 
 def local_cluster_argv(*args: str) -> list[str]:
@@ -73,10 +67,10 @@ def parse_steps(text: str) -> tuple[str, ...]:
     return steps
 
 
-def world_sizes(records: list[dict], events: list[Record]) -> list[tuple[float, int]]:
+def world_sizes(records: list[MetricsRecord], events: list[Record]) -> list[tuple[float, int]]:
     """(time, world size) at which the job was seen training: rank 0's metrics records, and
     the driver's ``progress`` events after a ``reset`` (the size of that reset)."""
-    seen = [(r["time"], r["world_size"]) for r in records if "world_size" in r and "time" in r]
+    seen = [(r.time, r.world_size) for r in records]
     size = None
     for e in events:
         if e.kind == "reset":
@@ -86,7 +80,7 @@ def world_sizes(records: list[dict], events: list[Record]) -> list[tuple[float, 
     return sorted(seen)
 
 
-def next_step(steps: tuple[str, ...], progress: Progress, records: list[dict],
+def next_step(steps: tuple[str, ...], progress: Progress, records: list[MetricsRecord],
               events: list[Record] | None = None, wait_for_start: bool = False) -> str | None:
     """The step due now, or None (all done, or waiting for the previous one to take effect)."""
     if progress.done >= len(steps):
@@ -97,13 +91,13 @@ def next_step(steps: tuple[str, ...], progress: Progress, records: list[dict],
     return steps[progress.done] if took_effect(progress, records, events or []) else None
 
 
-def took_effect(progress: Progress, records: list[dict], events: list[Record] | None = None) -> bool:
+def took_effect(progress: Progress, records: list[MetricsRecord], events: list[Record] | None = None) -> bool:
     """True once the job was seen training at the expected world size after the last step."""
     after = [size for when, size in world_sizes(records, events or []) if when > progress.last_time]
     return bool(after) and after[-1] == progress.expected_world
 
 
-def after_step(step: str, progress: Progress, records: list[dict], now: float,
+def after_step(step: str, progress: Progress, records: list[MetricsRecord], now: float,
                events: list[Record] | None = None, start_world: int | None = None) -> Progress:
     """The progress once ``step`` has run at ``now``."""
     seen = world_sizes(records, events or [])
@@ -208,7 +202,7 @@ def _run(args: argparse.Namespace, steps: tuple[str, ...]) -> int:
             return EXIT_FAILURE
         time.sleep(args.interval)
     print(f"chaos: done, the training runs at world size {progress.expected_world}", file=sys.stderr, flush=True)
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":

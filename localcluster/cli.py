@@ -29,6 +29,7 @@ from pathlib import Path
 
 from shared.argparser import OneLineParser
 from shared.envvars import env_int
+from shared.exitcodes import EXIT_OK
 from shared.runner import run_main
 
 from . import control
@@ -147,11 +148,11 @@ def run(args: argparse.Namespace) -> int:
                   file=sys.stderr)
         _print_status(control.status(state))
         print(f"\nexport KUBECONFIG={state['kubeconfig']}")
-        return 0
+        return EXIT_OK
     if args.command == "down":
         if not control.stop(paths):
             print(f"local-cluster: no cluster was running with state dir {paths.root}", file=sys.stderr)
-        return 0
+        return EXIT_OK
     if args.command == "fault" and args.seconds < 0:  # bad input before looking for the cluster
         raise UsageError(f"--seconds must be >= 0, got {args.seconds}")
     state = _running(paths)
@@ -175,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.command == "delete-pod":
         control.client(state).delete_pod(args.name, args.namespace, args.grace)
         print(f"{args.name} deleting")
-    return 0
+    return EXIT_OK
 
 
 def main(argv=None) -> int:

@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 
 from aiohttp import web
 
-from shared.exitcodes import EXIT_FAILURE
+from shared.exitcodes import EXIT_FAILURE, EXIT_OK
 
 from . import pods
 from .addresses import claim_block
@@ -271,7 +271,7 @@ def main(argv=None) -> int:
     except LocalClusterError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILURE
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 
-from shared.exitcodes import EXIT_FAILURE, EXIT_USAGE
+from shared.exitcodes import EXIT_FAILURE, EXIT_USAGE, exit_for_returncode
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -44,7 +44,7 @@ def main(argv=None) -> int:
             continue
         if pid == child.pid:
             child.returncode = os.waitstatus_to_exitcode(status)
-            return child.returncode if child.returncode >= 0 else 128 - child.returncode
+            return exit_for_returncode(child.returncode)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,6 @@ phase (the daemon, the hosts' preparation, the workers' start, their imports, th
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import signal
@@ -46,6 +45,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from localcluster.testing import running_cluster  # noqa: E402
+from shared.exitcodes import EXIT_OK, EXIT_USAGE  # noqa: E402
+from shared.metrics_record import MetricsRecord, read_records  # noqa: E402
 
 TAG = "BENCH_LAUNCHER_LOSS_TAG"
 EPOCH = 6000
@@ -108,23 +109,14 @@ def tree(root: int) -> list[int]:
     return sorted(found)
 
 
-def records(path: Path) -> list[dict]:
-    out = []
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return out
-    for line in lines:
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            pass
-    return out
+def progress_records(path: Path) -> list[MetricsRecord]:
+    """The progress records of a metrics file so far (a partial last line is skipped)."""
+    return [r for r in read_records(path) if r.event == "progress"]
 
 
-def position(rec: dict) -> int:
+def position(rec: MetricsRecord) -> int:
     """Samples trained since the run began, from a progress record."""
-    return (int(rec["epoch"]) - 1) * EPOCH + int(rec["samples"])
+    return (rec.epoch - 1) * EPOCH + rec.samples
 
 
 class Job:
@@ -185,8 +177,8 @@ def one_round(project: Path, cluster, work: Path, sig_name: str, at_samples: int
     new: Job | None = None
     stopped: list[int] = []
     try:
-        at = until(lambda: next((r for r in records(old.metrics) if r.get("event") == "progress"
-                                 and position(r) >= EPOCH + at_samples), None), TIMEOUT * 2, 0.05)
+        at = until(lambda: next((r for r in progress_records(old.metrics) if position(r) >= EPOCH + at_samples), None),
+                   TIMEOUT * 2, 0.05)
         if at is None:
             rnd.note = "the job never reached the chosen sample"
             return rnd
@@ -208,7 +200,7 @@ def one_round(project: Path, cluster, work: Path, sig_name: str, at_samples: int
                     os.kill(pid, SIGNALS[sig_name])
                 except ProcessLookupError:
                     pass
-        last = [r for r in records(old.metrics) if r.get("event") == "progress" and r["time"] <= time.time()]
+        last = [r for r in progress_records(old.metrics) if r.time <= time.time()]
         trained = max(position(r) for r in last)
         rnd.extra["retry_after"] = time.monotonic() - t0
         new = Job(project, cluster, work, "new")
@@ -221,8 +213,8 @@ def one_round(project: Path, cluster, work: Path, sig_name: str, at_samples: int
                 rnd.gone = time.monotonic() - t0
             if news and seen_new is None:
                 seen_new = time.time()
-            if seen_new is not None and rnd.trains is None and any(
-                    r.get("event") == "progress" and r["time"] > seen_new for r in records(new.metrics)):
+            if seen_new is not None and rnd.trains is None \
+                    and any(r.time > seen_new for r in progress_records(new.metrics)):
                 rnd.trains = time.monotonic() - t0
             if rnd.gone is not None and rnd.trains is not None:
                 break
@@ -230,11 +222,10 @@ def one_round(project: Path, cluster, work: Path, sig_name: str, at_samples: int
         # the old world may train on after the signal (a frozen launcher's workers, until their
         # lease ends): what it trained until it was gone is what a resume can lose
         upto = min(wall0 + (rnd.gone if rnd.gone is not None else TIMEOUT), seen_new or float("inf"))
-        trained = max([trained] + [position(r) for r in records(old.metrics)
-                                   if r.get("event") == "progress" and r["time"] <= upto])
+        trained = max([trained] + [position(r) for r in progress_records(old.metrics) if r.time <= upto])
         resumed = RESUMED.search(new.log())
         start = (int(resumed.group(1)) - 1) * EPOCH + int(resumed.group(2)) if resumed else \
-            (int(at["epoch"]) - 1) * EPOCH
+            (at.epoch - 1) * EPOCH
         rnd.rolled_back = max(0, trained - start) / EPOCH
         rnd.extra.update({"trained": trained, "resumed_at": start, "signal_time": wall0})
         said = PHASES.search(new.log()) if rnd.trains is not None else None
@@ -298,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     if bad or args.rounds < 1 or not 0 < args.at_samples < EPOCH:
         print(f"error: --signals wants {','.join(SIGNALS)}, --rounds >= 1, --at-samples in 1..{EPOCH - 1}",
               file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     projects = [q.resolve() for q in (args.project or [HERE.parent])]
     rounds = run(projects, signals, args.rounds, args.at_samples, args.keep_logs)
     print(table(rounds))
@@ -307,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\nwhere the retry's start-up went (elastic-run's own line, from its start):")
         for name, sig, line in said:
             print(f"  {name} {sig}: {line}")
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":

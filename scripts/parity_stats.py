@@ -21,24 +21,22 @@ from dataclasses import asdict, dataclass
 
 from localcluster.chaos import Progress, took_effect
 from shared.driver_events import Record
+from shared.metrics_record import MetricsRecord
 
 
-def fraction_done(records: list[dict], epochs: int, train_size: int) -> float:
+def fraction_done(records: list[MetricsRecord], epochs: int, train_size: int) -> float:
     """The share of the run's ``epochs * train_size`` samples trained, by the newest metrics
     record (0.0 before any); an ``epoch`` record counts its epoch as done."""
     if epochs < 1 or train_size < 1:
         raise ValueError(f"epochs and train_size must be positive, got {epochs} and {train_size}")
     best = 0.0
     for r in records:
-        epoch, samples = r.get("epoch"), r.get("samples")
-        if not isinstance(epoch, int) or not isinstance(samples, int):
-            continue
-        done = epoch if r.get("event") == "epoch" else epoch - 1 + min(samples, train_size) / train_size
+        done = r.epoch if r.event == "epoch" else r.epoch - 1 + min(r.samples, train_size) / train_size
         best = max(best, done / epochs)
     return min(best, 1.0)
 
 
-def settled(progress: Progress, records: list[dict], events: list[Record]) -> bool:
+def settled(progress: Progress, records: list[MetricsRecord], events: list[Record]) -> bool:
     """True once the last step took effect: the job trains at the world size it should give
     (``localcluster.chaos.took_effect``), or the driver re-formed the world at that size after
     the step (a ``reset`` event): a training held before its last step (the slow motion's
@@ -49,7 +47,7 @@ def settled(progress: Progress, records: list[dict], events: list[Record]) -> bo
                and e.detail.get("world_size") == progress.expected_world for e in events)
 
 
-def due(steps: tuple[str, ...], at: tuple[float, ...], progress: Progress, records: list[dict],
+def due(steps: tuple[str, ...], at: tuple[float, ...], progress: Progress, records: list[MetricsRecord],
         events: list[Record], epochs: int, train_size: int) -> str | None:
     """The step due now (see the module docstring), or None."""
     if len(at) != len(steps):

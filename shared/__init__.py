@@ -6,9 +6,10 @@ and by ``discover-hosts`` without slowing its start-up; shipped in the daemon im
   (``http://`` and ``unix:`` URLs, the bearer token, a deadline on the whole exchange).
 - ``shared.atomicfile``     the one atomic writer (temporary file, fsync, rename).
 - ``shared.hosts``          the one host rule (``host_ok``).
-- ``shared.exitcodes``      the exit codes (0, 1, 2, 130, 128 + signal).
+- ``shared.exitcodes``      the exit codes (0, 1, 2, 75, 127, 130, 128 + signal).
 - ``shared.jsonlines``      the one reader of JSON-lines files other processes append to.
 - ``shared.driver_events``  the Horovod driver's event records (format, reader, follower).
+- ``shared.metrics_record`` the training's metrics record (``MetricsRecord``: writer and readers).
 - ``shared.worker``         the one background-thread lifecycle (start once, stop with a
   deadline, the thread's exception raised by ``stop()``).
 

@@ -8,8 +8,12 @@
 - ``EXIT_NO_CAPACITY`` 75 (``EX_TEMPFAIL``): ``elastic-run`` only: the first world did not
   form within ``--first-world-timeout`` (too few slots: a capped pool); try again later
   (``elastic.launch.gang``).
+- ``EXIT_CANNOT_RUN`` 127: a wrapper (``elastic.launch.lease``) could not start its command
+  (the shell's "command not found").
 - ``EXIT_INTERRUPTED`` 130: Ctrl-C (128 + SIGINT); a command ended by another signal
-  returns 128 + that signal (``exit_for_signal``).
+  returns 128 + that signal (``exit_for_signal``; ``SIGNAL_BASE`` 128 is where those start),
+  and a child killed by signal N, which ``subprocess`` reports as -N, is told as 128 + N
+  (``exit_for_returncode``).
 """
 from __future__ import annotations
 
@@ -17,9 +21,16 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_NO_CAPACITY = 75  # EX_TEMPFAIL
+EXIT_CANNOT_RUN = 127
+SIGNAL_BASE = 128
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
 
 
 def exit_for_signal(signum: int) -> int:
     """What a shell reports for a process ended by signal ``signum``: 128 + ``signum``."""
-    return 128 + signum
+    return SIGNAL_BASE + signum
+
+
+def exit_for_returncode(returncode: int) -> int:
+    """A ``subprocess`` return code as a shell exit code: -N (killed by signal N) is 128 + N."""
+    return exit_for_signal(-returncode) if returncode < 0 else returncode

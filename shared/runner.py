@@ -6,8 +6,10 @@ on stderr and a code: its ``exit_code`` attribute if it has one (e.g. ``elastic`
 ``Interrupted``: 128 + its signal), else ``EXIT_USAGE`` 2 for ``usage`` (bad input), else
 ``EXIT_FAILURE`` 1; Ctrl-C is ``error: <interrupted>`` (default ``<prog> interrupted``) and
 ``EXIT_INTERRUPTED`` 130 -- never a traceback. Anything else propagates (a bug keeps its
-traceback). The contract is written once in docs/architecture.md ("Errors and exit codes");
-the usage-error parser is ``shared.argparser.OneLineParser``.
+traceback). ``describe(exc)`` (default ``str``) is the cause's text: ``training`` gives one
+that cuts a multi-line message (a DataLoader worker's traceback) to its last line. The
+contract is written once in docs/architecture.md ("Errors and exit codes"); the usage-error
+parser is ``shared.argparser.OneLineParser``.
 
 Standard library only and cheap to import (no argparse, no ``typing``, which pulls in ``re``,
 ``enum`` and ``collections``): ``discover-hosts`` runs every second.
@@ -26,7 +28,7 @@ if TYPE_CHECKING:  # for the annotations only; never imported at run time
 def run_main(prog: str, body: Callable[[], int], *,
              usage: type[BaseException] | tuple[type[BaseException], ...],
              failure: type[BaseException] | tuple[type[BaseException], ...],
-             interrupted: str | None = None) -> int:
+             interrupted: str | None = None, describe: Callable[[BaseException], str] = str) -> int:
     """Run ``body``; map ``failure`` errors (``usage`` ones: bad input) and Ctrl-C to one
     stderr line and an exit code (module docstring)."""
     try:
@@ -35,7 +37,7 @@ def run_main(prog: str, body: Callable[[], int], *,
         sys.stderr.write(f"error: {interrupted or prog + ' interrupted'}\n")
         return EXIT_INTERRUPTED
     except failure as exc:
-        sys.stderr.write(f"error: {exc}\n")
+        sys.stderr.write(f"error: {describe(exc)}\n")
         code = getattr(exc, "exit_code", None)
         if isinstance(code, int):
             return code

@@ -1,12 +1,14 @@
 """Each package has one errors module: no exception class is defined anywhere else (private
-control-flow exceptions named ``_...`` inside a module excepted). training/ is its own."""
+control-flow exceptions named ``_...`` inside a module excepted); every command ends in the
+project's one runner and its exit codes are ``shared.exitcodes``' names."""
 import ast
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-ERRORS = {"discovery": "errors.py", "elastic": "errors.py", "localcluster": "errors.py"}
+ERRORS = {"discovery": "errors.py", "elastic": "errors.py", "localcluster": "errors.py", "training": "errors.py"}
+PACKAGES = tuple(ERRORS)
 
 
 def _exception_classes(path: Path) -> list[str]:
@@ -28,34 +30,88 @@ def test_exception_classes_live_in_the_packages_errors_module(package):
 
 
 def _console_scripts() -> list[str]:
-    """``module`` of each ``[project.scripts]`` entry outside training/, and discover-hosts'."""
+    """``module`` of each ``[project.scripts]`` entry, and discover-hosts'."""
     import tomllib
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     mods = {target.split(":")[0] for target in scripts.values()}
-    return sorted(m for m in mods | {"discovery.discover_hosts"} if not m.startswith("training."))
+    return sorted(mods | {"discovery.discover_hosts"})
 
 
-COMMANDS = _console_scripts() + ["elastic.launch.prepare", "elastic.launch.scale_workers"]  # python -m ones
+# and the python -m ones
+COMMANDS = _console_scripts() + ["elastic.launch.prepare", "elastic.launch.scale_workers", "training.datagen",
+                                 "training.digits"]
+
+
+def _module_tree(module: str) -> ast.Module:
+    return ast.parse((ROOT / (module.replace(".", "/") + ".py")).read_text())
+
+
+def _reaches_run_main(module: str, function: str, depth: int = 3) -> bool:
+    """``function`` of ``module`` calls ``shared.runner.run_main``, or a function of its own
+    module or one it imports from the project that does (``depth`` calls deep)."""
+    tree = _module_tree(module)
+    imports = {a.asname or a.name: n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.module
+               for a in n.names}
+    body = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function), None)
+    if body is None:
+        return False
+    called = {ast.unparse(n.func) for n in ast.walk(body) if isinstance(n, ast.Call)}
+    if "run_main" in called and imports.get("run_main") == "shared.runner":
+        return True
+    if depth == 0:
+        return False
+    local = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    return any(_reaches_run_main(module, name, depth - 1) for name in called & local - {function}) or any(
+        _reaches_run_main(imports[name], name, depth - 1) for name in called
+        if imports.get(name, "").split(".")[0] in PACKAGES)
 
 
 @pytest.mark.parametrize("module", COMMANDS)
 def test_every_command_ends_in_the_one_runner(module):
-    """``main`` returns ``shared.runner.run_main(...)``; no literal exit code 1/2/130."""
-    path = ROOT / (module.replace(".", "/") + ".py")
-    tree = ast.parse(path.read_text())
-    main = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "main")
-    calls = {ast.unparse(n.func) for n in ast.walk(main) if isinstance(n, ast.Call)}
-    imported = {a.name for n in tree.body if isinstance(n, ast.ImportFrom) and n.module == "shared.runner"
-                for a in n.names}
-    assert "run_main" in calls and "run_main" in imported
+    """``main`` returns ``shared.runner.run_main(...)`` (itself or through a helper of its
+    package: ``training.cli.train_command``); no literal exit code 1/2/130 in the module, and
+    ``main`` returns no literal number at all (``shared.exitcodes``' names)."""
+    tree = _module_tree(module)
+    assert _reaches_run_main(module, "main")
     literal = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Return) and isinstance(n.value, ast.Constant)
                and type(n.value.value) is int and n.value.value in (1, 2, 130)]
     assert literal == []
+    main = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "main")
+    assert [n.lineno for n in ast.walk(main) if isinstance(n, ast.Return) and isinstance(n.value, ast.Constant)
+            and type(n.value.value) is int] == []
+
+
+def _literal_exit_codes(tree: ast.Module) -> list[int]:
+    """Lines that make an exit code from a number: ``sys.exit(1)``, ``os._exit(1)``,
+    ``SystemExit(2)``, ``128 + n`` / ``128 - n`` (a signal's code)."""
+    found = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and ast.unparse(n.func) in ("sys.exit", "os._exit", "SystemExit", "exit") \
+                and n.args and isinstance(n.args[0], ast.Constant) and type(n.args[0].value) is int:
+            found.append(n.lineno)
+        if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Add, ast.Sub)) and any(
+                isinstance(side, ast.Constant) and side.value == 128 for side in (n.left, n.right)):
+            found.append(n.lineno)
+    return found
+
+
+def test_no_literal_exit_codes():
+    """Exit codes are ``shared.exitcodes``' names everywhere in the packages (docs/architecture.md)."""
+    found = {str(p.relative_to(ROOT)): lines for package in (*PACKAGES, "shared")
+             for p in (ROOT / package).rglob("*.py") if p.relative_to(ROOT).as_posix() != "shared/exitcodes.py"
+             for lines in [_literal_exit_codes(ast.parse(p.read_text()))] if lines}
+    assert found == {}
+
+
+def test_the_literal_exit_code_finder_finds_them():
+    tree = ast.parse("import os, sys\nsys.exit(2)\nos._exit(1)\nraise SystemExit(3)\nx = 128 + n\ny = 128 - r\n"
+                     "sys.exit(main())\nz = 127 + n\n")
+    assert _literal_exit_codes(tree) == [2, 3, 4, 5, 6]
 
 
 def test_one_argument_parser():
-    """No argparse subclass outside ``shared/argparser.py`` (training/ keeps its own contract)."""
-    found = [str(p.relative_to(ROOT)) for package in ("discovery", "elastic", "localcluster", "shared")
+    """No argparse subclass outside ``shared/argparser.py``."""
+    found = [str(p.relative_to(ROOT)) for package in ("discovery", "elastic", "localcluster", "shared", "training")
              for p in (ROOT / package).rglob("*.py") if p.name != "argparser.py"
              and any(isinstance(n, ast.ClassDef) and any("ArgumentParser" in ast.unparse(b) for b in n.bases)
                      for n in ast.walk(ast.parse(p.read_text())))]

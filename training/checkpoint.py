@@ -46,14 +46,10 @@ from typing import Any
 
 import torch
 
-from training.errors import CheckpointError, ConfigError
+from training.errors import CheckpointError, ConfigError, StaleWriter
 
 NAME = re.compile(r"^ckpt-(?:g(\d{6,})-)?(\d{5,})-(\d{10,})\.pt$")
 MARKER = re.compile(r"^generation-(\d{6,})$")
-
-
-class StaleWriter(CheckpointError):
-    """A run tried to write a checkpoint while a newer generation is present."""
 
 
 def name_for(epoch: int, processed: int, generation: int = 0) -> str:

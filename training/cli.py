@@ -1,23 +1,24 @@
 """What both commands share around the loop: parse, build the task, train, and turn every
 failure into one line and an exit code.
 
-The contract: 0 when training is done; 2 for bad input or usage (``InputError``: a bad flag,
-a missing or malformed dataset); 1 for a runtime failure (any other error, ours or not);
-128 + N when ended by signal N (SIGTERM: 143, from ``training.signals``; Ctrl-C: 130).
-Each failure is one line ``error: <cause>`` on stderr; ``TRAINING_TRACEBACK=1`` adds the
-traceback of an unexpected error before it."""
+The contract (the project's, ``shared.exitcodes``, through its runner ``shared.runner``): 0
+when training is done; 2 for bad input or usage (``InputError``: a bad flag, a missing or
+malformed dataset); 1 for a runtime failure (any other error, ours or not: a torch or Horovod
+error is one line too); 128 + N when ended by signal N (SIGTERM: 143, from
+``training.signals``; Ctrl-C: 130). Each failure is one line ``error: <cause>`` on stderr;
+``TRAINING_TRACEBACK=1`` adds the traceback of an unexpected error before it. ``--help``
+prints and exits 0 (argparse's ``SystemExit``)."""
 
 from __future__ import annotations
 
 import os
-import signal
-import sys
 import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from shared.runner import run_main
 from training import options
-from training.errors import EXIT_FAILURE, TrainingError
+from training.errors import InputError, TrainingError
 
 if TYPE_CHECKING:
     from training.gpu_defaults import DeviceInfo
@@ -34,29 +35,27 @@ def one_line(exc: BaseException) -> str:
     return last[len(prefix):] if last.startswith(prefix) else last
 
 
-def fail(message: str, code: int) -> int:
-    """Write ``error: <message>`` on stderr; return ``code``."""
-    sys.stderr.write(f"error: {message}\n")
-    sys.stderr.flush()
-    return code
+def describe(exc: BaseException) -> str:
+    """The cause in the ``error:`` line: a ``TrainingError``'s message, any other error's type
+    and message (``RuntimeError: CUDA out of memory``), each on one line (``one_line``)."""
+    text = one_line(exc)
+    return text if isinstance(exc, TrainingError) else f"{type(exc).__name__}: {text}"
 
 
-def guarded(body: Callable[[], int]) -> int:
-    """Run ``body`` and return its exit code; a ``TrainingError`` becomes its ``exit_code``
-    (2 for bad input, 1 otherwise), any other exception 1, Ctrl-C 130, each with one line
-    ``error: ...`` on stderr. ``--help`` (argparse's ``SystemExit``) returns its code."""
-    try:
-        return body()
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else 0
-    except TrainingError as exc:
-        return fail(one_line(exc), exc.exit_code)
-    except KeyboardInterrupt:
-        return fail("interrupted", 128 + signal.SIGINT)
-    except Exception as exc:  # a runtime failure we did not foresee: still one line, exit 1
-        if os.environ.get("TRAINING_TRACEBACK") == "1":
-            traceback.print_exc()
-        return fail(f"{type(exc).__name__}: {one_line(exc)}", EXIT_FAILURE)
+def guarded(prog: str, body: Callable[[], int]) -> int:
+    """Run ``body`` and return its exit code; every failure becomes one line and a code
+    (module docstring) through ``shared.runner.run_main``."""
+    def traced() -> int:
+        try:
+            return body()
+        except TrainingError:
+            raise
+        except Exception:  # a runtime failure we did not foresee: still one line, exit 1
+            if os.environ.get("TRAINING_TRACEBACK") == "1":
+                traceback.print_exc()
+            raise
+    return run_main(prog, traced, usage=InputError, failure=Exception, interrupted="interrupted",
+                    describe=describe)
 
 
 def train_command(argv: list[str] | None, defaults: options.Defaults,
@@ -64,7 +63,7 @@ def train_command(argv: list[str] | None, defaults: options.Defaults,
     """A command's ``main``: parse ``argv`` with ``defaults`` into a ``TrainConfig``,
     ``make_task(args)`` (which checks the data before torch and Horovod are imported, unless
     the device must first decide ``--augment-on-device``, which picks the datasets), then
-    ``training.loop.run`` with the device's defaults (``resolve``); ``guarded``."""
+    ``training.loop.run`` with the device's defaults (``resolve``); ``guarded``: the exit code."""
     def body() -> int:
         args = options.parse(argv, defaults)
         early = args.augment_on_device is None  # the device decides it: before the datasets
@@ -74,7 +73,7 @@ def train_command(argv: list[str] | None, defaults: options.Defaults,
         from training.loop import run
 
         return run(task, args if early else resolve(args, defaults))
-    return guarded(body)
+    return guarded(defaults.prog, body)
 
 
 def resolve(args: options.TrainConfig, defaults: options.Defaults) -> options.TrainConfig:

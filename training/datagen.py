@@ -10,13 +10,16 @@ OUT_DIR, each through a temporary file and a rename. Deterministic for a given s
 """
 from __future__ import annotations
 
-import argparse
 import os
 import struct
 import sys
 from pathlib import Path
 
 import numpy as np
+
+from shared.argparser import OneLineParser
+from shared.exitcodes import EXIT_OK
+from shared.runner import run_main
 
 # segments: a top, b top-right, c bottom-right, d bottom, e bottom-left, f top-left, g middle
 DIGIT_SEGMENTS = {
@@ -90,19 +93,21 @@ def generate(out_dir: str | Path, train: int = 6000, test: int = 1000, seed: int
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m training.datagen", description=__doc__.split("\n\n")[0])
+    """Write the dataset; 0 when done, 1 with one ``error:`` line when it cannot be written
+    (``shared.runner``), 2 on a bad flag."""
+    prog = "python -m training.datagen"
+    p = OneLineParser(prog=prog, description=__doc__.split("\n\n")[0])
     p.add_argument("out_dir")
     p.add_argument("--train", type=int, default=6000, help="training images (default 6000)")
     p.add_argument("--test", type=int, default=1000, help="test images (default 1000)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
-    try:
+
+    def body() -> int:
         out = generate(args.out_dir, args.train, args.test, args.seed)
-    except (ValueError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(f"wrote {args.train}+{args.test} MNIST-format images to {out}", file=sys.stderr)
-    return 0
+        print(f"wrote {args.train}+{args.test} MNIST-format images to {out}", file=sys.stderr)
+        return EXIT_OK
+    return run_main(prog, body, usage=(), failure=(ValueError, OSError))
 
 
 if __name__ == "__main__":

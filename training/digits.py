@@ -15,20 +15,19 @@ OUT_DIR cannot be written, 2 on a bad flag.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import numpy as np
 
+from shared.argparser import OneLineParser
 from shared.atomicfile import write_atomic
+from shared.exitcodes import EXIT_OK
+from shared.runner import run_main
 from training.datagen import FILES, idx_bytes
+from training.errors import DigitsError
 
 SIDE, SCALE = 28, 3  # 8 px x 3 = 24, centred in 28
-
-
-class DigitsError(Exception):
-    """scikit-learn or its digits are missing, or a flag is out of range."""
 
 
 def to_mnist(images: np.ndarray) -> np.ndarray:
@@ -81,19 +80,21 @@ def convert(out_dir: str | Path, test_fraction: float = 0.25, split_seed: int = 
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m training.digits", description=__doc__.split("\n\n")[0])
+    """Write the dataset; 0 when done, 1 with one ``error:`` line when it cannot be made
+    (``shared.runner``), 2 on a bad flag."""
+    prog = "python -m training.digits"
+    p = OneLineParser(prog=prog, description=__doc__.split("\n\n")[0])
     p.add_argument("out_dir")
     p.add_argument("--test-fraction", type=float, default=0.25, help="share of the test split (default 0.25)")
     p.add_argument("--split-seed", type=int, default=0, help="seed of the split's permutation (default 0)")
     args = p.parse_args(argv)
-    try:
+
+    def body() -> int:
         sizes = convert(args.out_dir, args.test_fraction, args.split_seed)
-    except (DigitsError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(f"wrote {sizes['train']}+{sizes['test']} real handwritten digits (scikit-learn's) "
-          f"in MNIST format to {args.out_dir}", file=sys.stderr)
-    return 0
+        print(f"wrote {sizes['train']}+{sizes['test']} real handwritten digits (scikit-learn's) "
+              f"in MNIST format to {args.out_dir}", file=sys.stderr)
+        return EXIT_OK
+    return run_main(prog, body, usage=(), failure=(DigitsError, OSError))
 
 
 if __name__ == "__main__":

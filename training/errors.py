@@ -5,19 +5,22 @@
     |   +-- ConfigError        a bad flag or environment value
     |   +-- DatasetError       a missing or malformed dataset (names the path and what is wrong)
     +-- CheckpointError        a checkpoint that cannot be read or written: exit 1
+    |   +-- StaleWriter        a newer generation is present: this run must not write
     +-- DeviceError            the training device cannot do what was asked (e.g. decode
-                               JPEGs for --augment-on-device): exit 1
+    |                          JPEGs for --augment-on-device): exit 1
+    +-- DigitsError            ``python -m training.digits``: scikit-learn or its digits are
+                               missing, or a flag is out of range: exit 1
 
 Every other failure while training is a runtime failure, exit 1; a worker ended by signal N
 exits 128 + N (SIGTERM: 143, see ``training.signals``). Library errors (OSError, torch/PIL
-errors) are wrapped at the edge with ``raise ... from``.
+errors) are wrapped at the edge with ``raise ... from``. The codes are the project's
+(``shared.exitcodes``); ``training.cli`` turns an error into its line and code with the
+project's runner (``shared.runner``).
 """
 
 from __future__ import annotations
 
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
+from shared.exitcodes import EXIT_FAILURE, EXIT_USAGE
 
 
 class TrainingError(Exception):
@@ -47,3 +50,11 @@ class CheckpointError(TrainingError):
 class DeviceError(TrainingError):
     """The training device cannot do what the flags ask (a runtime failure, exit 1); the
     message names the cause and the way out."""
+
+
+class StaleWriter(CheckpointError):
+    """A run tried to write a checkpoint while a newer generation is present."""
+
+
+class DigitsError(TrainingError):
+    """scikit-learn or its digits are missing, or a flag is out of range (exit 1)."""

@@ -937,7 +937,7 @@ class Trainer:
         return float(sums[0]) / float(sums[1]) if float(sums[1]) else None
 
     # -- output ------------------------------------------------------------------------
-    def emit(self, rec: dict) -> None:
+    def emit(self, rec: metrics.MetricsRecord) -> None:
         self.writer.open().write(rec)
 
     def payload(self, state) -> dict:

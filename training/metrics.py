@@ -1,57 +1,36 @@
 """Metrics records (pure) and their line-atomic JSON-lines writer.
 
-``record(...)`` builds one dict with a fixed set of keys; ``MetricsWriter`` appends it as one
-line to a file (one ``os.write`` on an ``O_APPEND`` descriptor, so concurrent writers and a
-crash never leave half a line) and prints the same line to stdout.
-
-Keys of every record: ``event`` ("progress" every N batches, "epoch" at an epoch's end),
-``time`` (Unix seconds), ``epoch`` (1-based), ``batch`` (steps done in the epoch),
-``world_size``, ``samples`` (samples trained in the epoch so far), ``samples_per_sec``
-(since the previous record of the same epoch, or the epoch start for "epoch"; timed over
-training steps only, not BatchNorm averaging, validation or checkpoint writes),
-``samples_per_sec_per_worker`` (the same per worker, i.e. per GPU), ``loss`` and
-``accuracy`` (training, over the epoch so far), ``lr``, ``resets`` (elastic resets since the
-job started) and ``val_accuracy`` (epoch records only; null without a validation split).
-With ``--augment-on-device`` also ``decode_fallbacks``: the images since the job started that
-the device decoder rejected and the CPU decoded (``training.device_augment``).
+``record(...)`` builds one ``shared.metrics_record.MetricsRecord`` (the format, its fields and
+its readers are described there) from the loop's counters, rounded for the line;
+``MetricsWriter`` appends it as one line to a file (one ``os.write`` on an ``O_APPEND``
+descriptor, so concurrent writers and a crash never leave half a line) and prints the same
+line to stdout.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import TextIO
 
+from shared.metrics_record import MetricsRecord
 from training.errors import ConfigError
 
 
 def record(event: str, *, time: float, epoch: int, batch: int, world_size: int, samples: int,
            samples_per_sec: float, samples_per_sec_per_worker: float, loss_sum: float, correct: int,
            lr: float, resets: int, val_accuracy: float | None = None,
-           decode_fallbacks: int | None = None) -> dict:
-    """One metrics record; ``loss`` and ``accuracy`` are means over ``samples`` (null if none)."""
-    if event not in ("progress", "epoch"):
-        raise ValueError(f"unknown metrics event {event!r}")
-    out = {
-        "event": event,
-        "time": round(time, 3),
-        "epoch": epoch,
-        "batch": batch,
-        "world_size": world_size,
-        "samples": samples,
-        "samples_per_sec": round(samples_per_sec, 2),
-        "samples_per_sec_per_worker": round(samples_per_sec_per_worker, 2),
-        "loss": round(loss_sum / samples, 6) if samples else None,
-        "accuracy": round(correct / samples, 6) if samples else None,
-        "lr": lr,
-        "resets": resets,
-    }
-    if event == "epoch":
-        out["val_accuracy"] = None if val_accuracy is None else round(val_accuracy, 6)
-    if decode_fallbacks is not None:
-        out["decode_fallbacks"] = decode_fallbacks
-    return out
+           decode_fallbacks: int | None = None) -> MetricsRecord:
+    """One metrics record; ``loss`` and ``accuracy`` are means over ``samples`` (null if none).
+    ``MetricsRecordError`` (a ``ValueError``) for a bad value, e.g. an unknown ``event``."""
+    return MetricsRecord(
+        event=event, time=round(time, 3), epoch=epoch, batch=batch, world_size=world_size,
+        samples=samples, samples_per_sec=round(samples_per_sec, 2),
+        samples_per_sec_per_worker=round(samples_per_sec_per_worker, 2),
+        loss=round(loss_sum / samples, 6) if samples else None,
+        accuracy=round(correct / samples, 6) if samples else None, lr=lr, resets=resets,
+        val_accuracy=None if val_accuracy is None or event != "epoch" else round(val_accuracy, 6),
+        decode_fallbacks=decode_fallbacks)
 
 
 def rate(samples: int, seconds: float) -> float:
@@ -76,9 +55,9 @@ class MetricsWriter:
                 raise ConfigError(f"metrics file {self.path}: {exc.strerror}") from exc
         return self
 
-    def write(self, rec: dict) -> None:
+    def write(self, rec: MetricsRecord) -> None:
         """Write one record as one line to the file and to the stream."""
-        line = json.dumps(rec, sort_keys=False) + "\n"
+        line = rec.to_json() + "\n"
         if self._fd is not None:
             os.write(self._fd, line.encode())
         self.stream.write(line)

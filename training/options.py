@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from shared.argparser import OneLineParser
 from training.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -119,11 +120,6 @@ class TrainConfig:
         if extra:
             raise TypeError(f"flags without a TrainConfig field: {', '.join(extra)}")
         return cls(**values)
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, our error type, no usage dump
-        raise ConfigError(message)
 
 
 def _env(name: str, default, kind):
@@ -387,7 +383,7 @@ def resolve_device_defaults(cfg: TrainConfig, d: Defaults, cuda: bool,
 
 def parse(argv: list[str] | None, d: Defaults) -> TrainConfig:
     """Parse ``argv`` (None = sys.argv[1:]) with the environment as defaults."""
-    p = _Parser(prog=d.prog, description=d.description,
+    p = OneLineParser(prog=d.prog, raises=ConfigError, description=d.description,
                 epilog=f"Defaults: --batch-size {d.batch_size}"
                 + (f" ({d.gpu_batch_size} on CUDA" + (", less when that does not fit the GPU's memory)"
                                                     if d.gpu_image_bytes else ")")

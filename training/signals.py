@@ -21,7 +21,9 @@ import sys
 import threading
 import time
 
-EXIT_TERM = 128 + signal.SIGTERM  # 143, what a shell reports for a SIGTERMed process
+from shared.exitcodes import exit_for_signal
+
+EXIT_TERM = exit_for_signal(signal.SIGTERM)  # 143, what a shell reports for a SIGTERMed process
 
 FIRST, SAME, AGAIN = "first", "same", "again"
 

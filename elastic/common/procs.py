@@ -33,6 +33,8 @@ import signal
 import subprocess
 import sys
 
+from shared.exitcodes import EXIT_FAILURE
+
 PR_SET_PDEATHSIG = 1
 
 try:
@@ -47,7 +49,7 @@ def _die_with_parent(parent: int, death_signal: int) -> None:
     if _prctl is not None:
         _prctl(PR_SET_PDEATHSIG, int(death_signal), 0, 0, 0)
     if os.getppid() != parent:  # the parent died before prctl took effect
-        os._exit(1)
+        os._exit(EXIT_FAILURE)
 
 
 def tied_popen(argv: list[str], *, death_signal: int = signal.SIGKILL, new_session: bool = True,

@@ -31,6 +31,7 @@ from elastic.launch.prepare import parse_dataset
 from elastic.launch.runner import run
 from elastic.launch.tools import tool
 from shared.argparser import OneLineParser
+from shared.exitcodes import EXIT_OK
 from shared.runner import run_main
 
 DEFAULT_PORT = 8642
@@ -310,7 +311,7 @@ def _print_plan(config: LaunchConfig) -> int:
     workdir = os.path.join(tempfile.gettempdir(), "elastic-run-DRYRUN")
     plan = make_plan(config, run_id=config.run_id or uuid.uuid4().hex, workdir=workdir)
     print(json.dumps(plan_as_dict(plan), indent=2))
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":

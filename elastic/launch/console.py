@@ -3,8 +3,8 @@
 horovodrun prefixes every line a rank writes with ``[RANK]<stdout>:`` or ``[RANK]<stderr>:``.
 Two kinds of those lines are not for a person to read as they are:
 
-- the training's metrics records (``training.metrics``: one JSON object per line with an
-  ``event`` of ``progress`` or ``epoch``). Their raw form stays in the metrics file the
+- the training's metrics records (``shared.metrics_record``: one JSON object per line with
+  an ``event`` of ``progress`` or ``epoch``). Their raw form stays in the metrics file the
   training writes (``--metrics-file``); here they feed a compact view instead;
 - Horovod's C++ ``E ... Horovod background loop uncaught exception: aborted[: REASON]``: the
   background loop leaving an aborted collective, which is how every surviving rank hears
@@ -38,7 +38,6 @@ rank's empty stderr lines (what ssh's CR LF leaves after a host is killed).
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import re
 import threading
@@ -47,6 +46,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, TextIO
 
+from shared.metrics_record import MetricsRecord, parse_line
 from shared.worker import Worker
 
 log = logging.getLogger("elastic.run")
@@ -74,7 +74,7 @@ class Line:
     kind: str
     rank: int | None
     text: str
-    record: dict | None = None
+    record: MetricsRecord | None = None
     reason: str = ""
 
 
@@ -91,12 +91,9 @@ def classify(line: str) -> Line:
         return Line("abort", rank, text, reason=BROKEN_REASON + broken.group(1).strip())
     if any(marker in body for marker in _ABORTING):
         return Line("aborting", rank, text)
-    if body.startswith("{") and '"event"' in body:
-        try:
-            record = json.loads(body)
-        except ValueError:
-            record = None
-        if isinstance(record, dict) and record.get("event") in ("progress", "epoch"):
+    if body.startswith("{") and '"event"' in body:  # cheap: most lines are not JSON
+        record = parse_line(body)
+        if record is not None:
             return Line("metrics", rank, text, record)
     if m and not body.strip() and m.group(2) == "stderr":
         return Line("blank", rank, text)
@@ -112,7 +109,7 @@ class View:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic):
         self._clock = clock
-        self.record: dict | None = None
+        self.record: MetricsRecord | None = None
         self.world_size: int | None = None
         self.last_event: str | None = None
         self.last_event_at = 0.0
@@ -121,21 +118,20 @@ class View:
     def event(self, text: str) -> None:
         self.last_event, self.last_event_at = text, self._clock()
 
-    def observe(self, record: dict) -> list[str]:
+    def observe(self, record: MetricsRecord) -> list[str]:
         """Fold one metrics record in; the events worth a line of their own (epoch ends). A
         world size change is the last event, not a line."""
         said: list[str] = []
-        size = record.get("world_size")
-        changed = isinstance(size, int) and size != self.world_size
+        size = record.world_size
+        changed = size != self.world_size
         if changed and self.world_size is not None:
             self.event(f"world size {self.world_size} -> {size}")
-        if isinstance(size, int):
-            self.world_size = size
+        self.world_size = size
         self.changed = changed
-        if record.get("event") == "epoch":
-            said.append(f"epoch {_num(record.get('epoch'), 'd')} done: loss {_num(record.get('loss'), '.4f')}, "
-                        f"accuracy {_num(record.get('accuracy'), '.4f')}, "
-                        f"validation accuracy {_num(record.get('val_accuracy'), '.4f')}")
+        if record.event == "epoch":
+            said.append(f"epoch {record.epoch:d} done: loss {_num(record.loss, '.4f')}, "
+                        f"accuracy {_num(record.accuracy, '.4f')}, "
+                        f"validation accuracy {_num(record.val_accuracy, '.4f')}")
         self.record = record
         for text in said:
             self.event(text)
@@ -143,10 +139,11 @@ class View:
 
     def progress(self) -> str:
         """World size, epoch and step, samples/s and loss of the last record."""
-        r = self.record or {}
-        return (f"world {_num(self.world_size, 'd')} | epoch {_num(r.get('epoch'), 'd')} "
-                f"step {_num(r.get('batch'), 'd')} | {_num(r.get('samples_per_sec'), '.1f')} samples/s | "
-                f"loss {_num(r.get('loss'), '.4f')}")
+        r = self.record
+        epoch, batch, rate, loss = (r.epoch, r.batch, r.samples_per_sec, r.loss) if r else (None,) * 4
+        return (f"world {_num(self.world_size, 'd')} | epoch {_num(epoch, 'd')} "
+                f"step {_num(batch, 'd')} | {_num(rate, '.1f')} samples/s | "
+                f"loss {_num(loss, '.4f')}")
 
     def status(self, width: int = 0) -> str:
         """The one-line live view; cut to ``width`` characters when given."""
@@ -188,7 +185,7 @@ class Relay:
             if item.kind == "metrics":
                 assert item.record is not None
                 self._aborted = False
-                if self.first_progress is None and item.record.get("event") == "progress":
+                if self.first_progress is None and item.record.event == "progress":
                     self.first_progress = time.time()
                 said = self.view.observe(item.record)
                 for text in said:

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 
 from elastic.launch.push import DaemonDiscovery
 from elastic.launch.reap import RUN_ID_ENV, reap_hosts
+from shared.exitcodes import EXIT_OK, exit_for_signal
 
 DISCOVERY_URL_ENV = "DISCOVERY_URL"
 REAP_SSH_ENV = "ELASTIC_REAP_SSH"
@@ -122,7 +123,7 @@ def _exit_when_stuck() -> None:
     # Horovod had its chance; exit hard (its middlemen see us go and end their commands)
     threading.Event().wait(GONE_EXIT_AFTER / 2)
     sys.stderr.flush()
-    os._exit(128 + signal.SIGTERM)
+    os._exit(exit_for_signal(signal.SIGTERM))
 
 
 def _on_launcher_gone(_signum, _frame) -> None:
@@ -146,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _horovod_done.set()
         if _launcher_gone.is_set():  # Horovod ended first: let the reaps finish (they have deadlines)
             _reaped.wait(1.5 * GONE_EXIT_AFTER)
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":

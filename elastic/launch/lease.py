@@ -51,6 +51,8 @@ import threading
 import time
 from collections.abc import Sequence
 
+from shared.exitcodes import EXIT_CANNOT_RUN, EXIT_USAGE, exit_for_returncode
+
 DEFAULT_LEASE = 8.0  # the driver's own 6 s stall + POLL + 1 s catch-up; a silent launcher: < 10 s
 MIN_LEASE = 5.0
 MAX_LEASE = 3600.0
@@ -176,7 +178,7 @@ def _say(line: str) -> None:
 
 
 def _exit_code(returncode: int) -> int:
-    return 128 - returncode if returncode < 0 else returncode
+    return exit_for_returncode(returncode)
 
 
 def run(command: Sequence[str], seconds: float) -> int:
@@ -223,12 +225,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ValueError("usage: python -m elastic.launch.lease [--seconds N] -- COMMAND ARGS...")
     except (ValueError, IndexError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     try:
         return run(args[1:], seconds)
     except OSError as exc:
         print(f"error: cannot run {args[1]}: {exc.strerror or exc}", file=sys.stderr)
-        return 127
+        return EXIT_CANNOT_RUN
 
 
 if __name__ == "__main__":

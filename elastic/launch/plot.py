@@ -8,9 +8,8 @@ Two steps, the first pure:
 
   * ``snapshots``: the daemon's host sets ``[(unix_time, ("host:slots", ...)), ...]`` -- the
     slots served over time, and a join/leave marker per host that came or went;
-  * ``records``: the training's metrics (JSON-lines dicts with ``time``, ``event``,
-    ``world_size``, ``samples_per_sec``, ``loss``, ``resets``, ``epoch``), optional: any
-    training script works without them;
+  * ``records``: the training's metrics (``shared.metrics_record.MetricsRecord``s),
+    optional: any training script works without them;
   * ``events``: the Horovod driver's events, whatever the training, as written to its events
     file (``{"time": unix, "kind": ..., "detail": {...}}``, see ``elastic.launch.timeline``),
     as objects with ``time``/``kind``/``detail`` attributes, ``(unix_time, kind, detail)``
@@ -47,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from elastic.errors import ConfigError, PlotError
+from shared.metrics_record import MetricsRecord
 
 FORMATS = (".png", ".svg")
 SERIES = ("world_size", "slots_served", "samples_per_sec", "loss")
@@ -127,7 +127,7 @@ def _step(points: list[Point], t: float, value: float) -> None:
 
 
 def plot_data(start: float, end: float, snapshots: Sequence[tuple[float, Sequence[str]]],
-              records: Sequence[dict], events: Sequence[Any] = ()) -> PlotData:
+              records: Sequence[MetricsRecord], events: Sequence[Any] = ()) -> PlotData:
     """The series and markers of a run (pure; see the module docstring)."""
     slots: list[Point] = []
     joins: list[Mark] = []
@@ -149,24 +149,21 @@ def plot_data(start: float, end: float, snapshots: Sequence[tuple[float, Sequenc
     resets: list[Mark] = []
     epochs: list[Mark] = []
     last_resets = 0
-    records = [r for r in records if isinstance(r, dict) and isinstance(r.get("time"), (int, float))]
     # rates and losses from the periodic records when there are any (an epoch record's rate is
     # the epoch's average, a different quantity)
-    periodic = any(r.get("event") == "progress" for r in records)
+    periodic = any(r.event == "progress" for r in records)
     for rec in records:
-        t = rec["time"] - start
-        if isinstance(rec.get("world_size"), int):
-            _step(metric_world, t, rec["world_size"])
-        if isinstance(rec.get("samples_per_sec"), (int, float)) and not (periodic and rec.get("event") != "progress"):
-            rate.append((t, float(rec["samples_per_sec"])))
-        if isinstance(rec.get("loss"), (int, float)) and not (periodic and rec.get("event") != "progress"):
-            loss.append((t, float(rec["loss"])))
-        count = rec.get("resets")
-        if isinstance(count, int) and count > last_resets:
-            resets.append((t, f"reset {count}"))
-            last_resets = count
-        if rec.get("event") == "epoch":
-            epochs.append((t, f"epoch {rec.get('epoch')}"))
+        t = rec.time - start
+        _step(metric_world, t, rec.world_size)
+        if not (periodic and rec.event != "progress"):
+            rate.append((t, float(rec.samples_per_sec)))
+            if rec.loss is not None:
+                loss.append((t, float(rec.loss)))
+        if rec.resets > last_resets:
+            resets.append((t, f"reset {rec.resets}"))
+            last_resets = rec.resets
+        if rec.event == "epoch":
+            epochs.append((t, f"epoch {rec.epoch}"))
 
     driver_world: list[Point] = []
     driver_resets: list[Mark] = []

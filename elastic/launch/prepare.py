@@ -46,6 +46,7 @@ from elastic.launch.reap import reap_command, reap_job_here
 from elastic.launch.tools import tool
 from elastic.ssh.config import BootstrapDir
 from shared.argparser import OneLineParser
+from shared.exitcodes import EXIT_OK
 from shared.runner import run_main
 
 
@@ -149,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
                        os.environ.get("DISCOVERY_POD_UID") or None, reap_job)
         steps = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in took.items())
         print(f"prepared {args.host} in {sum(took.values()):.1f} s ({steps})", file=sys.stderr)
-        return 0
+        return EXIT_OK
     return run_main("prepare", body, usage=ConfigError, failure=ElasticError)
 
 

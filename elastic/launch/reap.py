@@ -35,6 +35,8 @@ import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from shared.exitcodes import EXIT_OK
+
 RUN_ID_ENV = "ELASTIC_RUN_ID"
 JOB_ID_ENV = "ELASTIC_JOB_ID"
 _ID = re.compile(r"^[A-Za-z0-9-]+$")
@@ -194,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(exc))
     for host in _reap_each(args.hosts, ssh, command, args.timeout):
         print(host, flush=True)
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":

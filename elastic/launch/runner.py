@@ -90,6 +90,7 @@ from elastic.launch.reap import reap_hosts, term_hosts
 from elastic.launch.stall import Watchdog
 from elastic.launch.waits import WaitExplainer
 from elastic.launch.watch import HostRecorder
+from shared.exitcodes import EXIT_OK, EXIT_USAGE, SIGNAL_BASE, exit_for_returncode, exit_for_signal
 
 log = logging.getLogger("elastic.run")
 
@@ -157,7 +158,7 @@ def _interrupt(signum, _frame) -> None:
 
 def exit_code(returncode: int) -> int:
     """A Popen returncode as a shell exit code (signals as 128+N)."""
-    return 128 - returncode if returncode < 0 else returncode
+    return exit_for_returncode(returncode)
 
 
 def bad_input_exit(code: int, driver: Sequence[events.Record]) -> int:
@@ -166,10 +167,10 @@ def bad_input_exit(code: int, driver: Sequence[events.Record]) -> int:
     2, e.g. a bad training flag on every worker: horovodrun itself turns that into 1, which the
     launcher Job would retry (deploy/job/launcher.yaml fails the Job at once on 2). Else
     ``code``. Pure."""
-    if not 0 < code < 128:
+    if not EXIT_OK < code < SIGNAL_BASE:
         return code
     exits = [r.detail.get("exit_code") for r in driver if r.kind == "worker_exit"]
-    return 2 if exits and all(e == 2 for e in exits) else code
+    return EXIT_USAGE if exits and all(e == EXIT_USAGE for e in exits) else code
 
 
 def run(config: LaunchConfig) -> int:
@@ -277,9 +278,9 @@ def execute(plan: LaunchPlan) -> int:
                 except KeyboardInterrupt:  # pragma: no cover - handler forwards instead
                     continue
         if forwarder.received:  # ended by a signal: 128+N, whatever horovodrun made of it
-            return 128 + forwarder.received[0]
+            return exit_for_signal(forwarder.received[0])
         if bad_input.fired:  # every rank of the first world exited 2: stopped at once
-            return 2
+            return EXIT_USAGE
         if first_world is not None and first_world.fired:  # no world: free the workers, retry later
             outcome.returncode = EXIT_NO_CAPACITY  # what the timeline's summary reports
             return EXIT_NO_CAPACITY

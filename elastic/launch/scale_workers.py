@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING
 
 from elastic.errors import ConfigError, ElasticError, LaunchError, TransientError, WorkloadGone
 from shared.argparser import OneLineParser
-from shared.exitcodes import EXIT_NO_CAPACITY
+from shared.exitcodes import EXIT_NO_CAPACITY, EXIT_OK
 from shared.runner import run_main
 
 if TYPE_CHECKING:  # the client is imported when connecting (it is slow to import)
@@ -452,12 +452,12 @@ def run(args: argparse.Namespace, wait_for_stop: Callable[[float], int | None], 
     if args.phase in ("start", "both"):
         start(cluster, args, clock, pause)
     if args.phase == "start":
-        return 0
+        return EXIT_OK
     while (signum := wait_for_stop(args.check_every)) is None:
         hold_the_cap(cluster, args)
     log.info("stopped by signal %d", signum)
     stop(cluster, args, clock, pause)
-    return 0
+    return EXIT_OK
 
 
 def _block_and_wait() -> Callable[[float], int | None]:

@@ -3,8 +3,8 @@
 Inputs are plain values, so a test builds them by hand:
 
 - host snapshots ``[(unix_time, ("host:slots", ...)), ...]`` as polled from the daemon;
-- training metrics records (dicts, JSON lines written by rank 0: ``event``, ``time``,
-  ``epoch``, ``world_size``, ``resets``, ``accuracy``, ``val_accuracy``);
+- training metrics records (``shared.metrics_record.MetricsRecord``, the JSON lines rank 0
+  writes; ``read_metrics`` reads a file of them);
 - the launch's start and end times and the exit code;
 - the Horovod driver's own events (``elastic.launch.events.Record``), which exist for any
   training script. The record format, as the driver writes it (one JSON line each, to
@@ -47,7 +47,7 @@ from pathlib import Path
 
 from elastic.common.hostlist import split_host_slots
 from elastic.launch.events import Record
-from shared.jsonlines import read_json_lines
+from shared.metrics_record import MetricsRecord, read_records
 
 
 @dataclass(frozen=True)
@@ -104,26 +104,29 @@ def host_events(start: float, snapshots: Sequence[tuple[float, Sequence[str]]]) 
     return events
 
 
-def training_events(start: float, records: Sequence[dict]) -> list[Event]:
+def _accuracy(rec: MetricsRecord) -> float | None:
+    """An epoch's accuracy: on the validation split when there is one, else in training."""
+    return rec.accuracy if rec.val_accuracy is None else rec.val_accuracy
+
+
+def training_events(start: float, records: Sequence[MetricsRecord]) -> list[Event]:
     """World-size/reset changes and epoch ends from rank 0's metrics records."""
-    events, last = [], None
+    events: list[Event] = []
+    last: tuple[int, int] | None = None
     for rec in records:
-        if "time" not in rec or "world_size" not in rec:
-            continue
-        key = (rec["world_size"], rec.get("resets", 0))
-        t = round(rec["time"] - start, 3)
+        key = (rec.world_size, rec.resets)
+        t = round(rec.time - start, 3)
         if key != last:
-            text = f"world size {rec['world_size']}"
+            text = f"world size {rec.world_size}"
             if last is not None and key[1] != last[1]:
                 text += f" after reset {key[1]}"
-            events.append(Event(t, "world", text + f" (epoch {rec.get('epoch')})"))
+            events.append(Event(t, "world", text + f" (epoch {rec.epoch})"))
             last = key
-        if rec.get("event") == "epoch":
-            acc = rec.get("val_accuracy")
-            acc = rec.get("accuracy") if acc is None else acc
+        if rec.event == "epoch":
+            acc = _accuracy(rec)
             acc_text = "-" if acc is None else f"{acc:.4f}"
-            events.append(Event(t, "epoch", f"epoch {rec.get('epoch')} done, world size "
-                                            f"{rec['world_size']}, accuracy {acc_text}"))
+            events.append(Event(t, "epoch", f"epoch {rec.epoch} done, world size "
+                                            f"{rec.world_size}, accuracy {acc_text}"))
     return events
 
 
@@ -166,7 +169,7 @@ def _driver_world(driver: Sequence[Record]) -> tuple[list[int], int]:
 
 
 def build_timeline(start: float, end: float, snapshots: Sequence[tuple[float, Sequence[str]]],
-                   records: Sequence[dict], exit_code: int, driver: Sequence[Record] = ()) -> list[Event]:
+                   records: Sequence[MetricsRecord], exit_code: int, driver: Sequence[Record] = ()) -> list[Event]:
     """All events, sorted by time (stable: hosts before training at the same instant)."""
     if any(r.kind == "reset" for r in driver):
         training = [e for e in training_events(start, records) if e.kind == "epoch"]
@@ -178,18 +181,18 @@ def build_timeline(start: float, end: float, snapshots: Sequence[tuple[float, Se
 
 
 def summarize(start: float, end: float, snapshots: Sequence[tuple[float, Sequence[str]]],
-              records: Sequence[dict], exit_code: int, driver: Sequence[Record] = ()) -> Summary:
+              records: Sequence[MetricsRecord], exit_code: int, driver: Sequence[Record] = ()) -> Summary:
     """Counts over the timeline's inputs."""
     sizes: list[int] = []
-    resets, epochs, final = 0, 0, None
+    resets, epochs = 0, 0
+    final: float | None = None
     for rec in records:
-        if "world_size" in rec and (not sizes or sizes[-1] != rec["world_size"]):
-            sizes.append(rec["world_size"])
-        resets = max(resets, int(rec.get("resets") or 0))
-        if rec.get("event") == "epoch":
+        if not sizes or sizes[-1] != rec.world_size:
+            sizes.append(rec.world_size)
+        resets = max(resets, rec.resets)
+        if rec.event == "epoch":
             epochs += 1
-            acc = rec.get("val_accuracy")
-            final = rec.get("accuracy") if acc is None else acc
+            final = _accuracy(rec)
     driver_sizes, driver_resets = _driver_world(driver)
     if driver_sizes:
         sizes, resets = driver_sizes, driver_resets
@@ -217,6 +220,7 @@ def render(events: Sequence[Event], summary: Summary) -> str:
     return "\n".join(lines)
 
 
-def read_metrics(path: str | Path | None) -> list[dict]:
-    """The JSON records of a metrics file; missing file or unreadable lines are skipped."""
-    return read_json_lines(path)
+def read_metrics(path: str | Path | None) -> list[MetricsRecord]:
+    """The records of a metrics file (``shared.metrics_record.read_records``): a missing file
+    is none, a line that is not a record (a partial last line) is skipped."""
+    return read_records(path)

@@ -33,7 +33,7 @@ from elastic.errors import ConfigError, ElasticError
 from elastic.ssh.config import BootstrapDir, horovodrun_args, horovodrun_env_delta
 from elastic.ssh.keys import DEFAULT_SECRET_NAME, apply_secret, generate_keypair, public_fingerprint, write_keys
 from shared.argparser import OneLineParser
-from shared.exitcodes import EXIT_FAILURE
+from shared.exitcodes import EXIT_FAILURE, EXIT_OK
 from shared.runner import run_main
 
 
@@ -100,7 +100,7 @@ def _keys(ns: argparse.Namespace) -> int:
         namespace = ns.namespace or "default"
         outcome = apply_secret(pair, ns.secret_name, namespace, ns.kubeconfig, ns.force)
         print(f"Secret {namespace}/{ns.secret_name} {outcome}")
-    return 0
+    return EXIT_OK
 
 
 def _print_horovodrun(d: BootstrapDir, hostfile: bool) -> None:
@@ -139,7 +139,7 @@ def _hosts(ns: argparse.Namespace) -> int:
     if failed:
         print(f"error: {len(failed)} of {len(results)} hosts failed: {', '.join(failed)}", file=sys.stderr)
         return EXIT_FAILURE
-    return 0
+    return EXIT_OK
 
 
 def _horovodrun_args(ns: argparse.Namespace) -> int:
@@ -148,7 +148,7 @@ def _horovodrun_args(ns: argparse.Namespace) -> int:
         print(json.dumps({"args": horovodrun_args(d, hostfile=ns.hostfile), "env": horovodrun_env_delta(d)}))
     else:
         _print_horovodrun(d, ns.hostfile)
-    return 0
+    return EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -40,7 +40,7 @@ from elastic.sync.retry import RetryPolicy
 from elastic.sync.safety import DEFAULT_ALLOWED_ROOTS, check_dest, check_source, normalize_root, parse_allowed_roots
 from shared.argparser import OneLineParser
 from shared.atomicfile import write_atomic
-from shared.exitcodes import EXIT_FAILURE
+from shared.exitcodes import EXIT_FAILURE, EXIT_OK, exit_for_signal
 from shared.runner import run_main
 
 
@@ -193,12 +193,12 @@ def _run(ns: argparse.Namespace) -> int:
             raise ConfigError(f"cannot write report {ns.report}: {exc.strerror}") from exc
     if interrupted:
         print("error: dataset-sync interrupted; DEST keeps its previous copy", file=sys.stderr)
-        return 128 + interrupted[0]
+        return exit_for_signal(interrupted[0])
     if not report.ok:
         print(f"error: {len(report.failed)} of {len(report.hosts)} hosts failed: {', '.join(report.failed)}",
               file=sys.stderr)
         return EXIT_FAILURE
-    return 0
+    return EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,6 +17,7 @@ import pytest
 
 from elastic.launch import console
 from localcluster.testing import running_cluster
+from shared.metrics_record import MetricsRecord, read_records
 
 BIN = Path(sys.executable).parent
 
@@ -117,8 +118,7 @@ def test_elastic_mnist_uses_a_pod_added_during_start_up_and_survives_a_hard_kill
     def changes(sizes):
         return [s for i, s in enumerate(sizes) if i == 0 or s != sizes[i - 1]]
 
-    progress_sizes = [json.loads(line)["world_size"] for line in metrics.read_text().splitlines()
-                      if '"event": "progress"' in line]
+    progress_sizes = [r.world_size for r in read_records(metrics) if r.event == "progress"]
     assert changes(worlds) == [f"world {s}" for s in changes(progress_sizes)], shown[-4000:]
     assert worlds[0] == "world 2" and worlds[-1] == "world 2", shown[-4000:]
     assert "Horovod background loop uncaught exception" not in shown, shown[-4000:]
@@ -126,8 +126,8 @@ def test_elastic_mnist_uses_a_pod_added_during_start_up_and_survives_a_hard_kill
     assert re.search(rf"^elastic-run: rank \d+: {re.escape(console.EXPECTED_ABORT_TEXT)} "
                      rf"\((.*is gone|{re.escape(console.BROKEN_REASON)}.*)\)$",
                      run.stderr, re.M), shown[-4000:]
-    raw = [json.loads(line) for line in metrics.read_text().splitlines()]
-    assert {"progress", "epoch"} <= {r["event"] for r in raw}
+    raw = [MetricsRecord.from_json(line) for line in metrics.read_text().splitlines()]  # each line a record
+    assert {"progress", "epoch"} <= {r.event for r in raw}
     # the driver's own record: it started at 2 (the pod came while the workers started, see
     # the chaos schedule's --events-file) and the kill aborted the peers' collectives
     driver = doc["driver_events"]

@@ -16,7 +16,6 @@ elastic-run: horovodrun exports it to the workers); the launcher's processes are
 and its descendants, the workers are the tagged processes running the training."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -28,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from localcluster.testing import running_cluster
+from shared.metrics_record import MetricsRecord, read_records
 from tests.waiting import wait_for
 
 BIN = Path(sys.executable).parent
@@ -83,18 +83,9 @@ def launcher_tree(root: int) -> list[int]:
     return sorted(tree)
 
 
-def records(path: Path) -> list[dict]:
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return []
-    out = []
-    for line in lines:
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            pass
-    return out
+def records(path: Path) -> list[MetricsRecord]:
+    """Rank 0's metrics records so far (a partial last line is skipped)."""
+    return read_records(path)
 
 
 class Job:
@@ -138,12 +129,12 @@ class Job:
         self.proc.wait()
 
 
-def wait_training(job: Job, since: float, steps: int = 10) -> dict:
+def wait_training(job: Job, since: float, steps: int = 10) -> MetricsRecord:
     """The first progress record written after ``since`` (unix time) once ``steps`` batches of
     the epoch are done."""
     def found():
-        return next((r for r in records(job.metrics) if r.get("event") == "progress"
-                     and r.get("time", 0) > since and r.get("batch", 0) >= steps), None)
+        return next((r for r in records(job.metrics) if r.event == "progress"
+                     and r.time > since and r.batch >= steps), None)
     return wait_for(found, START_TIMEOUT, "the job to train", interval=0.2, alive=job.alive, detail=job.log)
 
 
@@ -202,7 +193,7 @@ def test_a_retried_launcher_never_trains_beside_the_old_world(cluster, tmp_path,
 
 
 def wait_training_now(job: Job, since: float) -> bool:
-    return any(r.get("event") == "progress" and r.get("time", 0) > since
+    return any(r.event == "progress" and r.time > since
                for r in records(job.metrics)) and bool(job.trainers())
 
 
@@ -231,7 +222,7 @@ def test_sigterm_to_the_launcher_checkpoints_and_the_retry_resumes_from_it(clust
     new = None
     try:
         first = wait_training(old, 0)
-        assert first["epoch"] == 1
+        assert first.epoch == 1
         old.proc.send_signal(signal.SIGTERM)
         assert old.proc.wait(timeout=120) == 143, old.log()
         found = checkpoint.latest(old.checkpoints)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from localcluster.testing import running_cluster
+from shared.metrics_record import read_records
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(3600)
@@ -146,8 +147,8 @@ def test_an_elastic_mnist_job_on_container_pods_survives_a_join_and_a_graceful_l
 
     summary = json.loads(timeline_file.read_text())["summary"]
     assert summary["exit_code"] == 0 and summary["epochs"] == 2
-    sizes = {json.loads(line).get("world_size") for line in metrics.read_text().splitlines() if line.strip()}
-    assert {2, 3} <= sizes, sorted(s for s in sizes if s is not None)
+    sizes = {r.world_size for r in read_records(metrics)}
+    assert {2, 3} <= sizes, sorted(sizes)
     # worker-1 left gracefully: its rank, started over ssh, got SIGTERM through the container's
     # entrypoint and left at a commit (without the forwarding it would be SIGKILLed silently)
     assert "SIGTERM: rank" in run.stdout + run.stderr and "leaves the job" in run.stdout + run.stderr, report

@@ -6,12 +6,13 @@ import pytest
 
 from localcluster.chaos import Progress, after_step, next_step, parse_steps, took_effect
 from shared.driver_events import Record
+from tests.metricsrecords import metrics_record
 
 STEPS = ("add", "delete", "add")
 
 
 def rec(t, world, event="progress"):
-    return {"event": event, "time": t, "world_size": world}
+    return metrics_record(event=event, time=t, world_size=world)
 
 
 def test_first_step_is_due_at_once_or_once_the_driver_started_a_worker():

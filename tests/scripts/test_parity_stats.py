@@ -11,12 +11,14 @@ from parity_stats import Row, due, fraction_done, settled, summarize, table  # n
 
 from localcluster.chaos import Progress  # noqa: E402
 from shared.driver_events import Record  # noqa: E402
+from shared.metrics_record import MetricsRecord  # noqa: E402
+from tests.metricsrecords import metrics_record  # noqa: E402
 
 STEPS, AT = ("add", "kill", "add"), (0.15, 0.40, 0.60)
 
 
-def progress(epoch: int, samples: int, world: int = 2, t: float = 10.0, event: str = "progress") -> dict:
-    return {"event": event, "epoch": epoch, "samples": samples, "world_size": world, "time": t}
+def progress(epoch: int, samples: int, world: int = 2, t: float = 10.0, event: str = "progress") -> MetricsRecord:
+    return metrics_record(event=event, epoch=epoch, samples=samples, world_size=world, time=t)
 
 
 def test_fraction_done_counts_finished_epochs_and_the_current_one():

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from shared.metrics_record import MetricsRecord
 from tests.training.trainhelp import (
     HOROVODRUN,
     Job,
@@ -90,14 +91,14 @@ def test_sigterm_then_a_new_job_resumes_from_the_checkpoint(tmp_path):
         second.stop()
     assert f"(epoch 2, {processed} samples done)" in second.output()
     records = check_finished_run(tmp_path, 200, 3, final_world=1)
-    second_records = [r for r in records if r["time"] >= first_records_end(records)]
-    assert [r["epoch"] for r in second_records if r["event"] == "epoch"] == [2, 3]
+    second_records = [r for r in records if r.time >= first_records_end(records)]
+    assert [r.epoch for r in second_records if r.event == "epoch"] == [2, 3]
     assert checkpoint.latest(ckpt)[0] == (3, 0)
 
 
-def first_records_end(records: list[dict]) -> float:
+def first_records_end(records: list[MetricsRecord]) -> float:
     """The time of the first job's last record (its epoch-1 line)."""
-    return min(r["time"] for r in records if r["event"] == "epoch" and r["epoch"] == 1) + 1e-6
+    return min(r.time for r in records if r.event == "epoch" and r.epoch == 1) + 1e-6
 
 
 @pytest.mark.horovod
@@ -113,23 +114,23 @@ def test_resnet50_on_tiny_imagenet_with_two_workers(tmp_path):
     finally:
         job.stop()
     records = check_finished_run(tmp_path, 12, 2, final_world=2)
-    epochs = [r for r in records if r["event"] == "epoch"]
-    assert all(r["world_size"] == 2 and r["samples"] == 12 for r in epochs)
-    assert all(0.0 <= r["val_accuracy"] <= 1.0 for r in epochs)
-    progress = [r for r in records if r["event"] == "progress"]
-    assert progress and all(r["samples_per_sec"] > 0 for r in progress)
+    epochs = [r for r in records if r.event == "epoch"]
+    assert all(r.world_size == 2 and r.samples == 12 for r in epochs)
+    assert all(0.0 <= r.val_accuracy <= 1.0 for r in epochs)
+    progress = [r for r in records if r.event == "progress"]
+    assert progress and all(r.samples_per_sec > 0 for r in progress)
     # the rate of one worker is 0.1 per 256 samples (0.1 x 4 / 256); warm-up ramps it from
     # there towards 2 x that over the first epoch
-    assert progress[0]["lr"] < epochs[-1]["lr"] == pytest.approx(2 * 0.1 * 4 / 256)
+    assert progress[0].lr < epochs[-1].lr == pytest.approx(2 * 0.1 * 4 / 256)
 
 
 @pytest.mark.parametrize("module, argv, code, message", [
     ("mnist", ["--data-dir", "/nonexistent-mnist"], 2,
      "error: MNIST data directory /nonexistent-mnist does not exist"),
     ("resnet50", ["--synthetic", "--amp-dtype", "fp8"], 2,
-     "error: argument --amp-dtype: 'fp8' is not one of fp16, bf16"),
+     "error: argument --amp-dtype: 'fp8' is not one of fp16, bf16 (see train-resnet50 --help)"),
     ("resnet50", ["--synthetic", "--label-smoothing", "1.5"], 2,
-     "error: argument --label-smoothing: '1.5' must be in [0, 1)"),
+     "error: argument --label-smoothing: '1.5' must be in [0, 1) (see train-resnet50 --help)"),
 ], ids=["missing-dataset", "bad-amp-dtype", "bad-label-smoothing"])
 def test_bad_input_exits_2_with_one_line(module, argv, code, message):
     r = command(module, *argv)

@@ -142,8 +142,8 @@ def test_scale_up_2_to_3_then_down_to_2(tmp_path, pods, mnist):
     records = check_finished_run(tmp_path, TRAIN, EPOCHS, final_world=2)
     sizes = commit_sizes(tmp_path / "trace", 0)
     assert sizes == {2, 3}, "the first epoch trained at world sizes 2 and 3"
-    assert records[-1]["world_size"] == 2 and records[-1]["resets"] == 2
-    lrs = {r["world_size"]: r["lr"] for r in records}
+    assert records[-1].world_size == 2 and records[-1].resets == 2
+    lrs = {r.world_size: r.lr for r in records}
     assert lrs[2] == pytest.approx(0.02)
 
 

@@ -62,7 +62,7 @@ def test_augment_on_device_elastic_scale_up_on_tiny_imagenet(tmp_path):
     finally:
         run.job.stop()
     records = check_finished_run(tmp_path, n, 2, final_world=3)
-    assert all(r["val_accuracy"] is not None for r in records if r["event"] == "epoch")
+    assert all(r.val_accuracy is not None for r in records if r.event == "epoch")
 
 
 @pytest.mark.parametrize("gpu_path", [False, True], ids=["cpu-path", "gpu-path-fp16"])

@@ -158,5 +158,5 @@ def test_only_rank_0_reads_the_checkpoint_and_every_rank_resumes_from_it(tmp_pat
     assert sorted(f["rank"] for f in done) == [0, 1] and {f["epochs"] for f in done} == {1}
     assert done[0]["params_sha256"] == done[1]["params_sha256"], done
     # the counters came from the checkpoint: 2 more steps of 16, the epoch's 64 samples
-    (epoch,) = [r for r in metrics_lines(tmp_path / "metrics.jsonl") if r["event"] == "epoch"]
-    assert (epoch["epoch"], epoch["batch"], epoch["samples"]) == (1, batch + 2, n), epoch
+    (epoch,) = [r for r in metrics_lines(tmp_path / "metrics.jsonl") if r.event == "epoch"]
+    assert (epoch.epoch, epoch.batch, epoch.samples) == (1, batch + 2, n), epoch

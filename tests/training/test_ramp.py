@@ -51,9 +51,9 @@ def test_rates_in_a_real_elastic_scale_up(tmp_path):
     finally:
         run.job.stop()
     records = check_finished_run(tmp_path, n, 1, final_world=3)
-    progress = [r for r in records if r["event"] == "progress"]
-    at2 = [r["lr"] for r in progress if r["world_size"] == 2]
-    at3 = [(r["samples"], r["lr"]) for r in progress if r["world_size"] == 3]
+    progress = [r for r in records if r.event == "progress"]
+    at2 = [r.lr for r in progress if r.world_size == 2]
+    at3 = [(r.samples, r.lr) for r in progress if r.world_size == 3]
     assert at2 and all(lr == pytest.approx(0.2) for lr in at2)
     assert at3
     rates = [lr for _, lr in at3]

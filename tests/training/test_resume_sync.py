@@ -57,5 +57,5 @@ def test_rank_without_the_checkpoint_ends_with_rank_zeros_parameters(tmp_path):
     assert done[0]["params_sha256"] == done[1]["params_sha256"], done
     seen = committed_samples(second / "trace")
     assert sorted(seen) == [1] and sorted(seen[1]) == list(range(N))
-    epochs = [r["epoch"] for r in metrics_lines(second / "metrics.jsonl") if r["event"] == "epoch"]
+    epochs = [r.epoch for r in metrics_lines(second / "metrics.jsonl") if r.event == "epoch"]
     assert epochs == [2]

@@ -123,6 +123,6 @@ def test_gpu_path_on_the_cpu_trains_on_uint8_batches(tmp_path):
     finally:
         job.stop()
     records = check_finished_run(tmp_path, 8, 1, final_world=1)
-    epochs = [r for r in records if r["event"] == "epoch"]
-    assert epochs and epochs[-1]["samples"] == 8 and 0.0 <= epochs[-1]["val_accuracy"] <= 1.0
-    assert all(math.isfinite(r["loss"]) for r in epochs)
+    epochs = [r for r in records if r.event == "epoch"]
+    assert epochs and epochs[-1].samples == 8 and 0.0 <= epochs[-1].val_accuracy <= 1.0
+    assert all(math.isfinite(r.loss) for r in epochs)

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from shared.metrics_record import MetricsRecord
 from training.idx import UBYTE
 
 
@@ -101,11 +102,11 @@ def workers(trace_dir: Path) -> list[dict]:
     return out
 
 
-def metrics_lines(path: Path) -> list[dict]:
-    """The JSON-lines metrics file as dicts (every line must parse)."""
+def metrics_lines(path: Path) -> list[MetricsRecord]:
+    """The JSON-lines metrics file's records (every line must be one: ``MetricsRecordError``)."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    return [MetricsRecord.from_json(line) for line in path.read_text().splitlines()]
 
 
 # -- running jobs ----------------------------------------------------------------------------
@@ -197,8 +198,8 @@ def check_finished_run(tmp: Path, dataset_size: int, epochs: int, final_world: i
         assert not dupes and not missing, f"epoch {epoch}: {dupes} repeated, {len(missing)} lost"
         assert len(seen) == dataset_size
     records = metrics_lines(tmp / "metrics.jsonl")
-    assert [r["epoch"] for r in records if r["event"] == "epoch"][-1] == epochs
-    assert {r["epoch"] for r in records if r["event"] == "epoch"} == set(range(1, epochs + 1))
+    assert [r.epoch for r in records if r.event == "epoch"][-1] == epochs
+    assert {r.epoch for r in records if r.event == "epoch"} == set(range(1, epochs + 1))
     return records
 
 

@@ -11,6 +11,7 @@ import os
 import pytest
 
 from elastic.launch.console import EXPECTED_ABORT_TEXT, Relay, View, classify
+from shared.metrics_record import MetricsRecord
 
 PROGRESS = {"event": "progress", "time": 1.0, "epoch": 1, "batch": 40, "world_size": 2, "samples": 640,
             "samples_per_sec": 412.345, "samples_per_sec_per_worker": 206.1, "loss": 0.53217, "accuracy": 0.8,
@@ -87,13 +88,17 @@ def test_a_broken_peer_connection_is_the_expected_abort_line(caplog):
                      "[127.211.181.2]:42884: Connection reset by peer)"]
 
 
+def record(**changes) -> MetricsRecord:
+    return MetricsRecord.from_dict(dict(PROGRESS, **changes))
+
+
 def test_the_view_names_world_size_changes_and_epoch_ends():
     view = View(clock=lambda: 100.0)
-    assert view.observe(PROGRESS) == []
+    assert view.observe(record()) == []
     assert view.status() == "world 2 | epoch 1 step 40 | 412.3 samples/s | loss 0.5322"
-    assert view.observe(dict(PROGRESS, world_size=3)) == []  # the last event, not a line
+    assert view.observe(record(world_size=3)) == []  # the last event, not a line
     assert view.status().endswith("| world size 2 -> 3 (0s ago)")
-    said = view.observe(dict(PROGRESS, event="epoch", world_size=3, val_accuracy=None))
+    said = view.observe(record(event="epoch", world_size=3, val_accuracy=None))
     assert said == ["epoch 1 done: loss 0.5322, accuracy 0.8000, validation accuracy -"]
     assert view.status().endswith("| epoch 1 done: loss 0.5322, accuracy 0.8000, validation accuracy - (0s ago)")
     assert len(view.status(width=40)) == 39

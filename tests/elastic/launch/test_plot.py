@@ -10,6 +10,7 @@ from elastic.errors import ConfigError
 from elastic.launch import plot
 from elastic.launch.timeline import Event
 from tests.elastic.launch.plothelp import png_size, svg_ids
+from tests.metricsrecords import metrics_record
 
 START = 1_000.0
 SNAPSHOTS = [
@@ -19,11 +20,11 @@ SNAPSHOTS = [
     (START + 40, ("10.0.0.1:1", "10.0.0.3:1")),                  # one leaves
 ]
 RECORDS = [
-    {"event": "progress", "time": START + 5 + 3 * i, "epoch": 1, "world_size": 2 if i < 5 else 3,
-     "samples_per_sec": 100.0 + i, "loss": 2.0 / (i + 1), "resets": 0 if i < 5 else 1}
+    metrics_record(event="progress", time=START + 5 + 3 * i, epoch=1, world_size=2 if i < 5 else 3,
+                   samples_per_sec=100.0 + i, loss=2.0 / (i + 1), resets=0 if i < 5 else 1)
     for i in range(12)
-] + [{"event": "epoch", "time": START + 42, "epoch": 1, "world_size": 3, "samples_per_sec": 50.0,
-      "loss": 0.1, "resets": 1, "val_accuracy": 0.9}]
+] + [metrics_record(event="epoch", time=START + 42, epoch=1, world_size=3, samples_per_sec=50.0,
+                    loss=0.1, resets=1, val_accuracy=0.9)]
 
 
 def test_series_and_markers_from_host_snapshots_and_metrics():

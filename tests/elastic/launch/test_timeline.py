@@ -1,9 +1,8 @@
 """The timeline elastic-run prints: host-set changes from the daemon, world sizes, resets and
 epochs from rank 0's metrics, the wall time and the exit code."""
-import json
-
 from elastic.launch import events as driver_events
 from elastic.launch.runner import timeline
+from tests.metricsrecords import metrics_record as rec
 
 START = 1000.0
 
@@ -17,14 +16,12 @@ SNAPSHOTS = [
 ]
 
 RECORDS = [
-    {"event": "progress", "time": 1005.0, "epoch": 1, "world_size": 2, "resets": 0, "accuracy": 0.3},
-    {"event": "progress", "time": 1012.0, "epoch": 1, "world_size": 3, "resets": 1, "accuracy": 0.5},
-    {"event": "epoch", "time": 1015.0, "epoch": 1, "world_size": 3, "resets": 1, "accuracy": 0.6,
-     "val_accuracy": 0.7},
-    {"event": "progress", "time": 1022.0, "epoch": 2, "world_size": 2, "resets": 2, "accuracy": 0.8},
-    {"event": "progress", "time": 1032.0, "epoch": 2, "world_size": 3, "resets": 3, "accuracy": 0.85},
-    {"event": "epoch", "time": 1040.0, "epoch": 2, "world_size": 3, "resets": 3, "accuracy": 0.9,
-     "val_accuracy": 0.95},
+    rec(event="progress", time=1005.0, epoch=1, world_size=2, resets=0, accuracy=0.3),
+    rec(event="progress", time=1012.0, epoch=1, world_size=3, resets=1, accuracy=0.5),
+    rec(event="epoch", time=1015.0, epoch=1, world_size=3, resets=1, accuracy=0.6, val_accuracy=0.7),
+    rec(event="progress", time=1022.0, epoch=2, world_size=2, resets=2, accuracy=0.8),
+    rec(event="progress", time=1032.0, epoch=2, world_size=3, resets=3, accuracy=0.85),
+    rec(event="epoch", time=1040.0, epoch=2, world_size=3, resets=3, accuracy=0.9, val_accuracy=0.95),
 ]
 
 
@@ -71,7 +68,8 @@ def test_without_metrics_or_hosts_the_timeline_still_has_wall_time_and_exit():
 
 def test_read_metrics_skips_what_is_not_a_record(tmp_path):
     path = tmp_path / "metrics.jsonl"
-    path.write_text(json.dumps(RECORDS[0]) + "\n[rank 0] noise\n{broken\n" + json.dumps(RECORDS[1]) + "\n")
+    path.write_text(RECORDS[0].to_json() + '\n[rank 0] noise\n{"event": "progress"}\n' + RECORDS[1].to_json()
+                    + '\n{"event": "epoch", "ti')  # a partial last line
     assert timeline.read_metrics(path) == RECORDS[:2]
     assert timeline.read_metrics(tmp_path / "missing") == []
     assert timeline.read_metrics(None) == []
