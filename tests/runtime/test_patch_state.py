@@ -75,7 +75,7 @@ print(json.dumps({"result": result, "committed": committed, "restored": restored
 
 @pytest.mark.timeout(180)
 def test_every_restore_gives_back_the_last_commit_however_many_failures_between():
-    """Two failures without a commit between them: after each restore the optimizers' state
+    """0042: two failures without a commit between them: after each restore the optimizers' state
     (SGD's momentum buffers, Adam's step and moments) and the batch counter are what was
     committed. Before 0042 the second restore gave the first failure's trained-on optimizer
     state (the saved state had been loaded by reference and updated in place)."""
