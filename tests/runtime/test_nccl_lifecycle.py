@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parents[2]
-PATCHES = ROOT / "elastic" / "launch" / "horovod_patches"
+PATCHES = ROOT / "horovod-fork" / "patches"
 HEADER = "horovod/common/ops/nccl_lifecycle.h"
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None or shutil.which("git") is None,

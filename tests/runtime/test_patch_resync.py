@@ -1,5 +1,5 @@
 """The worker side of the elastic run (horovod/common/elastic.py, horovod/torch/elastic), as
-patched by elastic/launch/horovod_patches 0012 and later: through plain horovodrun with a
+patched by horovod-fork 0012 and later: through plain horovodrun with a
 discovery script, as tests/runtime/test_horovod_patches.py does, plus unit tests of
 ``run_fn`` in a single process.
 

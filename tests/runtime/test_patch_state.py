@@ -1,5 +1,5 @@
 """The elastic state's restore (horovod/torch/elastic/state.py), as patched by
-elastic/launch/horovod_patches 0042: every restore gives back the last commit, however many
+horovod-fork 0042: every restore gives back the last commit, however many
 failures come between two commits.
 
 Real Horovod in one process (a world of one), through ``hvd.elastic.run``'s own loop
