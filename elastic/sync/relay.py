@@ -34,8 +34,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from elastic.errors import ConfigError, SyncError
-from elastic.sync.manifest import HOST_FILES, MANIFEST_NAME
+from elastic.sync.manifest import MANIFEST_NAME
 from elastic.sync.remote import Layout
+from elastic.sync.rsync import RsyncOptions, copy_flags, daemon_module_settings
 
 LAUNCHER = "launcher"          # the sender that holds SRC (where dataset-sync runs)
 RELAY_MODES = ("auto", "on", "off")
@@ -167,6 +168,7 @@ def serve_script(layout: Layout, digest: str, address: str, port: int, allow: It
     allowed = " ".join(a for a in allow if is_ip(a))
     prefix = f"{layout.state_name}/"
     limit = f" --bwlimit={int(bwlimit_kbps)}" if bwlimit_kbps else ""
+    module = "\n".join(daemon_module_settings())
     return f"""
 state={q(layout.state)}; dest={q(layout.dest)}
 target=$(readlink -- "$dest" 2>/dev/null) || {{ echo "error=no dataset at $dest"; exit 0; }}
@@ -189,7 +191,6 @@ cat > "$dir/rsyncd.conf" <<EOF
 use chroot = no
 uid = $(id -u)
 gid = $(id -g)
-munge symlinks = no
 log file = $dir/log
 [{MODULE}]
 path = $state/$ver
@@ -199,8 +200,7 @@ auth users = {RELAY_USER}
 secrets file = $dir/secrets
 strict modes = yes
 {f"hosts allow = {allowed}" if allowed else ""}
-refuse options = copy-links copy-dirlinks copy-unsafe-links keep-dirlinks
-exclude = {" ".join(f"/{n}" for n in HOST_FILES)}
+{module}
 EOF
 {q(remote_rsync)} --daemon --no-detach --config="$dir/rsyncd.conf" --address={q(address)} --port={int(port)}{limit} &
 pid=$!
@@ -223,24 +223,20 @@ cat >/dev/null
 """
 
 
-def pull_script(layout: Layout, source: PeerSource, current: str, *, address: str = "", checksum: bool = False,
-                bwlimit_kbps: int | None = None, io_timeout: int = 120, remote_rsync: str = "rsync") -> str:
+def pull_script(layout: Layout, source: PeerSource, current: str, options: RsyncOptions, *, address: str = "",
+                checksum: bool = False) -> str:
     """Script run on a child over the launcher's SSH session: pull ``source`` into staging (the
-    secret is the first line of stdin). Prints rsync's progress and statistics like a push.
+    secret is the first line of stdin) with ``rsync.copy_flags`` for a copy, the push's flags
+    but for what a verified copy needs (``rsync.link_flag``). Prints rsync's progress and
+    statistics like a push.
     Like a push's remote rsync it holds ``<state>/writer`` open (a shared ``flock`` on fd 8), so
     a later sync ends it before touching staging if this run died (``end_stale_writers_script``).
     ``address``: the child's own IP, the connection's source (the peer's ``hosts allow``)."""
     q = shlex.quote
-    opts = ["-rlpt", "--delete", "--safe-links", *(f"--exclude=/{n}" for n in HOST_FILES), "--no-inc-recursive",
-            "--info=progress2,stats2", "--no-h", f"--timeout={int(io_timeout)}", "--contimeout=10"]
+    opts = [*copy_flags(options, current, checksum=checksum, from_copy=True), "--contimeout=10"]
     if address and is_ip(address):
         opts.append(f"--address={address}")
-    if current:
-        opts.append(f"--link-dest=../{current}")
-    if checksum:
-        opts.append("--checksum")
-    if bwlimit_kbps:
-        opts.append(f"--bwlimit={int(bwlimit_kbps)}")
+    remote_rsync = options.remote_rsync
     return f"""
 umask 077
 exec 8>>{q(layout.writer)} && flock -s 8 || exit 3

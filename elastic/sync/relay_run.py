@@ -13,9 +13,10 @@ The relay (see ``elastic.sync.relay`` for the channel and its threat model):
    gone costs one connect timeout); each whose current version has this manifest and passes
    the quick check becomes a sender;
 2. the launcher is a sender too. A free sender is paired with a pending host
-   (``relay.assign``: peers first); each host runs the ordinary per-host pipeline (lock, probe,
-   copy, verify against the manifest, atomic publish), pulling from its peer when the sender is
-   one. A host that committed becomes a sender for the rest of the run;
+   (``relay.assign``: peers first); each host runs the per-host engine of the parallel path
+   (``elastic.sync.hostsync.HostSync``: lock, probe, copy, verify against the manifest, atomic
+   publish), pulling from its peer when the sender is one. A host that committed becomes a
+   sender for the rest of the run;
 3. a peer is served by a ``PeerServer``: the read-only rsync daemon started over the
    launcher's SSH session on first use and stopped at the end of the run;
 4. a failed attempt is retried at once from another sender (the one that failed is not asked
@@ -41,24 +42,15 @@ from dataclasses import dataclass
 
 from elastic.common.hostlist import Host
 from elastic.common.table import human_bytes
-from elastic.errors import ConfigError, SSHError, SyncError
+from elastic.errors import ConfigError, SSHError, SyncError, VerifyFailed
 from elastic.ssh.exec import SSHClient, ssh_failure
 from elastic.sync.cancel import CancelToken
+from elastic.sync.hostsync import Attempt, Expected, HostOutcome, HostSync, as_sync_error, retryable
+from elastic.sync.options import SyncOptions
 from elastic.sync.progress import ProgressBoard
 from elastic.sync.relay import LAUNCHER, PeerSource, RelaySchedule, choose_relay, parse_serve, serve_script
 from elastic.sync.remote import Layout, parse_probe, probe_script
-from elastic.sync.service import (
-    HostOutcome,
-    SyncOptions,
-    SyncReport,
-    VerifyFailed,
-    _Attempt,
-    _Expected,
-    _HostSync,
-    _retryable,
-    prepare,
-    sync_dataset,
-)
+from elastic.sync.service import SyncReport, prepare, sync_dataset
 
 log = logging.getLogger("dataset-sync")
 PORT_RANGE = (20000, 60000)
@@ -169,7 +161,7 @@ def _end(proc: subprocess.Popen) -> None:
 class _Done:
     host: str
     sender: str
-    result: _Attempt | None = None
+    result: Attempt | None = None
     error: BaseException | None = None
 
 
@@ -195,7 +187,7 @@ def distribute(src: str, dest: str, hosts: list[Host], options: SyncOptions | No
     src_real, layout, manifest = prepare(src, dest, options)
     log.info("manifest: %d files, %s, digest %s; relay over %d hosts (+%d peers)", len(manifest.files),
              human_bytes(manifest.total_bytes), manifest.digest[:12], len(names), len(peer_names))
-    expected = _Expected(manifest)
+    expected = Expected(manifest)
     board = ProgressBoard(names, len(manifest.files), manifest.total_bytes)
     if board_hook is not None:
         board_hook(board)
@@ -259,9 +251,9 @@ class _RelayRun:
         schedule = RelaySchedule(self.names, [LAUNCHER] + [p for p, ok in zip(self.peers, holders, strict=True) if ok])
         attempts = schedule.attempts
         outcomes: dict[str, HostOutcome] = {}
-        workers = {n: _HostSync(n, self.src, self.layout, self.expected, self.options,
-                                SSHClient(config=self.options.ssh_config, connect_timeout=self.options.connect_timeout,
-                                          control_dir=self.control_dir), self.board, self.cancel)
+        workers = {n: HostSync(n, self.src, self.layout, self.expected, self.options,
+                               SSHClient(config=self.options.ssh_config, connect_timeout=self.options.connect_timeout,
+                                         control_dir=self.control_dir), self.board, self.cancel)
                    for n in self.names}
         first_start: dict[str, float] = {}
         done: queue.Queue[_Done] = queue.Queue()
@@ -280,37 +272,30 @@ class _RelayRun:
             d = done.get()
             host, sender = d.host, d.sender
             seconds = round(time.monotonic() - first_start[host], 3)
-            r = d.result
-            if r is not None:  # the attempt returned (d.error is None)
-                outcomes[host] = HostOutcome(host, True, r.method, r.files, r.bytes, seconds, attempts[host],
-                                             r.version, unchanged=r.unchanged,
-                                             source="-" if r.unchanged else r.source)
+            if d.result is not None:  # the attempt returned (d.error is None)
+                outcomes[host] = workers[host].outcome(d.result, seconds, attempts[host])
                 self.board.update(host, phase="done")
                 schedule.succeeded(host, sender)
                 continue
-            exc = d.error
-            if not isinstance(exc, (SSHError, SyncError)):
-                log.debug("%s: unexpected error", host, exc_info=exc)
-                exc = SyncError(f"{host}: unexpected error: {exc!r}")
+            assert d.error is not None
+            exc = as_sync_error(host, d.error)
             dead = False
             if sender != LAUNCHER:
                 server = self.servers.get(sender)
                 if isinstance(exc, VerifyFailed) or (server is not None and server.gone):
                     dead = True  # its copy is bad, or its server is gone: it serves no one else
                     log.warning("peer %s no longer serves (%s)", sender, exc)
-            give_up = attempts[host] >= self.options.retry.attempts or not _retryable(exc) or self.cancel.cancelled
+            give_up = attempts[host] >= self.options.retry.attempts or not retryable(exc) or self.cancel.cancelled
             schedule.failed(host, sender, dead=dead, retry=not give_up)
             if give_up:
-                last = workers[host].last
-                outcomes[host] = HostOutcome(host, False, last.method, last.files, last.bytes, seconds,
-                                             attempts[host], error=str(exc), source="-")
+                outcomes[host] = workers[host].failure(exc, seconds, attempts[host])
                 self.board.update(host, phase="failed")
             else:
                 log.warning("%s (attempt %d, from %s); retrying from another source", exc, attempts[host], sender)
                 self.board.update(host, phase="retrying")
         return tuple(outcomes[n] for n in self.names)
 
-    def _copy(self, worker: _HostSync, sender: str, number: int, done: queue.Queue[_Done]) -> None:
+    def _copy(self, worker: HostSync, sender: str, number: int, done: queue.Queue[_Done]) -> None:
         """One attempt of ``worker``'s host from ``sender``. The peer's server starts while the
         host takes its lock and is probed; the copy waits for it."""
         try:

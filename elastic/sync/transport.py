@@ -5,11 +5,13 @@ hands it a ``CopyJob`` and then verifies and commits what it copied; it never kn
 bytes moved. Two implementations:
 
 - ``RsyncTransport``: rsync over ssh with ``--link-dest`` to the current version (or, in a
-  relay round, the host pulls from a peer's read-only rsync daemon);
+  relay round, the host pulls from a peer's read-only rsync daemon), with the flags of
+  ``elastic.sync.rsync.copy_flags`` either way; its settings are its own ``RsyncOptions``;
 - ``SftpTransport``: the fallback for hosts without rsync: staging is seeded from the current
   version on the host, then the files that differ are sent over SFTP (paramiko).
 
-A new transport (a cloud bucket, a shared filesystem) implements the protocol below.
+A new transport (a cloud bucket, a shared filesystem) implements the protocol below; a
+``CopyJob`` holds only what every transport needs, a transport's own settings are given to it.
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from elastic.sync.manifest import Manifest, parse_listing
 from elastic.sync.progress import ProgressBoard
 from elastic.sync.relay import PeerSource, pull_script
 from elastic.sync.remote import Layout, listing_script, seed_staging_script
-from elastic.sync.rsync import RsyncProgress, rsync_argv, run_rsync
+from elastic.sync.rsync import RsyncOptions, RsyncProgress, rsync_argv, run_rsync
 
 log = logging.getLogger("dataset-sync")
 TRANSPORTS = ("auto", "rsync", "sftp")
@@ -42,8 +44,9 @@ class CopyResult(Protocol):
 
 @dataclass
 class CopyJob:
-    """One host's copy: SRC into ``layout.staging`` on ``host``, checked later against
-    ``manifest``. ``run(script, what)`` runs a script on the host over the shared connection
+    """One host's copy, whatever the transport: SRC into ``layout.staging`` on ``host``, checked
+    later against ``manifest``. ``client`` reaches the host (its ssh_config and connect
+    timeout too); ``run(script, what)`` runs a script on the host over the shared connection
     and returns its stdout (``SyncError`` when it fails); ``peer``, in a relay round, blocks
     until the peer to pull from serves and returns it; ``checksum``: compare contents, not
     size and time (an earlier copy did not verify)."""
@@ -56,11 +59,6 @@ class CopyJob:
     board: ProgressBoard
     cancel: CancelToken
     run: Callable[[str, str], bytes]
-    ssh_config: str | None
-    remote_rsync: str
-    bwlimit_kbps: int | None
-    symlinks: str
-    connect_timeout: int
     checksum: bool = False
     peer: Callable[[], PeerSource] | None = None
 
@@ -86,19 +84,20 @@ class RsyncTransport:
 
     name = "rsync"
 
+    def __init__(self, options: RsyncOptions) -> None:
+        self.options = options
+
     def copy(self, job: CopyJob, current: str, result: CopyResult) -> None:
         stdin = None
         if job.peer is not None:  # relay: the host pulls from a peer's read-only rsync daemon
             peer = job.peer()
-            argv = job.client.argv(job.host, pull_script(
-                job.layout, peer, current, address=job.host, checksum=job.checksum,
-                bwlimit_kbps=job.bwlimit_kbps, remote_rsync=job.remote_rsync))
+            argv = job.client.argv(job.host, pull_script(job.layout, peer, current, self.options, address=job.host,
+                                                         checksum=job.checksum))
             stdin = peer.secret.encode() + b"\n"
             result.source = peer.host
         else:
-            argv = rsync_argv(job.src, job.host, job.layout, current, job.client.rsh(),
-                              remote_rsync=job.remote_rsync, bwlimit_kbps=job.bwlimit_kbps,
-                              checksum=job.checksum, symlinks=job.symlinks)
+            argv = rsync_argv(job.src, job.host, job.layout, current, job.client.rsh(), self.options,
+                              checksum=job.checksum)
 
         def progress(p: RsyncProgress) -> None:
             if p.files_sent is None or p.checked is None or p.total is None:  # bytes only
@@ -130,16 +129,17 @@ class SftpTransport:
             result.files, result.bytes = files, nbytes
             job.board.update(job.host, files_sent=files, bytes_sent=nbytes)
 
-        sftp_copy(job.host, job.ssh_config, job.src, job.layout.staging, job.manifest, listing,
-                  progress, job.cancel, timeout=float(job.connect_timeout))
+        sftp_copy(job.host, job.client.config, job.src, job.layout.staging, job.manifest, listing,
+                  progress, job.cancel, timeout=float(job.client.connect_timeout))
         job.board.update(job.host, checked=len(job.manifest.files), total=len(job.manifest.files))
 
 
-def choose_transport(option: str, has_rsync: bool, host: str, remote_rsync: str) -> Transport:
+def choose_transport(option: str, has_rsync: bool, host: str, rsync: RsyncOptions) -> Transport:
     """The transport for a host: ``option`` ``"rsync"``/``"sftp"`` forces one (``DestRefused``
-    if ``"rsync"`` and the host has none), ``"auto"`` takes rsync when the host has it."""
+    if ``"rsync"`` and the host has none), ``"auto"`` takes rsync when the host has it;
+    ``rsync``: the rsync transport's settings, if it is the one."""
     if option == "rsync" and not has_rsync:
-        raise DestRefused(f"{host}: no {remote_rsync} on the host (use --transport auto or sftp)")
+        raise DestRefused(f"{host}: no {rsync.remote_rsync} on the host (use --transport auto or sftp)")
     if option == "rsync" or (option == "auto" and has_rsync):
-        return RsyncTransport()
+        return RsyncTransport(rsync)
     return SftpTransport()

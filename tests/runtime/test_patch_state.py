@@ -93,3 +93,71 @@ def test_every_restore_gives_back_the_last_commit_however_many_failures_between(
         assert restored["batch"] == committed["batch"], f"restore {i}: the batch counter"
         assert restored["sgd"] == committed["sgd"], f"restore {i}: SGD's momentum buffers are not the committed ones"
         assert restored["adam"] == committed["adam"], f"restore {i}: Adam's state is not the committed one"
+
+
+MUTATED_IN_PLACE = """
+import json
+import horovod.torch as hvd
+from horovod.common.elastic import run_fn
+from horovod.common.exceptions import HorovodInternalError
+from horovod.torch.elastic import TorchState
+
+hvd.init()
+losses = []
+state = TorchState(losses=losses, seen={"epoch0": [1]}, batch=0)
+given = state.losses is losses
+restored = []
+committed = {}
+
+
+def reset():
+    hvd.shutdown()
+    hvd.init()
+
+
+def train(steps):
+    for _ in range(steps):
+        state.batch += 1
+        state.losses.append(state.batch / 10)
+        state.seen["epoch0"].append(state.batch)
+        state.seen[f"b{state.batch}"] = True
+
+
+def func(state):
+    if not committed:
+        train(2)
+        state.commit()
+        committed.update(losses=list(state.losses), seen=json.loads(json.dumps(state.seen)), batch=state.batch)
+    else:
+        restored.append(json.loads(json.dumps({"losses": state.losses, "seen": state.seen, "batch": state.batch})))
+    if len(restored) < 2:
+        train(3)  # then a peer is lost: no commit since
+        raise HorovodInternalError("a peer left the collective")
+    return "done"
+
+
+result = run_fn(func, reset)(state)
+print(json.dumps({"result": result, "committed": committed, "restored": restored, "given": given}))
+"""
+
+
+@pytest.mark.timeout(180)
+def test_a_restore_rolls_back_lists_and_dicts_changed_in_place():
+    """0045: ``ObjectState`` attributes changed in place after a commit (a list appended to, a
+    dict updated, a nested list) are rolled back by a restore, twice in a row, like a
+    reassigned int; until the first restore the attribute is the object given. Before 0045
+    save kept references: the restore gave back the lists and dicts training had changed
+    since the commit."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOROVOD_")}
+    env["OMP_NUM_THREADS"] = "1"
+    proc = subprocess.run([sys.executable, "-c", MUTATED_IN_PLACE], capture_output=True, text=True,
+                          env=env, timeout=150)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    committed = out["committed"]
+    assert out["result"] == "done" and committed["losses"] == [0.1, 0.2] and out["given"], out
+    assert len(out["restored"]) == 2
+    for i, restored in enumerate(out["restored"], 1):
+        assert restored["batch"] == committed["batch"], f"restore {i}: the batch counter"
+        assert restored["losses"] == committed["losses"], f"restore {i}: the list appended to after the commit"
+        assert restored["seen"] == committed["seen"], f"restore {i}: the dict changed after the commit"

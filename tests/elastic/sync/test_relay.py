@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import threading
+from pathlib import Path
 
 import pytest
 
 from elastic.common.hostlist import Host
 from elastic.errors import ConfigError
+from elastic.sync.manifest import MANIFEST_NAME, Manifest, build_manifest
 from elastic.sync.relay import LAUNCHER, RelaySchedule, assign, choose_relay, serve_script
 from elastic.sync.remote import Layout
 from elastic.sync.retry import RetryPolicy
@@ -182,3 +184,55 @@ def test_relay_host_deleted_mid_copy_costs_its_child_a_retry(sync_cluster, tmp_p
     assert out[c].ok
     for n in ("relay-b", "relay-c"):
         assert_host_has(sync_cluster, n, "/data/relaykill", src)
+
+
+def _linked_tree(root: Path, symlinks: str) -> Path:
+    """A dataset of links for ``--symlinks symlinks``: relative links inside the tree (to a
+    file, to a directory, from a subdirectory upwards) and, where the mode takes them, links
+    out of it (absolute to a directory, relative climbing out to a file, and for ``keep`` one
+    that looks like a link an rsync daemon munged)."""
+    outside = root / "outside"
+    (outside / "images").mkdir(parents=True)
+    (outside / "images" / "a.bin").write_bytes(b"a" * 1000)
+    (outside / "labels.csv").write_bytes(b"a,0\n")
+    src = root / "ds"
+    (src / "sub").mkdir(parents=True)
+    (src / "own.bin").write_bytes(b"own" * 100)
+    (src / "sub" / "deep.bin").write_bytes(b"deep" * 50)
+    (src / "latest").symlink_to("own.bin")
+    (src / "subdir").symlink_to("sub")
+    (src / "sub" / "up").symlink_to("../own.bin")
+    if symlinks != "refuse":
+        (src / "images").symlink_to(outside / "images")
+        (src / "labels.csv").symlink_to(Path("..") / "outside" / "labels.csv")
+    if symlinks == "keep":  # what an rsync daemon that munges links would strip: sent as written
+        (src / "munged").symlink_to("/rsyncd-munged/own.bin")
+    return src
+
+
+@pytest.mark.parametrize("symlinks", ["keep", "copy-unsafe", "refuse"])
+def test_relay_copies_links_as_the_symlinks_mode_says(sync_cluster, pod_ips, ssh_dir, tmp_path, symlinks):
+    """A host served by a peer gets the links the manifest lists, as links, first time: the
+    pull from the peer keeps what the push from the launcher keeps (``keep``: links out of the
+    tree too)."""
+    src = _linked_tree(tmp_path, symlinks)
+    manifest = build_manifest(str(src), symlinks=symlinks)
+    if symlinks == "keep":
+        assert {"images", "labels.csv", "munged"} <= set(manifest.links)
+    dest = f"/data/relay-links-{symlinks}"
+    ips = list(pod_ips.values())
+    proc, report = sync(ssh_dir, src, dest, "--hosts", ",".join(ips), "--relay", "on", "--symlinks", symlinks,
+                        "--retries", "1")
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    hosts = hosts_by_name(report)
+    assert any(h["source"] in ips for h in hosts.values()), report  # a peer served someone
+    assert all(h["attempts"] == 1 for h in hosts.values()), report
+    assert "does not match the manifest" not in proc.stderr
+    for pod in pod_ips:
+        out = sync_cluster.ssh(pod, f"cd {dest}/ && find . -type l -printf '%P\\t%l\\n' && "
+                                    f"cat {MANIFEST_NAME}", timeout=60)
+        assert out.returncode == 0, out.stdout + out.stderr
+        listed, _, document = out.stdout.partition("{")
+        links = dict(line.split("\t") for line in listed.splitlines())
+        assert links == manifest.links, pod
+        assert Manifest.from_json("{" + document).digest == manifest.digest

@@ -3,6 +3,7 @@ by test_dataset_sync.py's rsync and SFTP runs)."""
 import pytest
 
 from elastic.errors import DestRefused
+from elastic.sync.rsync import RsyncOptions
 from elastic.sync.transport import RsyncTransport, SftpTransport, Transport, choose_transport
 
 
@@ -11,11 +12,11 @@ from elastic.sync.transport import RsyncTransport, SftpTransport, Transport, cho
     ("rsync", True, "rsync"), ("sftp", True, "sftp"), ("sftp", False, "sftp"),
 ])
 def test_choose_transport(option, has_rsync, chosen):
-    transport: Transport = choose_transport(option, has_rsync, "h", "rsync")
+    transport: Transport = choose_transport(option, has_rsync, "h", RsyncOptions())
     assert transport.name == chosen
     assert isinstance(transport, RsyncTransport if chosen == "rsync" else SftpTransport)
 
 
 def test_forced_rsync_on_a_host_without_it_is_refused():
     with pytest.raises(DestRefused, match="h: no /opt/rsync on the host"):
-        choose_transport("rsync", False, "h", "/opt/rsync")
+        choose_transport("rsync", False, "h", RsyncOptions("/opt/rsync"))

@@ -23,7 +23,7 @@ from elastic.sync.manifest import (
 from elastic.sync.progress import HostProgress, render_plain_lines, render_status_line
 from elastic.sync.remote import DestRefused, Layout, listing_script, parse_probe
 from elastic.sync.retry import RetryPolicy, retry_call
-from elastic.sync.rsync import parse_progress, parse_stats, rsync_argv
+from elastic.sync.rsync import RsyncOptions, parse_progress, parse_stats, rsync_argv
 from elastic.sync.safety import UnsafePath, check_dest, check_source, parse_allowed_roots
 from elastic.sync.sftp import plan_changes
 
@@ -148,7 +148,7 @@ def test_a_training_scan_cache_in_a_copy_is_not_part_of_the_dataset(tmp_path):
     assert build_manifest(str(src)) == m
     out = subprocess.run(["sh", "-c", listing_script(str(src))], capture_output=True, check=True).stdout
     assert compare(m, parse_listing(out)) == [] and hashlib.sha256(out).hexdigest() == listing_digest(m)
-    assert f"--exclude=/{CACHE_NAME}" in rsync_argv("/s", "h", Layout("/data/x"), "", "ssh")
+    assert f"--exclude=/{CACHE_NAME}" in rsync_argv("/s", "h", Layout("/data/x"), "", "ssh", RsyncOptions())
     (src / "a" / CACHE_NAME).write_text("{}")  # only at the top: elsewhere it is data
     assert compare(m, parse_listing(subprocess.run(["sh", "-c", listing_script(str(src))],
                                                    capture_output=True, check=True).stdout)) == [
@@ -168,11 +168,11 @@ def test_probe_answers():
 def test_layout_and_rsync_command():
     layout = Layout("/data/mnist")
     assert (layout.state, layout.staging) == ("/data/.mnist.dataset-sync", "/data/.mnist.dataset-sync/staging")
-    argv = rsync_argv("/src/", "10.0.0.1", layout, "v-1", "ssh -F cfg", bwlimit_kbps=100)
+    argv = rsync_argv("/src/", "10.0.0.1", layout, "v-1", "ssh -F cfg", RsyncOptions(bwlimit_kbps=100))
     assert argv[-3:] == ["--", "/src/", "10.0.0.1:/data/.mnist.dataset-sync/staging/"]
     assert "--link-dest=../v-1" in argv and "--delete" in argv and "--bwlimit=100" in argv
     assert f"--exclude=/{MANIFEST_NAME}" in argv and "--safe-links" in argv
-    assert not any(a.startswith("--link-dest") for a in rsync_argv("/s", "h", layout, "", "ssh"))
+    assert not any(a.startswith("--link-dest") for a in rsync_argv("/s", "h", layout, "", "ssh", RsyncOptions()))
 
 
 def test_rsync_progress_and_stats_parsing():
