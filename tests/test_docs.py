@@ -9,8 +9,9 @@ import pytest
 from tests.projectmodules import PACKAGES, project_modules
 
 ROOT = Path(__file__).resolve().parents[1]
-TOP = ("discovery/", "elastic/", "training/", "localcluster/", "images/", "deploy/", "scripts/", "tests/", "docs/")
-DOCS = ["README.md", "docs/architecture.md", "docs/benchmarks.md",
+TOP = ("discovery/", "elastic/", "training/", "localcluster/", "images/", "deploy/", "scripts/", "tests/", "docs/",
+       "horovod-fork/")
+DOCS = ["README.md", "docs/architecture.md", "docs/benchmarks.md", "docs/horovod-fork.md",
         *sorted(str(p.relative_to(ROOT)) for p in ROOT.glob("*/README.md"))]
 
 
@@ -64,7 +65,7 @@ def _known_identifiers(mods: dict[str, Path], files: set[str]) -> set[str]:
                     known.update(value.split("."))
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and re.fullmatch(r"\w+", node.value):
                 known.add(node.value)
-    for patch in (ROOT / "elastic/launch/horovod_patches").glob("*.patch"):
+    for patch in (ROOT / "horovod-fork" / "patches").glob("*.patch"):
         known.update(re.findall(r"\w+", patch.read_text()))
     return known
 

@@ -1,4 +1,4 @@
-"""The fixes this project carries to Horovod (elastic/launch/horovod_patches), through plain
+"""The fixes this project carries to Horovod (horovod-fork/), through plain
 horovodrun with a discovery script: what a user of ``horovodrun --host-discovery-script``
 gets. Each test fails on stock Horovod 0.28.1 (scripts/setup with ELASTIC_HOROVOD_WHEELS
 pointing at a stock wheel shows it), except where its docstring says otherwise.

@@ -209,7 +209,7 @@ def test_an_abort_during_shutdown_ends_it(tmp_path):
 
 @pytest.mark.timeout(400)
 def test_an_abort_during_shutdown_reaches_every_process_sets_contexts(tmp_path):
-    """0015 with process sets (hvd.add_process_set): 3 ranks, sets {0,1} and {1,2}, each step
+    """0015/0027 with process sets (hvd.add_process_set): 3 ranks, sets {0,1} and {1,2}, each step
     allreduces on the global set and on each set a rank is in; then rank 1 stops and ranks 0
     and 2 call hvd.shutdown, whose last cycles are collectives with rank 1 on the global
     contexts and on those of their set. Aborted, both must return within PROMPT s: the abort

@@ -73,7 +73,7 @@ def descendants(pid: int) -> list[tuple[int, str]]:
 
 @pytest.mark.timeout(180)
 def test_a_killed_workers_exit_code_and_every_prefix_are_as_before(tmp_path):
-    """Rank 1 kills itself with SIGKILL: horovodrun reports exit code 137 for it (128 + 9),
+    """0023: rank 1 kills itself with SIGKILL: horovodrun reports exit code 137 for it (128 + 9),
     ends rank 0 and fails; both ranks' lines arrive with their [rank]<stream>: prefixes. Passes
     on stock Horovod too: the patch must not change any of it."""
     proc, out = start(tmp_path, "exit", 2)
@@ -93,7 +93,7 @@ def test_a_killed_workers_exit_code_and_every_prefix_are_as_before(tmp_path):
 
 @pytest.mark.timeout(180)
 def test_a_hung_worker_gets_sigterm_then_sigkill(tmp_path):
-    """Rank 0 fails, so horovodrun ends rank 1, which ignores SIGTERM: it gets SIGTERM (its
+    """0023: rank 0 fails, so horovodrun ends rank 1, which ignores SIGTERM: it gets SIGTERM (its
     handler runs), then SIGKILL after the 5 s grace; horovodrun then exits. Fails on stock
     Horovod: its middleman stopped the worker (SIGSTOP, since sh had exec'ed it) before
     sending SIGTERM, so no handler ever ran (a graceful leave could not either) and the worker
@@ -113,7 +113,7 @@ def test_a_hung_worker_gets_sigterm_then_sigkill(tmp_path):
 
 @pytest.mark.timeout(180)
 def test_no_per_worker_process_on_the_launcher(tmp_path):
-    """While 3 workers run, the only processes under horovodrun are the 3 workers themselves
+    """0023: while 3 workers run, the only processes under horovodrun are the 3 workers themselves
     (no Python middleman, no shell); they exit 0 when asked. Fails on stock Horovod: a
     multiprocessing middleman per worker (6 processes)."""
     proc, out = start(tmp_path, "wait", 3)

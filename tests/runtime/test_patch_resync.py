@@ -1,5 +1,5 @@
 """The worker side of the elastic run (horovod/common/elastic.py, horovod/torch/elastic), as
-patched by elastic/launch/horovod_patches 0012 and later: through plain horovodrun with a
+patched by horovod-fork 0012 and later: through plain horovodrun with a
 discovery script, as tests/runtime/test_horovod_patches.py does, plus unit tests of
 ``run_fn`` in a single process.
 
@@ -283,7 +283,7 @@ print(json.dumps({"result": run_fn(func, reset)(state), "worlds": worlds}))
 
 @pytest.mark.timeout(180)
 def test_the_state_is_restored_once_horovod_is_initialized_again():
-    """A reset whose init fails leaves Horovod uninitialized; restoring the state then
+    """0040: a reset whose init fails leaves Horovod uninitialized; restoring the state then
     (0013 did) runs the sampler's handler, whose re-plan asks ``hvd.size()`` and raises
     ``ValueError: Horovod has not been initialized`` -- seen in scripts/soak: after a pod was
     killed every rank of the next world timed out in the rendezvous and each died at its first

@@ -1,5 +1,5 @@
 """The elastic state's restore (horovod/torch/elastic/state.py), as patched by
-elastic/launch/horovod_patches 0042: every restore gives back the last commit, however many
+horovod-fork 0042: every restore gives back the last commit, however many
 failures come between two commits.
 
 Real Horovod in one process (a world of one), through ``hvd.elastic.run``'s own loop
@@ -75,7 +75,7 @@ print(json.dumps({"result": result, "committed": committed, "restored": restored
 
 @pytest.mark.timeout(180)
 def test_every_restore_gives_back_the_last_commit_however_many_failures_between():
-    """Two failures without a commit between them: after each restore the optimizers' state
+    """0042: two failures without a commit between them: after each restore the optimizers' state
     (SGD's momentum buffers, Adam's step and moments) and the batch counter are what was
     committed. Before 0042 the second restore gave the first failure's trained-on optimizer
     state (the saved state had been loaded by reference and updated in place)."""

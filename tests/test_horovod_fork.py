@@ -1,0 +1,192 @@
+"""The Horovod fork as a folder of its own (docs/horovod-fork.md): the series is the one list of
+what is applied, every prefix of it applies to the stock sdist, the version is written once,
+the wheel key follows the patches' content and not their place, and every patch of the series
+is named by a test. The scripts are run as a user runs them; none imports Horovod or torch."""
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FORK = ROOT / "horovod-fork"
+SERIES = ROOT / "scripts" / "horovod-series"
+CHECK = ROOT / "scripts" / "check-horovod-series"
+DEADLINE = 300  # seconds for one script run; a check takes seconds, the first one downloads the sdist
+
+
+def run(*argv: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=DEADLINE,
+                          env={**os.environ, **(env or {})})
+
+
+def series_names() -> list[str]:
+    return [Path(line).name for line in run(SERIES).stdout.splitlines()]
+
+
+def fork_copy(tmp_path: Path, names: list[str]) -> Path:
+    """A fork folder with the given patches of ours, its series listing them in that order."""
+    fork = tmp_path / "fork"
+    (fork / "patches").mkdir(parents=True)
+    for name in names:
+        shutil.copy(FORK / "patches" / name, fork / "patches" / name)
+    (fork / "series").write_text("# a test's series\n\n" + "".join(f"{n}\n" for n in names))
+    return fork
+
+
+def one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def test_the_series_lists_exactly_the_patches_in_the_folder():
+    names = series_names()
+    assert names == sorted(p.name for p in (FORK / "patches").glob("*.patch"))
+    assert len(names) == len({n[:4] for n in names})  # one number, one patch
+
+
+@pytest.mark.parametrize("damage,why", [
+    ("missing", "which is not in"),
+    ("unlisted", "is not listed in"),
+    ("twice", "is listed twice"),
+    ("bad name", "not a patch name"),
+])
+def test_a_series_that_does_not_match_its_folder_is_a_one_line_error(tmp_path, damage, why):
+    names = series_names()[:3]
+    fork = fork_copy(tmp_path, names)
+    series = fork / "series"
+    if damage == "missing":
+        (fork / "patches" / names[1]).unlink()
+    elif damage == "unlisted":
+        series.write_text(f"{names[0]}\n{names[2]}\n")
+    elif damage == "twice":
+        series.write_text(series.read_text() + f"{names[0]}\n")
+    else:
+        series.write_text(series.read_text() + "../outside.patch\n")
+    out = run(SERIES, fork)
+    assert out.returncode == 1 and out.stdout == ""
+    assert why in one_line(out.stderr)
+    # the build refuses it the same way, before it downloads anything
+    build = run(ROOT / "scripts" / "build-horovod", tmp_path / "wheel", env={"HOROVOD_PATCHES": str(fork)})
+    assert build.returncode == 1 and why in one_line(build.stderr)
+    assert not (tmp_path / "wheel").exists()
+
+
+def test_a_prefix_of_the_series_ends_at_its_patch():
+    names = series_names()
+    out = run(SERIES, "--upto", names[9][:4])
+    assert [Path(p).name for p in out.stdout.splitlines()] == names[:10]
+    missing = run(SERIES, "--upto", "0021")  # 0021 and 0022 do not exist
+    assert missing.returncode == 1 and "no patch numbered 0021" in one_line(missing.stderr)
+
+
+def test_the_version_is_written_once_in_the_version_patch(tmp_path):
+    version = run(SERIES, "--version").stdout.strip()
+    assert re.fullmatch(r"0\.28\.1\+eh\d+", version)
+    setting = [n for n in series_names() if f"+__version__ = '{version}'" in (FORK / "patches" / n).read_text()]
+    assert [n[:4] for n in setting] == ["0005"]
+    assert not re.search(r"\beh\d+\b", (ROOT / "scripts" / "setup").read_text())
+    # a series that sets it twice, or never, has no version
+    names = series_names()
+    never = run(SERIES, "--version", fork_copy(tmp_path / "a", names[:4]))
+    assert never.returncode == 1 and "exactly once" in one_line(never.stderr)
+
+
+def _clone_for_key(where: Path) -> Path:
+    """The files scripts/horovod-wheel-key reads, copied under where."""
+    for rel in ("scripts/horovod-wheel-key", "scripts/horovod-series", "scripts/build-horovod", "scripts/setup"):
+        (where / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / rel, where / rel)
+    shutil.copytree(FORK, where / "horovod-fork")
+    return where
+
+
+def test_the_wheel_key_follows_the_patches_content_not_their_place(tmp_path):
+    a = _clone_for_key(tmp_path / "a")
+    b = _clone_for_key(tmp_path / "elsewhere" / "b")
+    key = run(ROOT / "scripts" / "horovod-wheel-key", "py311", "cpu").stdout.strip()
+    assert key.startswith("horovod-" + run(SERIES, "--version").stdout.strip() + "-")
+    assert run(a / "scripts/horovod-wheel-key", "py311", "cpu").stdout.strip() == key
+    assert run(b / "scripts/horovod-wheel-key", "py311", "cpu").stdout.strip() == key
+    patch = next((b / "horovod-fork" / "patches").glob("0019-*.patch"))
+    patch.write_text(patch.read_text().replace("What:", "What (changed):", 1))
+    assert run(b / "scripts/horovod-wheel-key", "py311", "cpu").stdout.strip() != key
+
+
+def test_every_prefix_of_the_series_applies_to_the_stock_sdist():
+    out = run(CHECK)
+    assert out.returncode == 0, out.stderr
+    assert f"every prefix of the {len(series_names())} patches applies" in out.stderr
+
+
+def test_a_patch_that_does_not_apply_is_named_and_the_rest_still_tried(tmp_path):
+    names = series_names()[:4]
+    fork = fork_copy(tmp_path, names)
+    broken = fork / "patches" / names[1]
+    text = broken.read_text()
+    # a context line of its first hunk that the stock file does not have
+    head, hunks = text.split("\n@@", 1)
+    context = next(line for line in hunks.splitlines()[1:] if line.startswith(" ") and len(line.strip()) > 10)
+    broken.write_text(head + "\n@@" + hunks.replace(context + "\n", context + " # not in stock\n", 1))
+    out = run(CHECK, fork)
+    assert out.returncode == 1
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 2 and "Traceback" not in out.stderr, out.stderr
+    assert lines[0].startswith(f"check-horovod-series: {names[1]} does not apply after the patches before it: ")
+    assert lines[1] == "check-horovod-series: 1 of the 4 patches do not apply to Horovod 0.28.1 (above)"
+
+
+def _patch_tests() -> ModuleType:
+    path = ROOT / "scripts" / "horovod-patch-tests"
+    loader = importlib.machinery.SourceFileLoader("horovod_patch_tests", str(path))
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("doc,claimed", [
+    ("0031: a host whose worker", ["0031"]),
+    ("Patch 0031: a host", ["0031"]),
+    ("Patches 0014/0015: aborts", ["0014", "0015"]),
+    ("0016/0017: in each round", ["0016", "0017"]),
+    ("0014 and 0015: both", ["0014", "0015"]),
+    ("0035 (with 0033): a world", ["0035"]),
+    ("\n    0042: indented", ["0042"]),
+    ("A joiner (0020) dies", []),
+    ("0020-0023 is a range, not a claim", []),
+    ("12345: not a patch number", []),
+])
+def test_a_test_names_its_patches_at_the_start_of_its_docstring(doc, claimed):
+    assert _patch_tests().claimed(doc) == claimed
+
+
+def test_every_patch_of_the_series_is_named_by_a_test_and_the_table_is_current():
+    out = run(ROOT / "scripts" / "horovod-patch-tests", "--check")
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+
+
+def test_the_patch_check_names_an_untested_patch_and_a_stale_table():
+    module = _patch_tests()
+    patches = series_names()
+    found = module.patch_tests(ROOT / "tests")
+    doc = (ROOT / "docs" / "horovod-fork.md").read_text()
+    assert module.problems(patches, found, doc) == []
+    untested = [*patches, "0099-a-fix-nobody-tests.patch"]
+    bad = module.problems(untested, found, doc)
+    assert bad[0] == ("patch 0099 (0099-a-fix-nobody-tests.patch) is named by no test: "
+                      "start a test's docstring with '0099:'")
+    assert any("out of date" in line for line in bad)  # the table lacks its row
+    orphan = {**found, "0098": ["tests/x.py::test_y"]}
+    assert module.problems(patches, orphan, doc)[0] == \
+        "tests/x.py::test_y names patch 0098, which horovod-fork/series does not list"
