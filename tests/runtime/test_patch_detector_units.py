@@ -25,21 +25,6 @@ from tests.waiting import wait_for
 LIVENESS = 5.0  # the default liveness timeout, seconds
 
 
-@pytest.fixture
-def jobs():
-    """Make Jobs (test_patch_units' harness) with ``jobs(...)``; each is closed after the test."""
-    made: list[Job] = []
-
-    def make(*args: Any, **kwargs: Any) -> Job:
-        job = Job(*args, **kwargs)
-        made.append(job)
-        return job
-
-    yield make
-    for job in made:
-        job.close()
-
-
 def _kinds(path: Path, *kinds: str) -> list[dict[str, Any]]:
     try:
         lines = path.read_text().splitlines()

@@ -29,21 +29,6 @@ ROOT = Path(__file__).resolve().parents[2]
 EVENT_DEADLINE = 60.0  # for an event the driver logs; generous: the machine is shared
 
 
-@pytest.fixture
-def jobs():
-    """Make Jobs (test_patch_units' harness) with ``jobs(...)``; each is closed after the test."""
-    made: list[Job] = []
-
-    def make(*args: Any, **kwargs: Any) -> Job:
-        job = Job(*args, **kwargs)
-        made.append(job)
-        return job
-
-    yield make
-    for job in made:
-        job.close()
-
-
 class PushedHosts:
     """A HostDiscovery that knows when its hosts change (what elastic-run's DaemonDiscovery is
     to the driver): ``push(hosts)`` sets them and wakes ``wait_for_change``; ``close()`` wakes

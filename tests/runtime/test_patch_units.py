@@ -144,21 +144,6 @@ class Job:
                     service.shutdown()
 
 
-@pytest.fixture
-def jobs():
-    """Make Jobs with ``jobs(...)``; each is closed after the test."""
-    made: list[Job] = []
-
-    def make(*args: Any, **kwargs: Any) -> Job:
-        job = Job(*args, **kwargs)
-        made.append(job)
-        return job
-
-    yield make
-    for job in made:
-        job.close()
-
-
 def test_stale_abort_is_ignored_and_one_for_its_world_is_acted_on(jobs):
     """Patch 0010: a WorkerLostRequest names its world; the worker asks the driver which world
     it counts it in (GET worker_world) and acts only when they match. The workers checked in
