@@ -81,6 +81,17 @@ def test_a_series_that_does_not_match_its_folder_is_a_one_line_error(tmp_path, d
     assert not (tmp_path / "wheel").exists()
 
 
+def test_a_build_with_a_python_that_has_no_torch_is_a_one_line_error(tmp_path):
+    """Horovod's torch extension builds against the interpreter's torch: one without it is
+    named in one line, before anything is downloaded (it was a Python traceback)."""
+    bare = tmp_path / "bare"
+    subprocess.run(["python3", "-m", "venv", "--without-pip", str(bare)], check=True, timeout=DEADLINE)
+    build = run(ROOT / "scripts" / "build-horovod", tmp_path / "wheel", env={"PYTHON": str(bare / "bin" / "python")})
+    assert build.returncode == 1
+    assert "cannot import torch" in one_line(build.stderr)
+    assert not (tmp_path / "wheel").exists()
+
+
 def test_a_prefix_of_the_series_ends_at_its_patch():
     names = series_names()
     out = run(SERIES, "--upto", names[9][:4])
