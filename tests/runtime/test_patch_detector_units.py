@@ -9,7 +9,6 @@ real horovodrun, are in tests/runtime/test_patch_detector.py.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from horovod.runner.elastic import driver as driver_module
 from horovod.runner.elastic.discovery import FixedHosts, HostManager
 
 from shared.driver_events import Follower
-from tests.runtime.test_patch_units import END_DEADLINE, START_DEADLINE, Job, Key
+from tests.runtime.test_patch_units import END_DEADLINE, START_DEADLINE, Job, Key, freeze_service, thaw_service
 from tests.waiting import wait_for
 
 LIVENESS = 5.0  # the default liveness timeout, seconds
@@ -34,12 +33,13 @@ def _kinds(path: Path, *kinds: str) -> list[dict[str, Any]]:
 
 
 def freeze(job: Job, key: Key) -> None:
-    """The worker at key stops answering (its service's loop ends, its socket still listens)."""
-    job.managers[key]._service._server.shutdown()
+    """The worker at key stops answering (its service's loop ends, its socket still listens,
+    a ping on a connection already open is not answered)."""
+    freeze_service(job.managers[key]._service)
 
 
 def thaw(job: Job, key: Key) -> None:
-    threading.Thread(target=job.managers[key]._service._server.serve_forever, daemon=True).start()
+    thaw_service(job.managers[key]._service)
 
 
 def _running(jobs, monkeypatch, tmp_path: Path, hosts: dict[str, int], abort: Any = None,

@@ -46,6 +46,31 @@ STOP_DEADLINE = 3 * driver_module.STOP_JOIN_TIMEOUT_SECS + 30.0
 Key = tuple[str, int]
 
 
+def freeze_service(service: WorkerNotificationService) -> None:
+    """The service stops answering, as a SIGSTOPped process's does: its server loop ends (its
+    listening socket still completes connections: the kernel does) and a request on a
+    connection already open (the driver keeps one for its pings, patch 0046) is read and never
+    answered. ``thaw_service`` undoes it."""
+    gate = getattr(service, '_test_gate', None)
+    if gate is None:
+        gate = service._test_gate = threading.Event()
+        handle = service._handle
+
+        def gated(req: Any, client_address: Any) -> Any:
+            if not gate.wait(WORKER_DEADLINE):
+                raise EOFError('frozen by the test')  # ends the connection quietly
+            return handle(req, client_address)
+
+        service._handle = gated
+    gate.clear()
+    service._server.shutdown()
+
+
+def thaw_service(service: WorkerNotificationService) -> None:
+    service._test_gate.set()
+    threading.Thread(target=service._server.serve_forever, daemon=True).start()
+
+
 class Job:
     """A driver, its rendezvous and its worker threads. ``aborts[key]``: the reasons the worker
     at key (host, slot) was told to abort with; ``ready[key]``: set once it has checked in
@@ -206,10 +231,11 @@ def test_request_to_a_frozen_service_fails_within_its_deadline():
     manager = WorkerNotificationManager()
     key = secret.make_secret_key()
     service = WorkerNotificationService(key, None, manager)
+    client = None
     try:
         client = WorkerNotificationClient(service.addresses(), key, verbose=0)
         client.ping(NOTIFY_TIMEOUT_SECS)  # alive
-        service._server.shutdown()  # frozen: the socket listens, nothing is served
+        freeze_service(service)  # frozen: the socket listens, nothing is served
 
         outcome: dict[str, BaseException | None] = {}
 
@@ -227,9 +253,12 @@ def test_request_to_a_frozen_service_fails_within_its_deadline():
         with pytest.raises(OSError):
             client.ping(0.5)
     finally:
+        service._test_gate.set()
         service._server.shutdown()
         service._server.server_close()
         service._thread.join(END_DEADLINE)
+        if client is not None:
+            client.close()
 
 
 def test_stop_returns_while_the_coordinator_does_not_answer(jobs, monkeypatch):
@@ -462,7 +491,7 @@ def test_silent_worker_is_lost_at_its_deadline_not_at_the_next_ping_round(jobs, 
     job.wait_ready(('host-1', 0), ('host-2', 0))
     wait_for(lambda: all(w.client is not None for w in job.driver._workers.values()), START_DEADLINE,
              'both notification services registered')
-    job.managers[('host-2', 0)]._service._server.shutdown()  # frozen: its socket listens, nothing answers
+    freeze_service(job.managers[('host-2', 0)]._service)  # frozen: its socket listens, nothing answers
     job.driver._ping_now(['host-2'])
     # the first ping round is 60 s away: a 30 s deadline tells the two apart under any load
     wait_for(lambda: _kinds(events, 'worker_lost'), 30.0, 'a worker lost at its liveness deadline')
