@@ -8,7 +8,7 @@ rendezvous and the state sync), and trains under ``hvd.elastic.run`` until ``--e
 are done; it returns 0 then. The first world resumes from the newest committed state any
 worker holds: a host's local snapshot (``--snapshot-dir``, written after commits) or the
 newest checkpoint in ``--checkpoint-dir``, ordered by (generation, epoch, samples); the holder
-hands it to rank 0 and the state sync to the others (``Trainer.agree``). A SIGTERM makes the
+hands it to rank 0 and the state sync to the others (``Trainer.agree``, ``training.world``). A SIGTERM makes the
 worker leave right after its next commit with exit code 143 (rank 0 first writes a
 checkpoint when it has a checkpoint directory); the other workers carry on.
 
