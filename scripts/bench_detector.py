@@ -32,6 +32,10 @@ import threading
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from shared.exitcodes import EXIT_OK  # noqa: E402
+
 WARMUP_S = 5.0
 REGISTER_DEADLINE_S = 300.0
 
@@ -134,7 +138,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.one:
         print(json.dumps(measure(args.one, args.seconds)))
-        return 0
+        return EXIT_OK
     try:
         sizes = [int(n) for n in args.workers.split(",") if n.strip()]
     except ValueError:
@@ -147,7 +151,7 @@ def main() -> int:
             r = run(n, args.seconds, path)
             print(f"| {n} | {name} | {r['cpu_ms_per_worker_s']:.3f} | {r['events_kb_per_worker_h']:.1f} | "
                   f"{r['lost']} |", flush=True)
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from elastic.launch.push import DaemonDiscovery, parse_hosts
 from shared import discovery_wire as wire
+from shared.worker import Worker
 
 POD, IP = "push-0", "10.202.0.1"
 
@@ -58,25 +59,25 @@ class Served:
         host, port = url[len("http://"):].rsplit(":", 1)
         self.conn = http.client.HTTPConnection(host, int(port), timeout=40)
         self.tables: list[tuple[float, dict[str, int]]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="served")
+        self._worker = Worker(self._run, "served")
 
     def start(self) -> None:
-        self._thread.start()
+        self._worker.start()
 
     def stop(self) -> None:
-        self._stop.set()
+        """Stop asking; the long poll in flight (at most 5 s) is not waited for."""
+        self._worker.stop(timeout=0)
 
     def _run(self) -> None:
         generation = -1
-        while not self._stop.is_set():
+        while not self._worker.stopping.is_set():
             try:
                 self.conn.request("GET", f"/hosts?wait={generation}&timeout=5")
                 resp = self.conn.getresponse()
                 body = resp.read()
             except (OSError, http.client.HTTPException):
                 self.conn.close()
-                time.sleep(0.05)
+                self._worker.stopping.wait(0.05)
                 continue
             now = time.perf_counter()
             gen = resp.getheader(wire.GENERATION, "")

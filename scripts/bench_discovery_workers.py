@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from shared.exitcodes import EXIT_FAILURE  # bench-discovery puts the clone on sys.path
+
 _CTX = multiprocessing.get_context("fork")
 _started: list[Worker] = []
 
@@ -45,7 +47,7 @@ def _run(name: str, target: Callable[..., Any], args: tuple[Any, ...], q: Any) -
         target(*args, lambda value: q.put(("ok", value)))
     except BaseException as e:  # noqa: B036 -- everything a worker can end with goes to the benchmark
         q.put(("error", _one_line(e)))
-        raise SystemExit(1) from None
+        raise SystemExit(EXIT_FAILURE) from None
 
 
 class Worker:

@@ -95,12 +95,41 @@ def _literal_exit_codes(tree: ast.Module) -> list[int]:
     return found
 
 
+def _python_scripts() -> list[Path]:
+    """scripts/'s Python files: ``*.py`` and the commands whose first line names python."""
+    return sorted(p for p in (ROOT / "scripts").iterdir() if p.is_file() and (
+        p.suffix == ".py" or (not p.suffix and p.read_text(errors="replace").startswith("#!")
+                              and "python" in p.read_text(errors="replace").splitlines()[0])))
+
+
 def test_no_literal_exit_codes():
-    """Exit codes are ``shared.exitcodes``' names everywhere in the packages (docs/architecture.md)."""
-    found = {str(p.relative_to(ROOT)): lines for package in (*PACKAGES, "shared")
-             for p in (ROOT / package).rglob("*.py") if p.relative_to(ROOT).as_posix() != "shared/exitcodes.py"
+    """Exit codes are ``shared.exitcodes``' names everywhere in the packages and in scripts/'s
+    Python commands (docs/architecture.md; the bash ones, setup and build-images, excepted)."""
+    files = [p for package in (*PACKAGES, "shared") for p in (ROOT / package).rglob("*.py")
+             if p.relative_to(ROOT).as_posix() != "shared/exitcodes.py"] + _python_scripts()
+    found = {str(p.relative_to(ROOT)): lines for p in files
              for lines in [_literal_exit_codes(ast.parse(p.read_text()))] if lines}
     assert found == {}
+
+
+def test_scripts_mains_return_named_exit_codes():
+    """scripts/'s Python commands: ``main`` returns no literal number (``return 2``), as the
+    packages' commands do not."""
+    found = {}
+    for p in _python_scripts():
+        main = next((n for n in ast.parse(p.read_text()).body
+                     if isinstance(n, ast.FunctionDef) and n.name == "main"), None)
+        lines = [n.lineno for n in ast.walk(main) if isinstance(n, ast.Return) and isinstance(n.value, ast.Constant)
+                 and type(n.value.value) is int] if main else []
+        if lines:
+            found[p.name] = lines
+    assert found == {}
+
+
+def test_the_python_scripts_are_found():
+    names = {p.name for p in _python_scripts()}
+    assert {"soak", "bench", "horovod-patch-tests", "bench_detector.py"} <= names
+    assert "setup" not in names
 
 
 def test_the_literal_exit_code_finder_finds_them():

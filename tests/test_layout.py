@@ -205,7 +205,8 @@ TRAINING_LAYERS = (
     # the networks and their memory layout
     ("model", {"models", "layout"}),
     # the elastic loop and what only it uses
-    ("loop", {"loop", "state", "prefetch", "checkpoint", "snapshots", "background", "warmup"}),
+    ("loop", {"loop", "trainer_base", "world", "step", "evaluation", "checkpointing", "state", "prefetch",
+              "checkpoint", "snapshots", "background", "warmup"}),
     # the commands
     ("cli", {"cli", "mnist", "resnet50"}),
 )

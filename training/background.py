@@ -11,9 +11,10 @@ lost to writes), ``last_error`` holds the last failure's message.
 from __future__ import annotations
 
 import sys
-import threading
 import time
 from collections.abc import Callable
+
+from shared.worker import Worker
 
 
 class BackgroundWriter:
@@ -21,7 +22,7 @@ class BackgroundWriter:
 
     def __init__(self, name: str, report: Callable[[str], None] | None = None):
         self.name = name
-        self._thread: threading.Thread | None = None
+        self._worker: Worker | None = None  # one per write (a Worker never restarts)
         self._report = report or _stderr
         self.failures = 0
         self.writes = 0
@@ -29,26 +30,26 @@ class BackgroundWriter:
         self.last_error: str | None = None
 
     def busy(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self._worker is not None and self._worker.alive
 
     def submit(self, fn: Callable[[], object], what: str) -> bool:
         """Start ``fn`` in the background unless a write is in flight (then False)."""
         if self.busy():
             return False
-        self._thread = threading.Thread(target=self._run, args=(fn, what),
-                                        name=f"{self.name}-writer", daemon=True)
-        self._thread.start()
+        self._worker = Worker(lambda: self._run(fn, what), f"{self.name}-writer")
+        self._worker.start()
         return True
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the write in flight, at most ``timeout`` seconds; True when none is left."""
-        thread = self._thread
-        if thread is None:
+        worker = self._worker
+        if worker is None:
             return True
         start = time.monotonic()
-        thread.join(timeout)
-        self.waited += time.monotonic() - start
-        return not thread.is_alive()
+        try:
+            return worker.stop(timeout)
+        finally:
+            self.waited += time.monotonic() - start
 
     def _run(self, fn: Callable[[], object], what: str) -> None:
         try:

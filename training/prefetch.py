@@ -18,10 +18,11 @@ elastic reset, the end of an epoch). An exception in the thread is raised by ``n
 from __future__ import annotations
 
 import queue
-import threading
 from collections.abc import Callable, Iterator
 
 import torch
+
+from shared.worker import Worker
 
 _END = object()
 
@@ -33,11 +34,12 @@ class Prefetcher:
         self._batches, self._work, self._device = batches, work, device
         self._stream = torch.cuda.Stream(device) if device.type == "cuda" else None
         self._queue: queue.Queue = queue.Queue(maxsize=1)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="prefetch", daemon=True)
-        self._thread.start()
+        self._worker = Worker(self._run, "prefetch")
+        self._stop = self._worker.stopping
+        self._worker.start()
 
     def _run(self) -> None:
+        # every exception is handed to the caller by next, so the worker never keeps one
         try:
             if self._stream is not None:  # the current device is per thread
                 torch.cuda.set_device(self._device)
@@ -86,8 +88,7 @@ class Prefetcher:
 
     def close(self) -> None:
         """Stop the thread and wait for it (at most one item of work)."""
-        self._stop.set()
-        self._thread.join()
+        self._worker.stop(None)
 
     def __enter__(self) -> Prefetcher:
         return self

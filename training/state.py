@@ -15,7 +15,7 @@ weights and momentum buffers): the whole sync runs inside ``layout.default_layou
 
 Hooks (set as attributes after construction; not part of the synced state):
 ``before_sync()`` runs first in every ``sync`` on every rank (the trainer agrees there on
-which state the world starts from, ``training.loop.Trainer.agree``); ``before_restore()``
+which state the world starts from, ``training.world.WorldPart.agree``); ``before_restore()``
 runs first in every ``restore`` (the trainer waits there for a background write of the saved
 state, which the restore would let training change). ``committed(generation)`` is the last
 commit's saved state as a ``training.snapshots.Committed``.

@@ -47,11 +47,11 @@ import signal
 import stat
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Sequence
 
 from shared.exitcodes import EXIT_CANNOT_RUN, EXIT_USAGE, exit_for_returncode
+from shared.worker import Worker
 
 DEFAULT_LEASE = 8.0  # the driver's own 6 s stall + POLL + 1 s catch-up; a silent launcher: < 10 s
 MIN_LEASE = 5.0
@@ -137,10 +137,15 @@ class Renewer:
         self._port = port
         self._deadline = deadline
         self.renewed = time.monotonic()
+        self._worker = Worker(self._run, "lease")
 
     def start(self) -> Renewer:
-        threading.Thread(target=self._run, name="lease", daemon=True).start()
+        self._worker.start()
         return self
+
+    def stop(self, timeout: float | None = 10.0) -> bool:
+        """Stop asking (after the question in flight, at most ``deadline`` s); True once ended."""
+        return self._worker.stop(timeout)
 
     def ask(self) -> bool:
         conn = http.client.HTTPConnection(self._addr, self._port, timeout=self._deadline)
@@ -158,7 +163,8 @@ class Renewer:
         while True:
             started = time.monotonic()
             self.ask()
-            time.sleep(max(0.0, POLL - (time.monotonic() - started)))
+            if self._worker.stopping.wait(max(0.0, POLL - (time.monotonic() - started))):
+                return
 
 
 def renewer_from_env(environ: dict[str, str] | os._Environ[str],

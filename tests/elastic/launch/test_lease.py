@@ -310,3 +310,26 @@ def test_the_drivers_own_server_answers_the_lease_quietly(caplog):
         assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     finally:
         server.stop()
+
+
+def test_the_renewer_thread_renews_until_stopped():
+    """``start()`` asks the driver in the background (``renewed`` moves on); ``stop()`` ends
+    the thread (shared.worker's lifecycle), so no ``lease`` thread is left behind."""
+    import threading
+
+    from horovod.runner.elastic.rendezvous import create_rendezvous_handler
+    from horovod.runner.http.http_server import RendezvousServer
+
+    from elastic.launch.lease import Renewer
+    from tests.waiting import wait_for
+    server = RendezvousServer()
+    port = server.start(create_rendezvous_handler(driver=None))
+    try:
+        renewer = Renewer("127.0.0.1", port)
+        first = renewer.renewed
+        renewer.start()
+        wait_for(lambda: renewer.renewed > first, timeout=60, what="a renewal")
+        assert renewer.stop(timeout=60)
+        assert not [t for t in threading.enumerate() if t.name == "lease"]
+    finally:
+        server.stop()
