@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Sized
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils.data import DataLoader, Dataset
@@ -180,15 +180,16 @@ class TrainerParts:
     _ckpt_steps: int
     _ckpt_time: float
 
-    # defined by one part, called by others
-    def prepare(self, device: torch.device) -> None: raise NotImplementedError
-    def payload(self, state) -> dict: raise NotImplementedError
-    def set_lr(self, state) -> None: raise NotImplementedError
-    def rate(self, state, world: int) -> float: raise NotImplementedError
-    def to_device(self, batch, train: bool): raise NotImplementedError
-    def write_checkpoint(self, state, wait: bool = True, background: bool = True) -> None:
-        raise NotImplementedError
-    def wait_writes(self, timeout: float | None = None) -> None: raise NotImplementedError
-    def check_signals(self, state) -> None: raise NotImplementedError
-    def run_settings(self) -> dict: raise NotImplementedError
-    def _clear_pending(self) -> None: raise NotImplementedError
+    if TYPE_CHECKING:
+        # defined by one part, called by others: declared for the type checker only, so
+        # nothing here exists at run time (``Trainer`` inherits each from its part)
+        def prepare(self, device: torch.device) -> None: ...
+        def payload(self, state) -> dict: ...
+        def set_lr(self, state) -> None: ...
+        def rate(self, state, world: int) -> float: ...
+        def to_device(self, batch, train: bool): ...
+        def write_checkpoint(self, state, wait: bool = True, background: bool = True) -> None: ...
+        def wait_writes(self, timeout: float | None = None) -> None: ...
+        def check_signals(self, state) -> None: ...
+        def run_settings(self) -> dict: ...
+        def _clear_pending(self) -> None: ...

@@ -17,10 +17,10 @@ from tests.elastic.launch.conftest import env, launcher_args
 def test_a_job_that_commits_is_not_stalled(two_pods, tmp_path):
     events = tmp_path / "events.jsonl"
     proc = subprocess.run(
-        launcher_args(two_pods, tmp_path, "--stall-timeout", "90", "--elastic-timeout", "600",
+        launcher_args(two_pods, tmp_path, "--stall-timeout", "60", "--elastic-timeout", "600",
                       "--events-file", str(events), "-x", "OMP_NUM_THREADS=1")
         + ["--", sys.executable, "-m", "training.mnist", "--synthetic", "--synthetic-size", "1024",
-           "--epochs", "5", "--batch-size", "32", "--commit-every", "2", "--debug-step-delay", "2"],
+           "--epochs", "3", "--batch-size", "32", "--commit-every", "2", "--debug-step-delay", "2"],
         capture_output=True, text=True, timeout=1100, env=env(), stdin=subprocess.DEVNULL)
     assert "the job stalled" not in proc.stderr, proc.stderr[-3000:]
     assert proc.returncode == 0, proc.stderr[-3000:]
