@@ -31,23 +31,15 @@ class _FailingJob(Job):
         self.fail: dict[Key, threading.Event] = {}
         self.starts: dict[Key, int] = {}
 
-
-def _run_until_failed(job: _FailingJob):
-    """``Job._run_worker`` with the kill event standing in for the test's failure: a worker
-    whose ``fail`` event is set returns (1, now), which the driver takes as an exit with 1."""
-    run = Job._run_worker
-
-    def worker(slot_info: Any, events: list[threading.Event]) -> tuple[int, float]:
+    def _run_worker(self, slot_info: Any, events: list[threading.Event]) -> tuple[int, float]:
         key = (slot_info.hostname, slot_info.local_rank)
-        with job._lock:
-            job.starts[key] = job.starts.get(key, 0) + 1
-            fail = job.fail[key] = threading.Event()
+        with self._lock:
+            self.starts[key] = self.starts.get(key, 0) + 1
+            fail = self.fail[key] = threading.Event()  # each process its own: a new one runs on
         shutdown, host, kill = events
         # the worker loop returns (1, now) once any of these is set: the test's failure counts
-        # as the driver's kill event would, but the driver never set it
-        return run(job, slot_info, [shutdown, host, _Either(kill, fail)])
-
-    return worker
+        # as the driver's kill event would, but the driver never sets it
+        return super()._run_worker(slot_info, [shutdown, host, _Either(kill, fail)])
 
 
 class _Either:
@@ -69,8 +61,7 @@ def test_a_host_back_from_its_cooldown_gets_a_new_process_for_its_ended_one():
     named it), no process started, and the world waited for its rank for good."""
     job = _FailingJob({'host-1': 1, 'host-2': 1, 'host-3': 1}, min_np=2, max_np=3, cooldown_range=(1, 1))
     try:
-        job.driver.wait_for_available_slots(job.min_np)
-        job.driver.start(job.min_np, _run_until_failed(job))
+        job.start()
         keys = [('host-1', 0), ('host-2', 0), ('host-3', 0)]
         job.wait_ready(*keys)
         registry = job.driver._worker_registry
