@@ -6,6 +6,7 @@ step, so every rank ends at the same step), one commit per step, and appends JSO
 $JOINS_LOG ("ev", "time", "host", "slot", "pid", and "size", "rank", "step" where they apply):
 
   start        the script runs (before any import)
+  taken        a held joiner was taken into a world ($JOINS_HOLD_AFTER_JOIN)
   init_called  hvd.init() is called next (the script's own set-up before it is done)
   init         hvd.init() returned: this process is in a world
   step         every step (after the optimizer step, before the commit)
@@ -22,6 +23,10 @@ Knobs (all optional):
   its commit of that step, works that long outside any collective (writes a checkpoint with
   torch.save and computes, again and again: rank 0 saving or evaluating), once (its pid goes
   to ``$JOINS_LOG.busy`` first);
+- $JOINS_HOLD_AFTER_JOIN: ``host:slot``: a joiner on that slot, once the driver has taken it
+  into a world (it asks for its rank itself, as ``hvd.init`` would), logs ``taken`` (with
+  ``size`` and ``rank``) and waits until the file ``$JOINS_LOG.go`` exists before its
+  ``hvd.init`` (the world's Gloo rendezvous): a test changes that world meanwhile;
 - $JOINS_STEP_SECONDS: a pause in every step (0.05 by default).
 """
 
@@ -67,6 +72,13 @@ BUSY_HOST = os.environ.get("JOINS_BUSY_HOST")
 BUSY_AT = int(os.environ.get("JOINS_BUSY_AT_STEP", "20"))
 BUSY_SECONDS = float(os.environ.get("JOINS_BUSY_SECONDS", "0"))
 
+if JOINER and os.environ.get("JOINS_HOLD_AFTER_JOIN") == f"{HOST}:{SLOT}":
+    from horovod.runner.elastic.worker import join_world
+
+    join_world()  # hvd.init's own call then does nothing: the flag is cleared
+    emit("taken", size=int(os.environ["HOROVOD_SIZE"]), rank=int(os.environ["HOROVOD_RANK"]))
+    while not os.path.exists(LOG_PATH + ".go"):
+        time.sleep(0.05)
 emit("init_called")
 hvd.init()
 emit("init", size=hvd.size(), rank=hvd.rank())

@@ -1,0 +1,73 @@
+"""Horovod patch 0048: an elastic worker whose first ``hvd.init`` fails asks the driver for a
+place in the next world instead of exiting.
+
+The race behind it, found by scripts/bench-parity on CI: a joiner is taken into a world of
+three just as rank 1 is killed. The joiner's first ``hvd.init`` (the Gloo rendezvous of a
+world that lost a rank) fails. Before 0048 the joiner exited 1; the driver counted that as a
+failure of its host and blacklisted it, and the world waited a blacklist cooldown and a new
+process's start for it (15-51 s measured on the local cluster), or went on without its GPUs
+(Horovod's default: no cooldown, blacklisted for good).
+
+Through plain horovodrun with a discovery script, as tests/runtime/test_patch_joins.py; the job
+is tests/runtime/joins_job.py, whose joiner is held between being taken in and its
+``hvd.init`` ($JOINS_HOLD_AFTER_JOIN) so that the kill lands in that window every time.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+
+import pytest
+
+from tests.runtime.liveness import alive_check, kill_quietly, pid_gone
+from tests.runtime.test_horovod_patches import read_log
+from tests.runtime.test_patch_joins import finish, first, kinds, pid_of, start, steps
+from tests.waiting import wait_for
+
+
+@pytest.mark.timeout(600)
+def test_a_joiner_whose_first_init_fails_joins_the_next_world(tmp_path):
+    """0048: a world of two (localhost, 127.0.0.1) at --min-np 2; a joiner on this machine's
+    name is taken into a world of three and held before its ``hvd.init``; the worker on
+    127.0.0.1 is then killed, and the joiner let go. Its first init fails (a rank of its world
+    is gone). It must init again and train with rank 0 at world size 2: the same process, no
+    failed exit, no second process on its host. Before 0048 it exited 1 and its host was
+    blacklisted (for good: horovodrun's default), so the world never trained again."""
+    me = socket.gethostname()
+    job, hosts, log, events, stop = start(
+        tmp_path, "localhost:1\n127.0.0.1:1\n", 2, 2, 3, JOINS_HOLD_AFTER_JOIN=f"{me}:0",
+        HOROVOD_GLOO_TIMEOUT_SECONDS="20")
+    victim = joiner = None
+    try:
+        wait_for(lambda: len(steps(log, size=2)) >= 40, 240, "the world of two to train",
+                 alive=alive_check(job), detail=job.output)
+        victim = pid_of(log, "127.0.0.1")
+        hosts.write_text(f"localhost:1\n127.0.0.1:1\n{me}:1\n")
+        taken = wait_for(lambda: first(log, ev="taken", host=me), 240, "the joiner to be taken into a world",
+                         alive=alive_check(job), detail=job.output)
+        assert taken["size"] == 3, taken
+        joiner = taken["pid"]
+        os.kill(victim, signal.SIGKILL)
+        wait_for(lambda: [e for e in kinds(events, "worker_exit") if e["detail"]["host"] == "127.0.0.1"], 120,
+                 "the driver to see rank 1's exit", alive=alive_check(job), detail=job.output)
+        victim = None
+        (tmp_path / "joins.jsonl.go").touch()
+        wait_for(lambda: steps(log, host=me, size=2) or pid_gone(joiner), 240,
+                 "the joiner to train at world size 2, or to exit", alive=alive_check(job), detail=job.output)
+        assert not pid_gone(joiner), (
+            "the joiner exited after its first init failed (before 0048)\n" + job.output())
+        wait_for(lambda: steps(log, host="localhost", size=2, after=steps(log, host=me, size=2)[0]["time"]), 120,
+                 "rank 0 to train with the joiner", alive=alive_check(job), detail=job.output)
+        finish(job, stop)
+        joiner = None
+    finally:
+        kill_quietly(victim)
+        kill_quietly(joiner if joiner is not None and not pid_gone(joiner) else None)
+        job.close()
+    assert len([r for r in read_log(log) if r["ev"] == "start" and r["host"] == me]) == 1, \
+        "the joiner's host got another process"
+    failed = [e["detail"] for e in kinds(events, "worker_exit")
+              if e["detail"]["host"] == me and e["detail"]["exit_code"] not in (0, None)]
+    assert not failed, failed
+    assert "the first initialization failed" in job.out_path.read_text(), "no retry was logged"
