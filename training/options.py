@@ -100,9 +100,11 @@ class TrainConfig:
     debug_hold_file: str | None
     debug_pause_file: str | None
     debug_gpu_path: bool
-    # whether --batch-size / --lr were given (else the device decides: resolve_device_defaults)
+    # whether --batch-size / --lr / --val-batch-size were given (else the device decides:
+    # resolve_device_defaults)
     batch_size_given: bool
     lr_given: bool
+    val_batch_size_given: bool
     # the image models' flags (``Defaults.image_size`` set)
     image_size: int | None = None
     num_classes: int | None = None
@@ -266,8 +268,8 @@ _FLAGS = (
     Flag("--epochs", int, MODEL, "epochs to train (default %(default)s)", _positive),
     Flag("--batch-size", int, None, "samples per worker per step (default: the model's, "
          "larger on CUDA; see --help's epilog)", _positive),
-    Flag("--val-batch-size", int, MODEL,
-         "samples per worker per validation step (default %(default)s)", _positive),
+    Flag("--val-batch-size", int, None, "samples per worker per validation step (default: the "
+         "model's; on CUDA at least --batch-size, as validation keeps no activations)", _positive),
     Flag("--lr", float, None, "learning rate of one worker; scaled by the world size (default: "
          "the model's; see --help's epilog)", _non_negative),
     Flag("--momentum", float, MODEL, "SGD momentum (default %(default)s)", _non_negative),
@@ -364,8 +366,9 @@ def resolve_device_defaults(cfg: TrainConfig, d: Defaults, cuda: bool,
                             device: DeviceInfo | None = None) -> TrainConfig:
     """``cfg`` with ``--batch-size`` and ``--lr`` filled for the device when they were not
     given (``_device_defaults``; on CUDA with the ``device``'s properties, the model's GPU
-    batch lowered to what fits its memory), and ``--augment-on-device`` when the device
-    decides it (``training.gpu_defaults``). ``parse`` fills them for the CPU; the command
+    batch lowered to what fits its memory), ``--val-batch-size`` on CUDA at least that batch,
+    and ``--augment-on-device`` when the device decides it (``training.gpu_defaults``).
+    ``parse`` fills them for the CPU; the command
     calls this once it knows whether CUDA is used."""
     from training import gpu_defaults as gd
 
@@ -378,7 +381,10 @@ def resolve_device_defaults(cfg: TrainConfig, d: Defaults, cuda: bool,
     augment = cfg.augment_on_device
     if augment is None:
         augment = cuda and gd.augment_on_device_default(device)
-    return replace(cfg, batch_size=batch, lr=lr, augment_on_device=augment)
+    val = cfg.val_batch_size
+    if cuda and not cfg.val_batch_size_given:  # no saved activations: a training batch fits
+        val = max(d.val_batch_size, batch)
+    return replace(cfg, batch_size=batch, lr=lr, augment_on_device=augment, val_batch_size=val)
 
 
 def parse(argv: list[str] | None, d: Defaults) -> TrainConfig:
@@ -400,6 +406,9 @@ def parse(argv: list[str] | None, d: Defaults) -> TrainConfig:
     args = p.parse_args(argv)
     args.batch_size_given, args.lr_given = args.batch_size is not None, args.lr is not None
     args.batch_size, args.lr = _device_defaults(args.batch_size, args.lr, d, cuda=False)
+    args.val_batch_size_given = args.val_batch_size is not None
+    if args.val_batch_size is None:
+        args.val_batch_size = d.val_batch_size
     if not args.data_dir and not args.synthetic:
         raise ConfigError("one of --data-dir DIR or --synthetic is required")
     args.lr_milestones = milestones(args.lr_milestones)
