@@ -27,11 +27,16 @@ Knobs (all optional):
   into a world (it asks for its rank itself, as ``hvd.init`` would), logs ``taken`` (with
   ``size`` and ``rank``) and waits until the file ``$JOINS_LOG.go`` exists before its
   ``hvd.init`` (the world's Gloo rendezvous): a test changes that world meanwhile;
+- $JOINS_STOP_BEFORE_INIT: ``host:slot``: the worker of the first world on that slot writes
+  its pid to ``$JOINS_LOG.stopped.<host>.<slot>`` and stops itself (SIGSTOP) before
+  ``hvd.init``: the first world's rendezvous waits for it (a test then kills it); once: a
+  later process on that slot starts at once;
 - $JOINS_STEP_SECONDS: a pause in every step (0.05 by default).
 """
 
 import json
 import os
+import signal
 import socket
 import sys
 import tempfile
@@ -79,6 +84,10 @@ if JOINER and os.environ.get("JOINS_HOLD_AFTER_JOIN") == f"{HOST}:{SLOT}":
     emit("taken", size=int(os.environ["HOROVOD_SIZE"]), rank=int(os.environ["HOROVOD_RANK"]))
     while not os.path.exists(LOG_PATH + ".go"):
         time.sleep(0.05)
+STOPPED = f"{LOG_PATH}.stopped.{HOST}.{SLOT}"
+if not JOINER and os.environ.get("JOINS_STOP_BEFORE_INIT") == f"{HOST}:{SLOT}" and not os.path.exists(STOPPED):
+    write_atomically(STOPPED, str(os.getpid()))
+    os.kill(os.getpid(), signal.SIGSTOP)
 emit("init_called")
 hvd.init()
 emit("init", size=hvd.size(), rank=hvd.rank())

@@ -1,5 +1,10 @@
-"""Horovod patch 0048: an elastic worker whose first ``hvd.init`` fails asks the driver for a
-place in the next world instead of exiting.
+"""Horovod patches 0048 and 0049: an elastic worker's first ``hvd.init`` survives a peer lost
+while its world forms.
+
+- 0048: a first init that fails asks the driver for a place in the next world instead of
+  exiting;
+- 0049: a first init still waiting in a rendezvous whose world the driver aborted is told (it
+  asks the driver: it has no notification service yet) and leaves it at once.
 
 The race behind it, found by scripts/bench-parity on CI: a joiner is taken into a world of
 three just as rank 1 is killed. The joiner's first ``hvd.init`` (the Gloo rendezvous of a
@@ -17,6 +22,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+from pathlib import Path
 
 import pytest
 
@@ -71,3 +77,38 @@ def test_a_joiner_whose_first_init_fails_joins_the_next_world(tmp_path):
               if e["detail"]["host"] == me and e["detail"]["exit_code"] not in (0, None)]
     assert not failed, failed
     assert "the first initialization failed" in job.out_path.read_text(), "no retry was logged"
+
+
+@pytest.mark.timeout(600)
+def test_a_first_init_waiting_for_a_lost_peer_is_aborted(tmp_path):
+    """0049: a first world of two (localhost, 127.0.0.1) at --min-np 1; the worker on 127.0.0.1
+    stops itself before its ``hvd.init``, so rank 0's first init waits in the rendezvous for
+    it; it is then killed. The driver aborts the forming world, and rank 0, still in its first
+    init, must learn of it, leave the rendezvous, init again (0048) and train, long before
+    Gloo's timeout (300 s here). Before 0049 nothing could reach it (no notification service
+    yet): it waited out the timeout."""
+    job, _, log, events, stop = start(
+        tmp_path, "localhost:1\n127.0.0.1:1\n", 2, 1, 2, "--blacklist-cooldown-range", "1", "2",
+        JOINS_STOP_BEFORE_INIT="127.0.0.1:0", HOROVOD_GLOO_TIMEOUT_SECONDS="300")
+    stopped_file = Path(f"{log}.stopped.127.0.0.1.0")
+    victim = None
+    try:
+        rank0 = wait_for(lambda: stopped_file.exists() and first(log, ev="init_called", host="localhost"), 240,
+                         "the worker on 127.0.0.1 to stop and rank 0 to call hvd.init",
+                         alive=alive_check(job), detail=job.output)
+        victim = int(stopped_file.read_text())
+        os.kill(victim, signal.SIGKILL)
+        wait_for(lambda: steps(log, host="localhost", pid=rank0["pid"]), 150,
+                 "rank 0 to train (before 0049: after Gloo's 300 s timeout)",
+                 alive=alive_check(job), detail=job.output)
+        victim = None
+        finish(job, stop)
+    finally:
+        kill_quietly(victim)
+        job.close()
+    assert kinds(events, "abort_first_init"), [e["kind"] for e in read_log(events)]
+    assert len([r for r in read_log(log) if r["ev"] == "start" and r["host"] == "localhost"]) == 1, \
+        "rank 0's host got another process"
+    failed = [e["detail"] for e in kinds(events, "worker_exit")
+              if e["detail"]["host"] == "localhost" and e["detail"]["exit_code"] not in (0, None)]
+    assert not failed, failed
