@@ -27,7 +27,10 @@ Geometry, the same as ``training.datasets.image_transforms``:
 Each box is resampled to ``size`` x ``size`` by ``torchvision.ops.roi_align`` (bilinear,
 ``aligned=True``; adaptive sampling averages several points per output pixel when the box
 is larger than the output, i.e. it anti-aliases a downscale), one call for the whole batch
-padded to its largest image (edges replicated, so the result is the same as per image).
+padded to its largest image (edges replicated, so the result is the same as per image); when
+that padding would more than double the pixels (``PAD_LIMIT``: a 3000 px photo among ~500 px
+ones, common in ImageNet batches), one call per size bucket (``pad_buckets``: a few buckets,
+each within the limit).
 
 Transfer: ``collate_bytes`` packs a batch into one uint8 tensor with offsets
 (``PackedImages``), so a batch crosses from a loading process as a handful of shared-memory
@@ -60,7 +63,7 @@ JPEG_MAGIC = b"\xff\xd8\xff"
 SCALE = (0.08, 1.0)
 RATIO = (3.0 / 4.0, 4.0 / 3.0)
 ATTEMPTS = 10
-PAD_LIMIT = 2.0  # one roi_align over the padded batch while padding at most doubles the pixels
+PAD_LIMIT = 2.0  # one roi_align per bucket of images whose padding at most doubles their pixels
 
 
 def is_jpeg(data: bytes) -> bool:
@@ -372,19 +375,32 @@ class DeviceAugment:
         """Each image's box resampled to ``size`` x ``size`` (float32, 0-255, channels_last:
         the layout the model wants).
 
-        One ``roi_align`` for the batch: the images padded to the largest height and width,
-        each padded with copies of its last row and column (``roi_align`` clamps a sample
-        point past the last pixel to the tensor's edge, so this gives the value an image of
-        its own size gives: the same result as one call per size), made by one gather. When
-        that padding would more than double the pixels (a very large image among small
-        ones), one call per distinct size instead (``_resample_groups``)."""
+        One ``roi_align`` per size bucket (``pad_buckets``): usually the whole batch, else a
+        few buckets (a very large image among small ones, common on ImageNet), each placed
+        back at its images' positions."""
+        hs = [int(t.shape[1]) for t in images]
+        ws = [int(t.shape[2]) for t in images]
+        buckets = pad_buckets(hs, ws, PAD_LIMIT)
+        if len(buckets) == 1:
+            return self._resample_padded(images, boxes)
+        out = torch.empty((len(images), 3, self.size, self.size), dtype=torch.float32,
+                          device=self.device, memory_format=torch.channels_last)
+        for members in buckets:
+            resampled = self._resample_padded([images[i] for i in members], boxes[members])
+            out.index_copy_(0, torch.tensor(members, device=self.device), resampled)
+        return out
+
+    def _resample_padded(self, images: list[torch.Tensor], boxes: torch.Tensor) -> torch.Tensor:
+        """``_resample`` in one ``roi_align``: the images padded to the largest height and
+        width, each padded with copies of its last row and column (``roi_align`` clamps a
+        sample point past the last pixel to the tensor's edge, so this gives the value an
+        image of its own size gives: the same result as one call per image), made by one
+        gather."""
         from torchvision.ops import roi_align
 
         hs = [int(t.shape[1]) for t in images]
         ws = [int(t.shape[2]) for t in images]
         n, height, width = len(images), max(hs), max(ws)
-        if n * height * width > PAD_LIMIT * sum(h * w for h, w in zip(hs, ws, strict=True)):
-            return self._resample_groups(images, boxes)
         if len(set(hs)) == 1 and len(set(ws)) == 1:  # one size (tiny-imagenet): no padding
             stack = torch.stack(images).float()
         else:
@@ -405,24 +421,39 @@ class DeviceAugment:
                               aligned=True)
         return resampled.contiguous(memory_format=torch.channels_last)
 
-    def _resample_groups(self, images: list[torch.Tensor], boxes: torch.Tensor) -> torch.Tensor:
-        """``_resample`` with one ``roi_align`` per distinct image size."""
-        from torchvision.ops import roi_align
 
-        out = torch.empty((len(images), 3, self.size, self.size), dtype=torch.float32,
-                          device=self.device, memory_format=torch.channels_last)
-        groups: dict[tuple[int, int], list[int]] = {}
-        for i, t in enumerate(images):
-            groups.setdefault((t.shape[1], t.shape[2]), []).append(i)
-        for members in groups.values():
-            stack = torch.stack([images[i] for i in members]).float()
-            rois = torch.cat([torch.arange(len(members), dtype=torch.float64)[:, None],
-                              boxes[members]], dim=1).float().to(self.device, non_blocking=True)
-            resampled = roi_align(stack, rois, (self.size, self.size), spatial_scale=1.0,
-                                  sampling_ratio=-1, aligned=True)
-            index = torch.tensor(members, device=self.device)
-            out.index_copy_(0, index, resampled)
-        return out
+def pad_buckets(heights: list[int], widths: list[int], limit: float) -> list[list[int]]:
+    """A partition of images ``heights[i]`` x ``widths[i]`` into buckets (lists of indices,
+    each in ascending order) such that each bucket padded to its own largest height and width
+    holds at most ``limit`` times its images' pixels (``limit`` >= 1).
+
+    The whole batch when it fits (one bucket); else first fit over the images sorted by area,
+    smallest first: each joins the first bucket it keeps within the limit, or opens a new
+    one. Images of one area but either orientation (500x375 and 375x500: padded to 500x500,
+    1.33 times their pixels) share a bucket; the small ones fill the first buckets before a
+    large one comes, so a very large image (ImageNet: a 3000x2000 photo in a batch of
+    ~500x375) never pads a small one to its size, and the few large ones share a bucket or
+    two of their own."""
+    n = len(heights)
+    if n == 0:
+        return []
+    if n * max(heights) * max(widths) <= limit * sum(h * w for h, w in zip(heights, widths, strict=True)):
+        return [list(range(n))]
+    order = sorted(range(n), key=lambda i: (heights[i] * widths[i], i))
+    buckets: list[list[int]] = []
+    shape: list[tuple[int, int, int]] = []  # per bucket: max height, max width, pixels
+    for i in order:
+        h, w = heights[i], widths[i]
+        for b, (bh, bw, pixels) in enumerate(shape):
+            nh, nw = max(bh, h), max(bw, w)
+            if (len(buckets[b]) + 1) * nh * nw <= limit * (pixels + h * w):
+                buckets[b].append(i)
+                shape[b] = (nh, nw, pixels + h * w)
+                break
+        else:
+            buckets.append([i])
+            shape.append((h, w, h * w))
+    return [sorted(b) for b in buckets]
 
 
 def _sizes(images: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:

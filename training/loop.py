@@ -52,7 +52,9 @@ normalises them on the training device in one step (``training.datasets.Normaliz
 the mixed-precision type and channels_last on the GPU path, fp32 otherwise).
 With ``--augment-on-device`` (a ``Task`` with ``augment_size``) the loading processes only
 read the encoded images and ``training.device_augment`` decodes and augments each batch on
-the training device, from a random stream seeded per rank like the rest.
+the training device, from a random stream seeded per rank like the rest. Either way the next
+batch is made ready (copied, normalised; or decoded, augmented) on a side stream while the
+step runs (``training.prefetch``).
 """
 
 from __future__ import annotations
@@ -279,11 +281,15 @@ class Trainer(WorldPart, StepPart, EvalPart, CheckpointPart):
         return self._train_loader
 
     def train_epoch(self, state) -> None:
-        """The epoch's remaining steps. On the GPU path with ``--augment-on-device`` batch
-        k+1 is decoded and augmented in a thread (on a side CUDA stream) during step k
-        (``training.prefetch``); the thread is stopped before this returns or raises."""
+        """The epoch's remaining steps. On the GPU path batch k+1 is made ready in a thread
+        (on a side CUDA stream) during step k (``training.prefetch``): with
+        ``--augment-on-device`` decoded and augmented, else (decoded by the loading
+        processes) copied from pinned memory without blocking and normalised; the thread is
+        stopped before this returns or raises. Not with ``--workers 0`` on the CPU decode
+        path: there the batch is made in this process from its global random stream, which
+        the step draws from too, so the order of the draws would depend on timing."""
         batches = iter(self.train_loader()) if len(self.sampler) else iter(())
-        if self.augment is not None and self.gpu_path:
+        if self.gpu_path and (self.augment is not None or bool(self.workers)):
             from training.prefetch import Prefetcher
 
             with Prefetcher(batches, lambda b: self.to_device(b, train=True), self.device) as ready:

@@ -13,11 +13,16 @@ stream inside ``work`` draws as it would in the caller. ``close()`` (also on lea
 the iterator after it returns: call it before reseeding or iterating the loader again (an
 elastic reset, the end of an epoch). An exception in the thread is raised by ``next``.
 ``next`` blocks until the next item is ready; ``close`` waits for at most one item of work.
+
+The side stream is the process's one per device (``side_stream``), made at first use and
+reused by every ``Prefetcher`` (one per epoch and reset): the caching allocator keeps a pool
+per stream, so a new stream per epoch would strand the last one's cached blocks.
 """
 
 from __future__ import annotations
 
 import queue
+import threading
 from collections.abc import Callable, Iterator
 
 import torch
@@ -27,12 +32,39 @@ from shared.worker import Worker
 _END = object()
 
 
+class SideStreams:
+    """One side stream per device for the process, made by ``factory(device)`` at its first
+    request and handed out again after; ``None`` for a device that is not CUDA."""
+
+    def __init__(self, factory: Callable = torch.cuda.Stream):
+        self._factory = factory
+        self._streams: dict[torch.device, object] = {}
+        self._lock = threading.Lock()
+
+    def get(self, device: torch.device):
+        if device.type != "cuda":
+            return None
+        key = torch.device("cuda", device.index if device.index is not None else 0)
+        with self._lock:
+            if key not in self._streams:
+                self._streams[key] = self._factory(key)
+            return self._streams[key]
+
+
+SIDE_STREAMS = SideStreams()
+
+
+def side_stream(device: torch.device):
+    """The process's side stream for ``device`` (``None`` off CUDA)."""
+    return SIDE_STREAMS.get(device)
+
+
 class Prefetcher:
     """Iterate ``work(item)`` for the items of ``batches``, prepared one ahead in a thread."""
 
     def __init__(self, batches: Iterator, work: Callable, device: torch.device):
         self._batches, self._work, self._device = batches, work, device
-        self._stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+        self._stream = side_stream(device)
         self._queue: queue.Queue = queue.Queue(maxsize=1)
         self._worker = Worker(self._run, "prefetch")
         self._stop = self._worker.stopping
