@@ -54,6 +54,23 @@ def test_the_series_lists_exactly_the_patches_in_the_folder():
     assert len(names) == len({n[:4] for n in names})  # one number, one patch
 
 
+# where a patch may write in Horovod's tree: its Python, its C++ and the Gloo it vendors
+SOURCE_PATH = re.compile(r"(horovod|third_party/gloo)/[\w/.-]+\.(py|cc|h|cpp|cu|txt|cmake)")
+
+
+def test_every_patch_changes_only_source_files():
+    """No patch carries a compiled file, a binary or a stray file outside the source: 0049 once
+    carried four .pyc files of the tree it was made in, and 0046 a copy of a patch file at the
+    tree's root (a format-patch written into the tree); both went into the wheel."""
+    for name in series_names():
+        text = (FORK / "patches" / name).read_text()
+        paths = re.findall(r"^diff --git a/(\S+) b/", text, re.M)
+        assert paths, name
+        stray = [path for path in paths if not SOURCE_PATH.fullmatch(path) or "__pycache__" in path]
+        assert not stray, f"{name} changes {stray}"
+        assert "GIT binary patch" not in text, name
+
+
 @pytest.mark.parametrize("damage,why", [
     ("missing", "which is not in"),
     ("unlisted", "is not listed in"),
