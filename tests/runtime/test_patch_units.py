@@ -112,7 +112,7 @@ class Job:
         try:
             manager.init(rendezvous_addr=self.addr, rendezvous_port=self.port, nic=self.nic,
                          hostname=slot_info.hostname, local_rank=slot_info.local_rank)
-        except RuntimeError:
+        except (RuntimeError, OSError):  # the client's error, or a connection reset mid-request
             if not self.finish.is_set():
                 raise
             # started by the driver just as the test closed the job: its rendezvous server is
