@@ -40,6 +40,7 @@ import signal
 import socket
 import sys
 import tempfile
+import threading
 import time
 
 T_START = time.time()
@@ -82,8 +83,11 @@ if JOINER and os.environ.get("JOINS_HOLD_AFTER_JOIN") == f"{HOST}:{SLOT}":
 
     join_world()  # hvd.init's own call then does nothing: the flag is cleared
     emit("taken", size=int(os.environ["HOROVOD_SIZE"]), rank=int(os.environ["HOROVOD_RANK"]))
+    go, held_until = threading.Event(), time.monotonic() + 600  # the test's own timeout is 600 s
     while not os.path.exists(LOG_PATH + ".go"):
-        time.sleep(0.05)
+        if time.monotonic() > held_until:
+            sys.exit("joins_job: never let go ($JOINS_LOG.go) within 600 s")
+        go.wait(0.05)
 STOPPED = f"{LOG_PATH}.stopped.{HOST}.{SLOT}"
 if not JOINER and os.environ.get("JOINS_STOP_BEFORE_INIT") == f"{HOST}:{SLOT}" and not os.path.exists(STOPPED):
     write_atomically(STOPPED, str(os.getpid()))
