@@ -152,8 +152,21 @@ def _relayed_output(plan: LaunchPlan) -> dict:
     return {}
 
 
+class _Terminated(BaseException):
+    """What the SIGTERM handler raises before the training starts; ``execute`` turns it into
+    ``Interrupted``. A ``BaseException``, as ``KeyboardInterrupt`` is, because the handler
+    raises wherever the main thread happens to be: inside logging's ``emit`` (which catches
+    ``Exception`` and prints "--- Logging error ---"), a probe's retry loop, or any other
+    ``except Exception``, an ``Exception`` would be swallowed there and the launcher would run
+    on (a SIGTERM lost: seen in CI as a launcher still running 90 s after it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
 def _interrupt(signum, _frame) -> None:
-    raise Interrupted(f"stopped by signal {signum} before the training started", signum)
+    raise _Terminated(signum)
 
 
 def exit_code(returncode: int) -> int:
@@ -190,10 +203,20 @@ _STEP_ERRORS: dict[str, type[SSHError] | type[SyncError]] = {"ssh": SSHError, "s
 
 def execute(plan: LaunchPlan) -> int:
     """Do what ``plan`` says (see the module docstring); owns and at the end removes
-    ``plan.workdir``. Blocks; returns horovodrun's exit code.
+    ``plan.workdir``. Blocks; returns horovodrun's exit code; a SIGTERM before the training
+    starts (before the drain's forwarder is installed) raises ``Interrupted`` once everything
+    started is stopped.
 
     Each resource is registered on a ``_CleanUp`` stack as soon as it exists, so the clean-up
     (step 4) undoes exactly what was started, in reverse order, under ``_Shielded``."""
+    try:
+        return _execute(plan)
+    except _Terminated as stop:
+        raise Interrupted(f"stopped by signal {stop.signum} before the training started", stop.signum) from None
+
+
+def _execute(plan: LaunchPlan) -> int:
+    """``execute``'s body; a SIGTERM in it raises ``_Terminated``."""
     start = time.time()
     Path(plan.ssh_dir).mkdir(parents=True, exist_ok=True)
     outcome = _Outcome()

@@ -41,6 +41,12 @@ def test_exit_code_is_zero_when_the_training_succeeds(two_pods, tmp_path):
     summary = json.loads((tmp_path / "timeline.json").read_text())["summary"]
     assert summary["exit_code"] == 0
     assert "training exited with 0" in proc.stderr
+    # spawn first: horovodrun is started while the daemon it asks for hosts still starts (its
+    # workers' imports overlap the daemon's start-up), not after the daemon answers
+    lines = proc.stderr.splitlines()
+    running = next(i for i, line in enumerate(lines) if line.startswith("elastic-run: running: "))
+    answered = next(i for i, line in enumerate(lines) if "elastic-run: started a discovery daemon at" in line)
+    assert running < answered, "\n".join(lines[:20])
     # the daemon elastic-run started for the selector is gone again
     assert daemon_processes(two_pods.kubeconfig) - before == set()
 
