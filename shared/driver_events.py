@@ -2,7 +2,7 @@
 reader of that format (``elastic.launch.events`` re-exports it; ``localcluster.chaos``
 reads the same file with it).
 
-The patched driver (``horovod-fork/patches/0004``) appends one JSON line per event to
+The patched driver (``horovod-fork/patches/0105``, old 0004) appends one JSON line per event to
 ``$HOROVOD_ELASTIC_EVENTS_FILE``: ``{"time": unix seconds, "kind": str, "detail": {...}}``.
 ``elastic-run`` points that at a file of its own and reads it for the timeline
 (``timeline.driver_events``) and the stall watchdog (``stall``). The record format is

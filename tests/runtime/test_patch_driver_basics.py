@@ -65,7 +65,7 @@ class PushedHosts:
 
 
 def test_a_discovery_that_knows_of_a_change_wakes_the_driver(monkeypatch):
-    """0002: a HostDiscovery with ``wait_for_change`` is waited on, not polled: with the poll
+    """0105 (was 0002): a HostDiscovery with ``wait_for_change`` is waited on, not polled: with the poll
     interval an hour, a pushed change still reaches the driver's host manager at once, and the
     driver waited on the discovery with the poll interval as its timeout. Stock: the driver
     sleeps the interval and never asks the discovery again within the test's deadline."""
@@ -106,7 +106,7 @@ def _running_job(jobs: Any, monkeypatch: Any, tmp_path: Path) -> tuple[Job, Path
 
 
 def test_the_driver_logs_its_events_and_the_commits_the_workers_report(jobs, monkeypatch, tmp_path):
-    """0004: with HOROVOD_ELASTIC_EVENTS_FILE the driver appends one JSON object a line
+    """0105 (was 0004): with HOROVOD_ELASTIC_EVENTS_FILE the driver appends one JSON object a line
     (time, kind, detail) for what it does: the hosts it found, each worker it started and that
     checked in; and a worker's commits (``report_progress``, what ``State.commit`` calls),
     sent through the rendezvous server, are logged as its progress. Stock: no file, no
@@ -126,7 +126,7 @@ def test_the_driver_logs_its_events_and_the_commits_the_workers_report(jobs, mon
 
 
 def test_a_progress_report_held_back_is_logged_when_its_window_ends(jobs, monkeypatch, tmp_path):
-    """0041: the driver logs a worker's progress at most every PROGRESS_EVENT_SECS (0032); a
+    """0105 (was 0041): the driver logs a worker's progress at most every PROGRESS_EVENT_SECS (0032); a
     report that comes within that window is logged once the window ends, never dropped: the
     third commit, reported right after the first, reaches the events file. With 0032 alone
     the file kept commit #1 for good."""
@@ -139,7 +139,7 @@ def test_a_progress_report_held_back_is_logged_when_its_window_ends(jobs, monkey
 
 
 def test_a_stopped_rendezvous_server_no_longer_listens():
-    """0019: ``RendezvousServer.stop()`` closes its listening socket: a connection to its
+    """0105 (was 0019): ``RendezvousServer.stop()`` closes its listening socket: a connection to its
     port is refused at once. Stock: the socket stayed open (the kernel still accepted
     connections into its backlog) until the server was garbage-collected."""
     server = RendezvousServer()
@@ -157,7 +157,7 @@ def test_a_stopped_rendezvous_server_no_longer_listens():
 
 
 def test_the_installed_horovod_carries_the_series_version():
-    """0005: the installed Horovod's version is the one the series sets (scripts/horovod-series
+    """0101 (was 0005): the installed Horovod's version is the one the series sets (scripts/horovod-series
     --version, read from the version patch), in pip's metadata and in ``horovod.__version__``
     (read from the file, without importing Horovod): a set-up can tell a patched install from a
     stock one. Stock: 0.28.1."""

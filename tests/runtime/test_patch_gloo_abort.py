@@ -96,7 +96,7 @@ def within(predicate, seconds: float) -> bool:
 
 @pytest.mark.timeout(420)
 def test_an_abort_frees_ranks_caught_mid_send_of_a_large_tensor(tmp_path):
-    """0014: three ranks allreduce a 64 MB tensor per step, then rank 0 broadcasts a 256 MB
+    """0103 (was 0014): three ranks allreduce a 64 MB tensor per step, then rank 0 broadcasts a 256 MB
     one (a state sync: one message to each peer, far more than socket buffers hold).
     Rank 1 is frozen while rank 0 is sending it the broadcast and more than 1 MB of it waits
     unread in socket queues (else rank 1 is resumed and frozen again a step later), so rank
@@ -165,7 +165,7 @@ def test_an_abort_frees_ranks_caught_mid_send_of_a_large_tensor(tmp_path):
 
 @pytest.mark.timeout(300)
 def test_an_abort_during_init_fails_the_init_at_once(tmp_path):
-    """0015: rank 1 stops before hvd.init, so rank 0's init waits in the rendezvous for it.
+    """0103 (was 0015): rank 1 stops before hvd.init, so rank 0's init waits in the rendezvous for it.
     With HOROVOD_GLOO_ABORT_DURING_INIT=1 (the default since 0033; set here so that the test
     shows 0015 on its own; 0033's default: tests/runtime/test_patch_joins.py), the aborted init
     must fail within PROMPT s with HorovodInternalError (recoverable, as a failed
@@ -188,7 +188,7 @@ def test_an_abort_during_init_fails_the_init_at_once(tmp_path):
 
 @pytest.mark.timeout(300)
 def test_an_abort_during_shutdown_ends_it(tmp_path):
-    """0015: after three steps rank 1 stops and rank 0 calls hvd.shutdown, whose last
+    """0103 (was 0015): after three steps rank 1 stops and rank 0 calls hvd.shutdown, whose last
     background cycle is a collective with rank 1. Aborted once it has been in shutdown for
     1 s, rank 0's hvd.shutdown must return within PROMPT s."""
     job = Job(tmp_path, 2, "shutdown")
@@ -209,7 +209,7 @@ def test_an_abort_during_shutdown_ends_it(tmp_path):
 
 @pytest.mark.timeout(400)
 def test_an_abort_during_shutdown_reaches_every_process_sets_contexts(tmp_path):
-    """0015/0027 with process sets (hvd.add_process_set): 3 ranks, sets {0,1} and {1,2}, each step
+    """0103 (was 0015/0027) with process sets (hvd.add_process_set): 3 ranks, sets {0,1} and {1,2}, each step
     allreduces on the global set and on each set a rank is in; then rank 1 stops and ranks 0
     and 2 call hvd.shutdown, whose last cycles are collectives with rank 1 on the global
     contexts and on those of their set. Aborted, both must return within PROMPT s: the abort
@@ -252,7 +252,7 @@ print(json.dumps(seen))
 
 @pytest.mark.timeout(120)
 def test_an_abort_applies_to_its_session_only():
-    """0015, in one process (a world of one, no horovodrun): an abort before hvd.init or
+    """0103 (was 0015), in one process (a world of one, no horovodrun): an abort before hvd.init or
     after hvd.shutdown does nothing; one during a session marks it aborted (the reason is
     kept, with the "aborted: " prefix) and ends with it: the next hvd.init starts clean."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOROVOD_")}

@@ -78,7 +78,7 @@ def kill_round(work: Path, n: int, victim: int) -> None:
 
 @pytest.mark.timeout(ROUNDS * 200)
 def test_a_rank_killed_mid_allreduce_costs_no_survivor(tmp_path):
-    """0016/0017: in each round a rank (each in turn, rank 0 too) is SIGKILLed a little after
+    """0103 (was 0016/0017): in each round a rank (each in turn, rank 0 too) is SIGKILLed a little after
     it entered a step of 64 MB allreduces; every survivor must record HorovodInternalError
     and return from hvd.shutdown within PROMPT s, and none may die (no ``terminate called``
     in horovodrun's output)."""

@@ -73,7 +73,7 @@ def descendants(pid: int) -> list[tuple[int, str]]:
 
 @pytest.mark.timeout(180)
 def test_a_killed_workers_exit_code_and_every_prefix_are_as_before(tmp_path):
-    """0023: rank 1 kills itself with SIGKILL: horovodrun reports exit code 137 for it (128 + 9),
+    """0102 (was 0023): rank 1 kills itself with SIGKILL: horovodrun reports exit code 137 for it (128 + 9),
     ends rank 0 and fails; both ranks' lines arrive with their [rank]<stream>: prefixes. Passes
     on stock Horovod too: the patch must not change any of it."""
     proc, out = start(tmp_path, "exit", 2)
@@ -93,7 +93,7 @@ def test_a_killed_workers_exit_code_and_every_prefix_are_as_before(tmp_path):
 
 @pytest.mark.timeout(180)
 def test_a_hung_worker_gets_sigterm_then_sigkill(tmp_path):
-    """0023: rank 0 fails, so horovodrun ends rank 1, which ignores SIGTERM: it gets SIGTERM (its
+    """0102 (was 0023): rank 0 fails, so horovodrun ends rank 1, which ignores SIGTERM: it gets SIGTERM (its
     handler runs), then SIGKILL after the 5 s grace; horovodrun then exits. Fails on stock
     Horovod: its middleman stopped the worker (SIGSTOP, since sh had exec'ed it) before
     sending SIGTERM, so no handler ever ran (a graceful leave could not either) and the worker
@@ -113,7 +113,7 @@ def test_a_hung_worker_gets_sigterm_then_sigkill(tmp_path):
 
 @pytest.mark.timeout(180)
 def test_no_per_worker_process_on_the_launcher(tmp_path):
-    """0023: while 3 workers run, the only processes under horovodrun are the 3 workers themselves
+    """0102 (was 0023): while 3 workers run, the only processes under horovodrun are the 3 workers themselves
     (no Python middleman, no shell); they exit 0 when asked. Fails on stock Horovod: a
     multiprocessing middleman per worker (6 processes)."""
     proc, out = start(tmp_path, "wait", 3)
@@ -132,7 +132,7 @@ def test_no_per_worker_process_on_the_launcher(tmp_path):
 
 @pytest.mark.timeout(120)
 def test_a_hung_discovery_script_is_ended_and_the_poll_fails(tmp_path):
-    """Patch 0024: a discovery script that hangs (here with a child of its own) is ended after
+    """0105 (was patch 0024): a discovery script that hangs (here with a child of its own) is ended after
     the timeout, its whole process group with it, and the poll fails with a one-line reason
     (the driver logs it and polls again). Fails on stock Horovod and 0001-0023: no timeout, the
     poll (and the driver with it) waited forever."""
@@ -150,7 +150,7 @@ def test_a_hung_discovery_script_is_ended_and_the_poll_fails(tmp_path):
 
 
 def test_a_bad_discovery_timeout_is_a_usage_error(tmp_path):
-    """Patch 0024: HOROVOD_ELASTIC_DISCOVERY_TIMEOUT_SECONDS is validated like the other elastic
+    """0105 (was patch 0024): HOROVOD_ELASTIC_DISCOVERY_TIMEOUT_SECONDS is validated like the other elastic
     variables: one line, exit 2, no traceback."""
     script = tmp_path / "discover.sh"
     script.write_text("#!/bin/sh\necho localhost:1\n")
@@ -166,7 +166,7 @@ def test_a_bad_discovery_timeout_is_a_usage_error(tmp_path):
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("setpriv", [True, False], ids=["setpriv", "no-setpriv"])
 def test_the_spawned_discovery_script_still_ends_with_the_driver(tmp_path, setpriv):
-    """Patch 0028: the discovery script is started without forking the driver (vfork, and
+    """0102/0105 (was patch 0028): the discovery script is started without forking the driver (vfork, and
     `setpriv --pdeathsig TERM` for the tie; without setpriv on PATH, forked as before). Nothing
     is lost either way: its output is the poll's answer, and a driver killed with -9 during a
     poll ends the script (SIGTERM), as 0023's tie did. (A CPU saving, which

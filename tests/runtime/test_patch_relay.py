@@ -116,7 +116,7 @@ def queued(pipe) -> int:
 
 @pytest.mark.timeout(300)
 def test_invalid_utf8_output_neither_hangs_nor_silences_horovodrun(tmp_path):
-    """0037, issue 30's reproduction: each rank writes b"caf\\xe9\\n" (not UTF-8), sleeps 2 s and
+    """0102 (was 0037), issue 30's reproduction: each rank writes b"caf\\xe9\\n" (not UTF-8), sleeps 2 s and
     prints "done". Both "done" lines arrive, the invalid byte as U+FFFD, horovodrun exits 0.
     Before 0037 the relay thread died of the UnicodeDecodeError: no output, exit or kill was
     seen again and horovodrun hung (this test: no "done" in 180 s)."""
@@ -137,7 +137,7 @@ def test_invalid_utf8_output_neither_hangs_nor_silences_horovodrun(tmp_path):
 
 @pytest.mark.timeout(300)
 def test_a_character_cut_across_writes_arrives_whole(tmp_path):
-    """0037: a multi-byte character split between two writes (0.3 s apart, so between two of the
+    """0102 (was 0037): a multi-byte character split between two writes (0.3 s apart, so between two of the
     relay's reads), in a plain line and in tqdm-style progress lines ending in \\r: each
     arrives whole, nothing replaced. Passes before 0037 too (its incremental decoder): the
     replacement must not cost that."""
@@ -159,7 +159,7 @@ def test_a_character_cut_across_writes_arrives_whole(tmp_path):
 
 @pytest.mark.timeout(300)
 def test_sigterm_ends_horovodrun_whose_output_is_blocked(tmp_path):
-    """0038/0039: two ranks print 2000-character lines without pause; nobody reads horovodrun's stdout,
+    """0102 (was 0038/0039): two ranks print 2000-character lines without pause; nobody reads horovodrun's stdout,
     so its pipe fills and stays full. SIGTERM to horovodrun (not to its workers) ends it and
     them. Before 0038 the relay thread sat in the blocked write and never saw the kill event
     the SIGTERM handler set: horovodrun and its workers ran on (this test: 120 s)."""
@@ -182,7 +182,7 @@ def test_sigterm_ends_horovodrun_whose_output_is_blocked(tmp_path):
 
 @pytest.mark.timeout(600)
 def test_an_elastic_job_whose_output_nobody_reads_trains_on_and_grows(tmp_path):
-    """0038: an elastic job (discovery script, 2 hosts, --max-np 3) whose ranks print 2000
+    """0102 (was 0038): an elastic job (discovery script, 2 hosts, --max-np 3) whose ranks print 2000
     characters a step, and nobody reads horovodrun's stdout or stderr for 30 s: the ranks keep
     training (their log), a host added to discovery meanwhile gets a worker and the world
     grows to 3 (discovery runs on, its change is taken). Then the output is read again: it
@@ -245,7 +245,7 @@ def test_an_elastic_job_whose_output_nobody_reads_trains_on_and_grows(tmp_path):
 
 @pytest.mark.timeout(300)
 def test_sigterm_ends_horovodrun_within_its_deadline_whatever_it_waits_for(tmp_path):
-    """0039: each rank leaves a process in a session of its own holding its stdout (a daemon it
+    """0102 (was 0039): each rank leaves a process in a session of its own holding its stdout (a daemon it
     started), so after the ranks are ended their output never reaches EOF and horovodrun
     would wait for it for good. SIGTERM to horovodrun: at HOROVOD_SHUTDOWN_DEADLINE_SECONDS
     (5 here) it kills what it still waits for, says so, and exits 143 (128 + SIGTERM). Before
