@@ -119,7 +119,7 @@ def test_host_added_while_the_workers_start_gets_a_worker(tmp_path):
 
 @pytest.mark.timeout(400)
 def test_a_killed_worker_does_not_stall_its_peers_until_the_gloo_timeout(tmp_path):
-    """0103/0105 (was 0003): a worker dies by SIGKILL mid-training in a world of three. With the Gloo timeout
+    """0103/0106 (was 0003): a worker dies by SIGKILL mid-training in a world of three. With the Gloo timeout
     at 300 s, the survivors must be training again at world size 2 long before it: the
     driver tells them the worker is gone and they leave their collectives at once.
 
@@ -155,7 +155,7 @@ def test_a_killed_worker_does_not_stall_its_peers_until_the_gloo_timeout(tmp_pat
 
 @pytest.mark.timeout(400)
 def test_a_vanished_host_does_not_stall_its_peers_until_the_gloo_timeout(tmp_path):
-    """0103/0105 (was 0003): a worker's host vanishes without closing its connections (its process is stopped
+    """0103/0106 (was 0003): a worker's host vanishes without closing its connections (its process is stopped
     with SIGSTOP mid-training, as after a power loss or a network partition: no FIN, no RST)
     and the host leaves discovery. The survivors sit in the step's allreduce waiting for it.
     With the Gloo timeout at 120 s they must leave that collective well before it: the

@@ -126,7 +126,7 @@ def test_the_driver_logs_its_events_and_the_commits_the_workers_report(jobs, mon
 
 
 def test_a_progress_report_held_back_is_logged_when_its_window_ends(jobs, monkeypatch, tmp_path):
-    """0105 (was 0041): the driver logs a worker's progress at most every PROGRESS_EVENT_SECS (0032); a
+    """0108 (was 0041): the driver logs a worker's progress at most every PROGRESS_EVENT_SECS (0032); a
     report that comes within that window is logged once the window ends, never dropped: the
     third commit, reported right after the first, reaches the events file. With 0032 alone
     the file kept commit #1 for good."""

@@ -42,7 +42,7 @@ def _progress(path: Path) -> dict[Key, int]:
 
 
 def test_a_healthy_committing_worker_costs_one_kept_connection_and_no_progress_request(monkeypatch, tmp_path):
-    """0105 (was 0046): two workers commit every 0.1 s (``state.commit()`` reports progress) for as long as the
+    """0108 (was 0046): two workers commit every 0.1 s (``state.commit()`` reports progress) for as long as the
     driver takes to ping each of them 1 + PINGS times: each worker's service accepts one
     connection for all of them (before: one per ping), no progress report goes over HTTP after
     the first ping (before: one every 3 s per worker), and the commit counts still reach the

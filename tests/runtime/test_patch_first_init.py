@@ -34,7 +34,7 @@ from tests.waiting import wait_for
 
 @pytest.mark.timeout(600)
 def test_a_joiner_whose_first_init_fails_joins_the_next_world(tmp_path):
-    """0106 (was 0048): a world of two (localhost, 127.0.0.1) at --min-np 2; a joiner on this machine's
+    """0109 (was 0048): a world of two (localhost, 127.0.0.1) at --min-np 2; a joiner on this machine's
     name is taken into a world of three and held before its ``hvd.init``; the worker on
     127.0.0.1 is then killed, and the joiner let go. Its first init fails (a rank of its world
     is gone). It must init again and train with rank 0 at world size 2: the same process, no
@@ -81,7 +81,7 @@ def test_a_joiner_whose_first_init_fails_joins_the_next_world(tmp_path):
 
 @pytest.mark.timeout(600)
 def test_a_first_init_waiting_for_a_lost_peer_is_aborted(tmp_path):
-    """0105/0106 (was 0049): a first world of two (localhost, 127.0.0.1) at --min-np 1; the worker on 127.0.0.1
+    """0108/0109 (was 0049): a first world of two (localhost, 127.0.0.1) at --min-np 1; the worker on 127.0.0.1
     stops itself before its ``hvd.init``, so rank 0's first init waits in the rendezvous for
     it; it is then killed. The driver aborts the forming world, and rank 0, still in its first
     init, must learn of it, leave the rendezvous, init again (0048) and train, long before

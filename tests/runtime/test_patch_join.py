@@ -70,7 +70,7 @@ def kinds(events: Path, kind: str) -> list:
 
 @pytest.mark.timeout(500)
 def test_a_joiner_with_a_long_start_up_joins_while_the_world_trains(tmp_path):
-    """0105 (was 0020): a joiner whose script sleeps 20 s before hvd.init() joins a world of two. While it
+    """0107/0108 (was 0020): a joiner whose script sleeps 20 s before hvd.init() joins a world of two. While it
     starts, the two keep stepping (at least 50 steps at size 2 between its start and its call
     of hvd.init: 20 s of 0.05 s steps); the pause between the last step at size 2 and the
     first at size 3 stays under PAUSE_BOUND_S. Before 0020 the coordinator was told at once,
@@ -109,7 +109,7 @@ def test_a_joiner_with_a_long_start_up_joins_while_the_world_trains(tmp_path):
     ("sleep:600", {"HOROVOD_ELASTIC_JOIN_DEADLINE_SECONDS": "5"}, "not waiting at the rendezvous 5 s after"),
 ], ids=["dies", "hangs"])
 def test_a_joiner_that_fails_before_it_is_ready_never_resets_the_world(tmp_path, before_init, extra, why):
-    """0105 (was 0020): a joiner dies before hvd.init() (exit 3), or hangs there past
+    """0107/0108 (was 0020): a joiner dies before hvd.init() (exit 3), or hangs there past
     HOROVOD_ELASTIC_JOIN_DEADLINE_SECONDS (5 s here): the driver drops it with a line saying
     why, ends its process, starts no other worker on its host while that stays listed, and the
     world of two trains on without a reset, abort or rollback. Before 0020 the world reset for
@@ -140,7 +140,7 @@ def test_a_joiner_that_fails_before_it_is_ready_never_resets_the_world(tmp_path,
 
 @pytest.mark.timeout(500)
 def test_a_host_that_leaves_while_its_joiner_starts_resets_nothing(tmp_path):
-    """0105 (was 0020): the joiner's host leaves discovery while its worker is still in its set-up (before
+    """0107/0108 (was 0020): the joiner's host leaves discovery while its worker is still in its set-up (before
     hvd.init): the driver drops the joiner and ends its process; the world never hears of the
     host and trains on without a reset. Before 0020 the world reset for the host at once, and
     again when it left."""
@@ -166,7 +166,7 @@ def test_a_host_that_leaves_while_its_joiner_starts_resets_nothing(tmp_path):
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("value", ["soon", "-5", "inf"])
 def test_a_bad_join_deadline_is_a_one_line_error(tmp_path, value):
-    """0105 (was 0020): a bad HOROVOD_ELASTIC_JOIN_DEADLINE_SECONDS is a one-line usage error and exit 2 before
+    """0107/0108 (was 0020): a bad HOROVOD_ELASTIC_JOIN_DEADLINE_SECONDS is a one-line usage error and exit 2 before
     anything starts, as the driver's other variables (0011). Before 0020 it was ignored."""
     script, _, _ = discovery_script(tmp_path, "localhost:1\n")
     proc = subprocess.run([HOROVODRUN, "-np", "1", "--min-np", "1", "--host-discovery-script", str(script),

@@ -75,7 +75,7 @@ def pid_of(log: Path, host: str, slot: int = 0) -> int:
 
 @pytest.mark.timeout(300)
 def test_an_abort_during_init_fails_the_init_by_default(tmp_path, monkeypatch):
-    """0103/0105/0106 (was 0033): rank 1 stops before hvd.init, so rank 0's init waits in the rendezvous for it;
+    """0103/0108/0109 (was 0033): rank 1 stops before hvd.init, so rank 0's init waits in the rendezvous for it;
     rank 0 is then aborted (what the elastic driver's WorkerLostRequest does when a peer of
     a forming world is lost). Without HOROVOD_GLOO_ABORT_DURING_INIT in the environment the
     init must fail within PROMPT s with HorovodInternalError. Before 0033 (0015: off unless
@@ -97,7 +97,7 @@ def test_an_abort_during_init_fails_the_init_by_default(tmp_path, monkeypatch):
 
 @pytest.mark.timeout(500)
 def test_a_rank_busy_outside_collectives_after_a_failure_is_not_lost(tmp_path):
-    """0105 (was 0034): rank 0 (localhost) spends 15 s outside any collective (it saves a checkpoint and
+    """0108 (was 0034): rank 0 (localhost) spends 15 s outside any collective (it saves a checkpoint and
     computes, again and again) and meanwhile the worker on 127.0.0.1 is killed: the third
     worker checks in for the next world at once, rank 0 only when its next collective fails.
     The barrier deadline is 3 s: at it, and every 3 s after, the driver asks rank 0 how far
@@ -132,7 +132,7 @@ def test_a_rank_busy_outside_collectives_after_a_failure_is_not_lost(tmp_path):
 
 @pytest.mark.timeout(500)
 def test_a_joiner_taken_in_at_min_np_that_hangs_is_lost_at_its_join_deadline(tmp_path):
-    """0105 (was 0035) (with 0033): a world of two at --min-np 2; a joiner starts on this machine's name
+    """0107 (was 0035) (with 0033): a world of two at --min-np 2; a joiner starts on this machine's name
     and hangs before hvd.init; the worker on 127.0.0.1 is killed. The next world would be
     below --min-np without the joiner, so it is taken in while still starting. Its join
     deadline (40 s from its start) keeps running: it is lost then, its world (rank 0 waiting
@@ -174,7 +174,7 @@ def test_a_joiner_taken_in_at_min_np_that_hangs_is_lost_at_its_join_deadline(tmp
 
 @pytest.mark.timeout(600)
 def test_a_slow_joiner_taken_in_at_min_np_does_not_fail_the_rendezvous(tmp_path):
-    """0105 (was 0035): as above, but the joiner is slow, not hung: 30 s of set-up before hvd.init, with
+    """0107 (was 0035): as above, but the joiner is slow, not hung: 30 s of set-up before hvd.init, with
     Gloo's timeout at 10 s. Its world (rank 0) waits for it before the rendezvous, so the
     rendezvous starts once it is ready and succeeds: rank 0 and the joiner train at world size
     2, no worker is lost and no rank fails. Before 0035 rank 0 waited in the rendezvous, ran
@@ -212,7 +212,7 @@ def test_a_slow_joiner_taken_in_at_min_np_does_not_fail_the_rendezvous(tmp_path)
 
 @pytest.mark.timeout(600)
 def test_a_ready_joiner_joins_without_a_sibling_that_still_starts(tmp_path):
-    """0105 (was 0036): a host with two slots joins a world of two; its slot 1 has 90 s more set-up than
+    """0108 (was 0036): a host with two slots joins a world of two; its slot 1 has 90 s more set-up than
     its slot 0. Slot 0 waits at the rendezvous for its sibling at most
     HOROVOD_ELASTIC_JOIN_SIBLING_WAIT_SECONDS (5 s by default), then joins alone: the world
     trains at size 3 while slot 1 still starts, and at size 4 once it is in. Before 0036 the
@@ -246,7 +246,7 @@ def test_a_ready_joiner_joins_without_a_sibling_that_still_starts(tmp_path):
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("value", ["soon", "-1", "nan"])
 def test_a_bad_sibling_wait_is_a_one_line_error(tmp_path, value):
-    """0105 (was 0036): a bad HOROVOD_ELASTIC_JOIN_SIBLING_WAIT_SECONDS is a one-line usage error and exit 2
+    """0108 (was 0036): a bad HOROVOD_ELASTIC_JOIN_SIBLING_WAIT_SECONDS is a one-line usage error and exit 2
     before anything starts, as the driver's other variables (0011). Before 0036 it was ignored."""
     script, _, _ = discovery_script(tmp_path, "localhost:1\n")
     proc = subprocess.run([HOROVODRUN, "-np", "1", "--min-np", "1", "--host-discovery-script", str(script),

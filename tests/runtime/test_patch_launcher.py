@@ -132,7 +132,7 @@ def test_no_per_worker_process_on_the_launcher(tmp_path):
 
 @pytest.mark.timeout(120)
 def test_a_hung_discovery_script_is_ended_and_the_poll_fails(tmp_path):
-    """0105 (was patch 0024): a discovery script that hangs (here with a child of its own) is ended after
+    """0105/0108 (was patch 0024): a discovery script that hangs (here with a child of its own) is ended after
     the timeout, its whole process group with it, and the poll fails with a one-line reason
     (the driver logs it and polls again). Fails on stock Horovod and 0001-0023: no timeout, the
     poll (and the driver with it) waited forever."""
@@ -150,7 +150,7 @@ def test_a_hung_discovery_script_is_ended_and_the_poll_fails(tmp_path):
 
 
 def test_a_bad_discovery_timeout_is_a_usage_error(tmp_path):
-    """0105 (was patch 0024): HOROVOD_ELASTIC_DISCOVERY_TIMEOUT_SECONDS is validated like the other elastic
+    """0105/0108 (was patch 0024): HOROVOD_ELASTIC_DISCOVERY_TIMEOUT_SECONDS is validated like the other elastic
     variables: one line, exit 2, no traceback."""
     script = tmp_path / "discover.sh"
     script.write_text("#!/bin/sh\necho localhost:1\n")

@@ -37,7 +37,7 @@ time.sleep(600)
 
 @pytest.mark.timeout(120)
 def test_a_request_to_a_frozen_worker_fails_within_its_deadline():
-    """0105 (was 0006): the driver's client of a worker's notification service (what the notifier of 0001
+    """0106 (was 0006): the driver's client of a worker's notification service (what the notifier of 0001
     and the aborts of 0003 use) against a real service in a process then frozen with SIGSTOP.
     The kernel accepts the connection, nothing answers: stock BasicClient set no socket timeout
     and the request blocked forever (the notifier thread with it, and stop(), which joins it)."""
@@ -72,7 +72,7 @@ def test_a_request_to_a_frozen_worker_fails_within_its_deadline():
 
 @pytest.mark.timeout(400)
 def test_a_vanished_host_leaves_the_world_without_waiting_for_its_process(tmp_path):
-    """0105 (was 0007): a worker's host vanishes (the process is frozen mid-training) and leaves discovery.
+    """0106 (was 0007): a worker's host vanishes (the process is frozen mid-training) and leaves discovery.
     After the leave grace the driver records the worker as failed and terminates its process
     itself: the survivors train at world size 2 without anyone ending the frozen process.
     Before 0007 (0003 only aborts the collectives) the next world waited for the frozen
@@ -92,7 +92,7 @@ def test_a_vanished_host_leaves_the_world_without_waiting_for_its_process(tmp_pa
 
 @pytest.mark.timeout(400)
 def test_a_silent_worker_whose_host_left_is_lost_without_the_grace(tmp_path):
-    """0105 (was 0018): a worker freezes (SIGSTOP) and its host then leaves discovery (a node gone, marked
+    """0108 (was 0018): a worker freezes (SIGSTOP) and its host then leaves discovery (a node gone, marked
     NotReady). Its liveness pings have gone unanswered, so it is not finishing a graceful
     leave: the driver loses it at once instead of after the leave grace. The grace and the
     liveness timeout are both 150 s here and the Gloo timeout 300 s, so only the new path can
@@ -116,7 +116,7 @@ def test_a_silent_worker_whose_host_left_is_lost_without_the_grace(tmp_path):
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("frozen", ["127.0.0.1", "localhost"], ids=["rank1", "coordinator"])
 def test_a_frozen_worker_on_a_listed_host_is_lost_and_its_host_gets_no_new_worker(tmp_path, frozen):
-    """0105 (was 0008): a worker freezes (SIGSTOP) and its host stays in discovery (a hung process on a
+    """0108 (was 0008): a worker freezes (SIGSTOP) and its host stays in discovery (a hung process on a
     node Kubernetes sees as Ready); the coordinator too. The Gloo timeout is 300 s. The
     driver's pings go unanswered, the worker is lost after the liveness timeout: its peers are
     aborted, it is recorded once and terminated, and the survivors train at world size 2.
@@ -148,7 +148,7 @@ def test_a_frozen_worker_on_a_listed_host_is_lost_and_its_host_gets_no_new_worke
 
 @pytest.mark.timeout(400)
 def test_a_worker_that_never_checks_in_is_lost_at_the_barrier_deadline(tmp_path):
-    """0105 (was 0009): a worker is killed; of its two peers (aborted as in 0003), one checks in for the
+    """0108 (was 0009): a worker is killed; of its two peers (aborted as in 0003), one checks in for the
     next world and the other hangs before it does (its main thread stuck, its notification
     thread answering the driver's pings, so liveness does not see it). After the barrier
     deadline (3 s here) the driver loses the hung worker and the last one trains alone.
@@ -166,7 +166,7 @@ def test_a_worker_that_never_checks_in_is_lost_at_the_barrier_deadline(tmp_path)
 
 @pytest.mark.timeout(400)
 def test_a_host_that_flaps_within_the_grace_aborts_nothing_and_resets_nothing(tmp_path):
-    """0105 (was 0010): a host leaves discovery and is listed again at once (a readiness blip), well
+    """0106 (was 0010): a host leaves discovery and is listed again at once (a readiness blip), well
     within the leave grace (8 s here). Nothing is aborted and no worker is lost. Before 0010
     the driver aborted every rank at the end of the grace if the host's workers were in the
     world then, which they are again once it is back: a healthy world was broken.
@@ -206,7 +206,7 @@ def test_a_host_that_flaps_within_the_grace_aborts_nothing_and_resets_nothing(tm
 
 @pytest.mark.timeout(400)
 def test_a_worker_that_says_it_is_leaving_is_waited_for_not_aborted(tmp_path):
-    """0105 (was 0011): a worker gets SIGTERM and its host leaves discovery (a pod deleted gracefully);
+    """0106 (was 0011): a worker gets SIGTERM and its host leaves discovery (a pod deleted gracefully);
     its training script leaves through the host-update reset, but its step takes 6 s more,
     longer than the leave grace (2 s, given as --elastic-leave-grace). The worker said it is
     leaving when it got the signal, so the driver waits for it: no abort, no rollback, the
@@ -246,7 +246,7 @@ def test_a_worker_that_says_it_is_leaving_is_waited_for_not_aborted(tmp_path):
     ([], {"HOROVOD_ELASTIC_BARRIER_DEADLINE_SECONDS": "nan"}),
 ], ids=["grace-word", "grace-negative", "grace-env", "liveness-env", "barrier-env"])
 def test_a_bad_leave_grace_or_timeout_is_a_one_line_error(tmp_path, argv, env):
-    """0105 (was 0011): a bad --elastic-leave-grace or a bad value of the driver's timeout variables is a
+    """0106 (was 0011): a bad --elastic-leave-grace or a bad value of the driver's timeout variables is a
     one-line usage error and exit 2 before anything starts. Before 0011 there was no option,
     and a bad HOROVOD_ELASTIC_LEAVE_GRACE_SECONDS crashed horovodrun with a traceback when it
     imported the driver."""

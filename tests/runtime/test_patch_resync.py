@@ -52,7 +52,7 @@ def finish(job: Job, timeout: float, what: str) -> None:
 
 @pytest.mark.timeout(400)
 def test_ranks_that_leave_a_world_differently_still_sync_together(tmp_path):
-    """0106 (was 0012), the Horovod #3494 moment forced: in a world of two, rank 0 leaves with a
+    """0109 (was 0012), the Horovod #3494 moment forced: in a world of two, rank 0 leaves with a
     removal-only host update (it may skip the sync) while rank 1 leaves with
     HorovodInternalError (as when an abort lands in ``check_host_updates``'s broadcast after
     rank 0 got it): rank 1 must sync. Before 0012 rank 0 skipped the sync and called its next
@@ -82,7 +82,7 @@ def test_ranks_that_leave_a_world_differently_still_sync_together(tmp_path):
 
 @pytest.mark.timeout(400)
 def test_a_host_that_joins_after_a_removal_below_min_np_gets_the_state(tmp_path):
-    """0106 (was 0012), Horovod #3494 as reported: a world at --min-np loses a host gracefully (it leaves
+    """0109 (was 0012), Horovod #3494 as reported: a world at --min-np loses a host gracefully (it leaves
     discovery: a removal-only update, so the survivor may skip the sync) and waits below
     --min-np until a new host joins. The joiner must sync, and so must the survivor. Before
     0012 the survivor skipped the sync and the joiner waited in its broadcast: the job hung
@@ -115,7 +115,7 @@ def test_a_host_that_joins_after_a_removal_below_min_np_gets_the_state(tmp_path)
 
 @pytest.mark.timeout(400)
 def test_a_peer_lost_while_the_world_forms_does_not_end_the_survivors(tmp_path):
-    """0106 (was 0013): a world of two grows by a host whose worker dies right at ``hvd.init`` (SIGKILL,
+    """0109 (was 0013): a world of two grows by a host whose worker dies right at ``hvd.init`` (SIGKILL,
     once), while the two survivors are in their reset's init waiting for it in Gloo's
     rendezvous. Their init fails (at the Gloo timeout, 10 s here, unless an abort ends it
     first). On 0001-0005 that failure ends both survivors (exit 134: the Gloo error is
@@ -195,7 +195,7 @@ def run_worlds(outcomes: list, agree_answers: list | None, monkeypatch) -> list:
 
 
 def test_every_world_starts_with_the_agreement_and_syncs_unless_all_skip(monkeypatch):
-    """0106 (was 0012): the agreement is each world's first collective on every rank; the sync is
+    """0109 (was 0012): the agreement is each world's first collective on every rank; the sync is
     skipped only when every rank may skip it."""
     from horovod.common.exceptions import HostsUpdatedInterrupt
 
@@ -204,7 +204,7 @@ def test_every_world_starts_with_the_agreement_and_syncs_unless_all_skip(monkeyp
 
 
 def test_a_rank_that_may_skip_syncs_when_another_may_not(monkeypatch):
-    """0106 (was 0012): a rank that took a removal-only update still syncs when any rank of the new
+    """0109 (was 0012): a rank that took a removal-only update still syncs when any rank of the new
     world may not skip (it joined, or left with HorovodInternalError): Horovod #3494."""
     from horovod.common.exceptions import HostsUpdatedInterrupt
 
@@ -213,7 +213,7 @@ def test_a_rank_that_may_skip_syncs_when_another_may_not(monkeypatch):
 
 
 def test_without_an_agreement_every_world_syncs(monkeypatch):
-    """0106 (was 0012): a framework that gives run_fn no agreement collective never skips the sync."""
+    """0109 (was 0012): a framework that gives run_fn no agreement collective never skips the sync."""
     from horovod.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
 
     calls = run_worlds([HostsUpdatedInterrupt(True), HorovodInternalError("x")], None, monkeypatch)
@@ -222,7 +222,7 @@ def test_without_an_agreement_every_world_syncs(monkeypatch):
 
 
 def test_a_failed_reinitialisation_is_retried_like_an_internal_error(monkeypatch):
-    """0106 (was 0013): a reset whose init fails (a peer lost while the world forms) restores the state
+    """0109 (was 0013): a reset whose init fails (a peer lost while the world forms) restores the state
     and resets again; the next world syncs."""
     from horovod.common.elastic import run_fn
     from horovod.common.exceptions import HostsUpdatedInterrupt
@@ -283,7 +283,7 @@ print(json.dumps({"result": run_fn(func, reset)(state), "worlds": worlds}))
 
 @pytest.mark.timeout(180)
 def test_the_state_is_restored_once_horovod_is_initialized_again():
-    """0106 (was 0040): a reset whose init fails leaves Horovod uninitialized; restoring the state then
+    """0109 (was 0040): a reset whose init fails leaves Horovod uninitialized; restoring the state then
     (0013 did) runs the sampler's handler, whose re-plan asks ``hvd.size()`` and raises
     ``ValueError: Horovod has not been initialized`` -- seen in scripts/soak: after a pod was
     killed every rank of the next world timed out in the rendezvous and each died at its first
@@ -298,7 +298,7 @@ def test_the_state_is_restored_once_horovod_is_initialized_again():
 
 
 def test_a_reinitialisation_that_keeps_failing_is_raised(monkeypatch):
-    """0106 (was 0013): the retries are bounded (RESET_RETRIES in a row), so a misconfiguration that
+    """0109 (was 0013): the retries are bounded (RESET_RETRIES in a row), so a misconfiguration that
     fails every init still ends the worker with its error."""
     from horovod.common import elastic
     from horovod.common.exceptions import HorovodInternalError

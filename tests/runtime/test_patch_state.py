@@ -75,7 +75,7 @@ print(json.dumps({"result": result, "committed": committed, "restored": restored
 
 @pytest.mark.timeout(180)
 def test_every_restore_gives_back_the_last_commit_however_many_failures_between():
-    """0106 (was 0042): two failures without a commit between them: after each restore the optimizers' state
+    """0109 (was 0042): two failures without a commit between them: after each restore the optimizers' state
     (SGD's momentum buffers, Adam's step and moments) and the batch counter are what was
     committed. Before 0042 the second restore gave the first failure's trained-on optimizer
     state (the saved state had been loaded by reference and updated in place)."""
@@ -143,7 +143,7 @@ print(json.dumps({"result": result, "committed": committed, "restored": restored
 
 @pytest.mark.timeout(180)
 def test_a_restore_rolls_back_lists_and_dicts_changed_in_place():
-    """0106 (was 0045): ``ObjectState`` attributes changed in place after a commit (a list appended to, a
+    """0109 (was 0045): ``ObjectState`` attributes changed in place after a commit (a list appended to, a
     dict updated, a nested list) are rolled back by a restore, twice in a row, like a
     reassigned int; until the first restore the attribute is the object given. Before 0045
     save kept references: the restore gave back the lists and dicts training had changed

@@ -178,7 +178,7 @@ class Job:
 
 
 def test_stale_abort_is_ignored_and_one_for_its_world_is_acted_on(jobs):
-    """0105 (was patch 0010): a WorkerLostRequest names its world; the worker asks the driver which world
+    """0106 (was patch 0010): a WorkerLostRequest names its world; the worker asks the driver which world
     it counts it in (GET worker_world) and acts only when they match. The workers checked in
     for world 1 and, the barrier passed, are in world 2: an abort computed for world 1 that
     arrives now (late) is acknowledged and ignored, one for world 2 aborts."""
@@ -204,7 +204,7 @@ def test_stale_abort_is_ignored_and_one_for_its_world_is_acted_on(jobs):
 
 
 def test_double_abort_for_the_same_world_is_harmless(jobs):
-    """0105 (was patch 0010) (with 0003/0006): the driver's abort path (_abort_collectives, as for a lost
+    """0106 (was patch 0010) (with 0003/0006): the driver's abort path (_abort_collectives, as for a lost
     worker) run twice for the same world reaches each worker of that world twice; a second
     abort, even one whose handler raises (a Gloo context already aborted), is acknowledged,
     the service goes on answering, and the job still ends with every worker's success."""
@@ -232,7 +232,7 @@ def test_double_abort_for_the_same_world_is_harmless(jobs):
 
 
 def test_request_to_a_frozen_service_fails_within_its_deadline():
-    """0105 (was patch 0006): the notification client's requests have a socket deadline (2 s, two
+    """0106 (was patch 0006): the notification client's requests have a socket deadline (2 s, two
     attempts). The service is frozen as a SIGSTOPped process is: its listening socket still
     completes connections (the kernel does), nobody reads or answers. Stock Horovod's client
     had no timeout and waited forever."""
@@ -270,7 +270,7 @@ def test_request_to_a_frozen_service_fails_within_its_deadline():
 
 
 def test_stop_returns_while_the_coordinator_does_not_answer(jobs, monkeypatch):
-    """0105 (was patch 0006): stop() does not hang when the notifier thread is delivering a host change
+    """0106 (was patch 0006): stop() does not hang when the notifier thread is delivering a host change
     (0001) to a coordinator that never answers (its service reads the request, then hangs):
     the request fails at its deadline and stop() waits at most STOP_JOIN_TIMEOUT_SECS per
     thread. Stock: the notifier, and stop() joining it, waited forever."""
@@ -318,7 +318,7 @@ def _watch_leave_grace(driver: ElasticDriver) -> tuple[list[list[str]], threadin
 
 
 def test_host_back_within_the_leave_grace_aborts_nothing(jobs, monkeypatch):
-    """0105 (was patch 0010): a host that leaves discovery and is listed again within the leave grace (a
+    """0106 (was patch 0010): a host that leaves discovery and is listed again within the leave grace (a
     readiness blip) aborts nothing: once the grace is over, no worker was told to abort, and
     none was lost or quarantined."""
     monkeypatch.setattr(driver_module, 'DISCOVER_HOSTS_FREQUENCY_SECS', 0.05)
@@ -365,7 +365,7 @@ def test_host_gone_past_the_leave_grace_is_lost(jobs, monkeypatch):
 
 
 def test_quarantined_host_gets_no_new_worker_until_it_leaves_discovery():
-    """0105 (was patch 0008): HostManager.quarantine keeps a host in the discovered hosts but out of the
+    """0108 (was patch 0008): HostManager.quarantine keeps a host in the discovered hosts but out of the
     assignment order (no new worker placed there) for as long as discovery lists it; once it
     has left discovery it is usable again when it comes back (a restarted or replaced node)."""
     discovery = FixedHosts({'host-1': 2, 'host-2': 2})
@@ -428,7 +428,7 @@ def _two_registered_workers(jobs, monkeypatch, tmp_path, leave_grace: float):
 
 @pytest.mark.parametrize('flapping', ['host-2', 'host-1'])
 def test_readiness_flap_within_the_grace_reaches_no_worker(jobs, monkeypatch, tmp_path, flapping):
-    """0105 (was patch 0026): a host of the world that leaves discovery while its workers answer and none
+    """0108 (was patch 0026): a host of the world that leaves discovery while its workers answer and none
     said it is leaving (a pod NotReady for a moment) has its removal held back for the leave
     grace; listed again within it, neither the removal nor the return reaches the coordinator
     (no notification: no reset), the host keeps its place (its ranks), nothing is aborted.
@@ -458,7 +458,7 @@ def test_readiness_flap_within_the_grace_reaches_no_worker(jobs, monkeypatch, tm
 
 
 def test_held_removal_not_back_within_the_grace_is_delivered_then(jobs, monkeypatch, tmp_path):
-    """0105 (was patch 0026): a held removal whose host does not come back is delivered to the
+    """0108 (was patch 0026): a held removal whose host does not come back is delivered to the
     coordinator at the end of the leave grace (no host change lost: 0001), and the worker
     there, still in the world a grace after that, is lost as in 0007."""
     job, events = _two_registered_workers(jobs, monkeypatch, tmp_path, 2.0)
@@ -473,7 +473,7 @@ def test_held_removal_not_back_within_the_grace_is_delivered_then(jobs, monkeypa
 
 
 def test_removal_of_a_leaving_worker_goes_at_once(jobs, monkeypatch, tmp_path):
-    """0105 (was patch 0026): a removal whose worker said it is leaving (0011) is not held: the
+    """0108 (was patch 0026): a removal whose worker said it is leaving (0011) is not held: the
     coordinator hears of it at once (here well before the 120 s grace would end)."""
     job, events = _two_registered_workers(jobs, monkeypatch, tmp_path, 120.0)
 
@@ -484,7 +484,7 @@ def test_removal_of_a_leaving_worker_goes_at_once(jobs, monkeypatch, tmp_path):
 
 
 def test_silent_worker_is_lost_at_its_deadline_not_at_the_next_ping_round(jobs, monkeypatch, tmp_path):
-    """0105 (was patch 0025): the liveness timeout is checked when it falls due, not at the next ping
+    """0108 (was patch 0025): the liveness timeout is checked when it falls due, not at the next ping
     round: with pings every 60 s and a 2 s timeout, a worker whose one ping (sent at once)
     goes unanswered is lost long before the first round. Stock 0008: silence was counted at
     the 1 s ticks, so a frozen rank was found up to a tick after the timeout (5.3 s for 5 s).

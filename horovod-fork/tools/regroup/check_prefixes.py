@@ -2,21 +2,27 @@
 """check_prefixes.py NEW_REPO: every prefix of the regrouped series (NEW_REPO: tag ``stock``,
 one commit per patch, as regroup.py writes it) has sound Python: every .py file the series
 touches compiles, and pyflakes finds in it no undefined name (nor any other complaint) that
-the same file has neither in stock nor after the whole series. ``horovod/common/basics.py``
-has ``from typing import *``, which turns pyflakes' undefined names into "may be undefined,
-or defined from star imports"; a name so reported that typing does not define is counted as
-undefined. Needs pyflakes importable (``PYTHONPATH``). Exit 1 with the complaints if any.
+the same file has neither in stock nor after the whole series, and every ``from horovod.X
+import NAME`` in it (in a function too) names what module X defines in that prefix.
+``horovod/common/basics.py`` has ``from typing import *``, which turns pyflakes' undefined
+names into "may be undefined, or defined from star imports"; a name so reported that typing
+does not define is counted as undefined. Needs pyflakes importable (``PYTHONPATH``). Exit 1 with the complaints if any.
 """
 from __future__ import annotations
 
 import ast
+import queue
 import re
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import typing
 from pathlib import Path
 
+LIBRARY_CLASSES = (threading.Condition, threading.Event, threading.Thread, threading.Lock().__class__,
+                   socket.socket, queue.Queue, subprocess.Popen)
 STAR = re.compile(r"'([A-Za-z_][A-Za-z0-9_]*)' may be undefined, or defined from star imports")
 
 
@@ -74,6 +80,53 @@ def names(tree: Path, files: list[str]) -> tuple[set[str], set[tuple[str, str]]]
     return defined, used
 
 
+def top_level(source: str) -> set[str]:
+    """The names a module defines at its top level (also under if/try there)."""
+    out: set[str] = set()
+    for node in ast.parse(source).body:
+        for n in ast.walk(node) if isinstance(node, (ast.If, ast.Try)) else [node]:
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                out.add(n.name)
+            elif isinstance(n, (ast.Assign, ast.AnnAssign)):
+                for target in n.targets if isinstance(n, ast.Assign) else [n.target]:
+                    out |= {x.id for x in ast.walk(target) if isinstance(x, ast.Name)}
+            elif isinstance(n, (ast.Import, ast.ImportFrom)):
+                out |= {(a.asname or a.name).split(".")[0] for a in n.names}
+    return out
+
+
+def missing_imports(repo: Path, rev: str, tree: Path, files: list[str]) -> list[str]:
+    """``from horovod.X import NAME`` (at any depth: the driver imports inside functions) in the
+    files whose module X at rev does not define NAME (nor has a submodule NAME)."""
+    def source(path: str) -> str | None:
+        r = subprocess.run(["git", "-C", str(repo), "show", f"{rev}:{path}"], capture_output=True, text=True)
+        return r.stdout if r.returncode == 0 else None
+    out = []
+    for path in files:
+        f = tree / path
+        if not f.exists():
+            continue
+        try:
+            parsed = ast.parse(f.read_bytes())
+        except SyntaxError:
+            continue
+        for node in ast.walk(parsed):
+            if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+                    and node.module.startswith("horovod.")):
+                continue
+            base = node.module.replace(".", "/")
+            text = source(base + ".py") or source(base + "/__init__.py")
+            if text is None:
+                continue
+            names = top_level(text)
+            for alias in node.names:
+                if alias.name != "*" and alias.name not in names and source(f"{base}/{alias.name}.py") is None \
+                        and source(f"{base}/{alias.name}/__init__.py") is None:
+                    out.append(f"{path}:{node.lineno}: imports {alias.name} from {node.module}, which does not "
+                               "define it")
+    return out
+
+
 def cxx_text(repo: Path, rev: str, files: list[str]) -> str:
     """The C++ files' text at rev (a file not there yet: nothing)."""
     return "".join(subprocess.run(["git", "-C", str(repo), "show", f"{rev}:{p}"], capture_output=True,
@@ -109,7 +162,13 @@ def main() -> int:
         final_def, _ = names(trees[commits[-1]], files)
         stock_def, stock_used = names(trees["stock"], files)
         known = stock_def | {n for _, n in stock_used}  # stock's own and library attributes
+        # and the standard library's the driver's code uses (a Condition's notify() is not the
+        # later patch's name that happens to be spelled the same)
+        known |= {n for cls in LIBRARY_CLASSES for n in dir(cls)}
         for k, rev in enumerate(commits[:-1], 1):
+            for msg in missing_imports(repo, rev, trees[rev], files):
+                bad += 1
+                print(f"prefix {k}: {msg}")
             defined, used = names(trees[rev], files)
             text = cxx_text(repo, rev, cxx)
             for path, name in sorted(used):
