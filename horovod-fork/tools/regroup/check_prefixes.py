@@ -21,6 +21,9 @@ import threading
 import typing
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from regroup import extract  # noqa: E402
+
 LIBRARY_CLASSES = (threading.Condition, threading.Event, threading.Thread, threading.Lock().__class__,
                    socket.socket, queue.Queue, subprocess.Popen)
 STAR = re.compile(r"'([A-Za-z_][A-Za-z0-9_]*)' may be undefined, or defined from star imports")
@@ -147,7 +150,7 @@ def main() -> int:
         for rev in ["stock", *commits]:
             d = Path(tmp) / rev
             d.mkdir()
-            subprocess.run(f"git -C {repo} archive {rev} -- {' '.join(files)} | tar -x -C {d}", shell=True, check=True)
+            extract(repo, rev, d, files)
             trees[rev] = d
         for path in files:
             base = complaints(trees["stock"], path) | complaints(trees[commits[-1]], path)

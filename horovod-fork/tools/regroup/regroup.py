@@ -24,6 +24,7 @@ import re
 import subprocess
 import sys
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 
 # new number, file-name slug, title, body (the concern's summary)
@@ -198,6 +199,13 @@ def git(repo: Path, *args: str, input_: bytes | None = None) -> bytes:
                           capture_output=True).stdout
 
 
+def extract(repo: Path, rev: str, dest: Path, paths: Sequence[str] = ()) -> None:
+    """``rev``'s tree (only ``paths`` if given) written under ``dest``: ``git archive`` into
+    ``tar``, as argv lists (no shell)."""
+    archive = git(repo, "archive", rev, "--", *paths)
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+
+
 def show(repo: Path, rev: str, path: str) -> list[bytes] | None:
     r = subprocess.run(["git", "-C", str(repo), "cat-file", "blob", f"{rev}:{path}"], capture_output=True)
     return r.stdout.splitlines(keepends=True) if r.returncode == 0 else None
@@ -294,7 +302,7 @@ def main() -> int:
     weaves = {path: weave(old, cs, path) for path, cs in files.items()}
 
     new.mkdir(parents=True)
-    subprocess.run(f"git -C {old} archive stock | tar -x -C {new}", shell=True, check=True)
+    extract(old, "stock", new)
     git(new, "init", "-q")
     git(new, "add", "-A")
     git(new, "commit", "-q", "-m", "stock Horovod 0.28.1")
