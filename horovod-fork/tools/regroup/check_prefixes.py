@@ -98,12 +98,18 @@ def top_level(source: str) -> set[str]:
     return out
 
 
+def show(repo: Path, rev: str, path: str) -> str | None:
+    """``path``'s text at ``rev`` (None: not there)."""
+    r = subprocess.run(["git", "-C", str(repo), "show", f"{rev}:{path}"], capture_output=True, text=True,
+                       errors="replace")
+    return r.stdout if r.returncode == 0 else None
+
+
 def missing_imports(repo: Path, rev: str, tree: Path, files: list[str]) -> list[str]:
     """``from horovod.X import NAME`` (at any depth: the driver imports inside functions) in the
     files whose module X at rev does not define NAME (nor has a submodule NAME)."""
     def source(path: str) -> str | None:
-        r = subprocess.run(["git", "-C", str(repo), "show", f"{rev}:{path}"], capture_output=True, text=True)
-        return r.stdout if r.returncode == 0 else None
+        return show(repo, rev, path)
     out = []
     for path in files:
         f = tree / path
@@ -132,8 +138,7 @@ def missing_imports(repo: Path, rev: str, tree: Path, files: list[str]) -> list[
 
 def cxx_text(repo: Path, rev: str, files: list[str]) -> str:
     """The C++ files' text at rev (a file not there yet: nothing)."""
-    return "".join(subprocess.run(["git", "-C", str(repo), "show", f"{rev}:{p}"], capture_output=True,
-                                  text=True, errors="replace").stdout for p in files)
+    return "".join(show(repo, rev, p) or "" for p in files)
 
 
 def main() -> int:
