@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -220,3 +221,55 @@ def test_the_patch_check_names_an_untested_patch_and_a_stale_table():
     orphan = {**found, "0098": ["tests/x.py::test_y"]}
     assert module.problems(patches, orphan, doc)[0] == \
         "tests/x.py::test_y names patch 0098, which horovod-fork/series does not list"
+
+
+def _recorded_rewrites() -> list[str]:
+    return [line for line in (FORK / "rewrites").read_text().splitlines() if line and not line.startswith("#")]
+
+
+def test_no_patch_changes_what_another_wrote_but_at_the_recorded_places(tmp_path):
+    """The lines one patch of the series writes and a later one changes are exactly the places
+    horovod-fork/rewrites records (tools/series_rewrites.py on a checkout of the series): a fix
+    put into a patch that rewrites an earlier patch's code adds a place and fails here; a place
+    the series no longer has must leave the record too."""
+    checkout = tmp_path / "hvd"
+    out = run(ROOT / "scripts" / "horovod-fork-checkout", checkout)
+    assert out.returncode == 0, out.stderr
+    found = run(sys.executable, FORK / "tools" / "series_rewrites.py", checkout)
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.splitlines() == _recorded_rewrites()
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                   env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@localhost",
+                        "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@localhost"})
+
+
+def test_same_code_tells_a_moved_docstring_or_import_from_a_change_of_code(tmp_path):
+    """tools/same_code.py, the check that a change to the patches moved code and changed none:
+    docstrings, comments, layout and the grouping of ``from`` imports may differ; a changed
+    expression is code, and a file only on one side too."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    source = ('"""A module."""\nfrom os import path, sep\n\n\ndef f(a, b):\n    """Adds."""\n'
+              '    return a + b  # sum\n')
+    (repo / "m.py").write_text(source)
+    _git(repo, "add", "m.py")
+    _git(repo, "commit", "-q", "-m", "a")
+    (repo / "m.py").write_text('"""The module, said otherwise."""\nfrom os import sep\nfrom os import path\n\n\n'
+                               'def f(a,\n      b):\n    """Adds a and b."""\n    return (a +\n            b)\n')
+    _git(repo, "commit", "-q", "-am", "layout")
+    (repo / "m.py").write_text(source.replace("a + b", "b + a"))
+    _git(repo, "commit", "-q", "-am", "code")
+    (repo / "n.py").write_text(source)
+    _git(repo, "add", "n.py")
+    _git(repo, "commit", "-q", "-m", "new file")
+    tool = FORK / "tools" / "same_code.py"
+    same = run(sys.executable, tool, repo, "HEAD~3", "HEAD~2")
+    assert same.returncode == 0 and same.stdout == "m.py: the same code (docstrings, comments or layout differ)\n"
+    changed = run(sys.executable, tool, repo, "HEAD~3", "HEAD~1")
+    assert changed.returncode == 1 and changed.stdout == "m.py: the code differs\n"
+    added = run(sys.executable, tool, repo, "HEAD~1", "HEAD")
+    assert added.returncode == 1 and added.stdout == "n.py: only in HEAD\n"

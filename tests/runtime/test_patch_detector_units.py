@@ -166,7 +166,7 @@ def test_a_host_quarantined_again_waits_longer():
 
 
 def test_the_events_file_is_rotated_and_followed_through_the_rotation(tmp_path):
-    """0108 (was patch 0032): the events file is rotated at its bound (it becomes <file>.1, replacing the
+    """0105 (was patch 0032): the events file is rotated at its bound (it becomes <file>.1, replacing the
     one before), so it takes at most twice the bound; a Follower (the stall watchdog's and the
     timeline's reader) reads every record across the rotations. Before: no bound."""
     path = tmp_path / 'events.jsonl'

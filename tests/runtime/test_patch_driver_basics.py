@@ -106,11 +106,11 @@ def _running_job(jobs: Any, monkeypatch: Any, tmp_path: Path) -> tuple[Job, Path
 
 
 def test_the_driver_logs_its_events_and_the_commits_the_workers_report(jobs, monkeypatch, tmp_path):
-    """0105 (was 0004): with HOROVOD_ELASTIC_EVENTS_FILE the driver appends one JSON object a line
-    (time, kind, detail) for what it does: the hosts it found, each worker it started and that
-    checked in; and a worker's commits (``report_progress``, what ``State.commit`` calls),
-    sent through the rendezvous server, are logged as its progress. Stock: no file, no
-    ``report_progress``."""
+    """0105, 0108 (was 0004): with HOROVOD_ELASTIC_EVENTS_FILE the driver appends one JSON
+    object a line (time, kind, detail) for what it does: the hosts it found, each worker it
+    started and that checked in (0105); and a worker's commits (``report_progress``, what
+    ``State.commit`` calls), sent through the rendezvous server, are logged as its progress
+    (0108). Stock: no file, no ``report_progress``."""
     job, events = _running_job(jobs, monkeypatch, tmp_path)
     for record in map(json.loads, filter(None, events.read_text().splitlines())):
         assert set(record) == {'time', 'kind', 'detail'} and isinstance(record['time'], float)
