@@ -31,4 +31,4 @@ class ElasticTorchTests(BaseElasticTests, unittest.TestCase):
     # test_fault_tolerance_without_scaling and test_single_rank_failure (horovod#2908: the
     # surviving ranks died of an uncaught gloo::IoException when one rank was killed). They
     # run here, unchanged but for test_min_hosts_timeout's keyword (elastic_common.py), and
-    # pass on this fork (tests/horovod_upstream/README.md).
+    # pass on this fork; what they do on stock: tests/horovod_upstream/README.md.
