@@ -273,3 +273,33 @@ def test_same_code_tells_a_moved_docstring_or_import_from_a_change_of_code(tmp_p
     assert changed.returncode == 1 and changed.stdout == "m.py: the code differs\n"
     added = run(sys.executable, tool, repo, "HEAD~1", "HEAD")
     assert added.returncode == 1 and added.stdout == "n.py: only in HEAD\n"
+
+
+def test_a_venv_set_up_from_a_wheel_directory_stays_on_it_until_told(tmp_path):
+    """scripts/horovod-wheel-source, setup's choice of the wheel: ELASTIC_HOROVOD_WHEELS=DIR (stock
+    Horovod, to see a test fail without the patches) is remembered by the venv, so the setup
+    that scripts/test runs without the variable keeps it instead of putting the series' wheel
+    back (the test would then run on the fork); =series returns to the series' wheel; a
+    directory without a wheel is a one-line error that changes nothing."""
+    tool = ROOT / "scripts" / "horovod-wheel-source"
+    venv, stock = tmp_path / "venv", tmp_path / "stock"
+    venv.mkdir()
+    stock.mkdir()
+    (stock / "horovod-0.28.1-cp311-cp311-linux_x86_64.whl").write_bytes(b"a wheel")
+
+    def choice(wheels: str | None) -> str:
+        env = {k: v for k, v in os.environ.items() if k != "ELASTIC_HOROVOD_WHEELS"}
+        if wheels is not None:
+            env["ELASTIC_HOROVOD_WHEELS"] = wheels
+        out = subprocess.run([str(tool), str(venv)], capture_output=True, text=True, env=env, timeout=DEADLINE)
+        assert out.returncode == 0 and out.stderr == "", out.stderr
+        return out.stdout.strip()
+
+    assert choice(None) == ""  # a new venv: the series' wheel
+    assert choice(str(stock)) == str(stock)
+    assert choice(None) == str(stock)  # scripts/test's setup keeps it
+    bad = run(tool, venv, env={"ELASTIC_HOROVOD_WHEELS": str(tmp_path / "none")})
+    assert bad.returncode == 1 and "no Horovod wheel" in one_line(bad.stderr)
+    assert choice(None) == str(stock)  # unchanged by the bad one
+    assert choice("series") == ""
+    assert choice(None) == ""
