@@ -13,6 +13,7 @@
 # limitations under the License.
 # ==============================================================================
 
+import threading
 import time
 import unittest
 import warnings
@@ -348,6 +349,12 @@ class ElasticDriverTests(unittest.TestCase):
             slots = {'host-2': 2}
             discovery.set(slots)
 
+        # elastic-horovod: both ranks see the 4 slots before rank 0 removes host-1. Upstream's
+        # rank 0 removed it as soon as it alone had seen them: a rank 1 still short of its
+        # wait_for_available_slots(4) then waited for 4 slots that could not come, until
+        # ELASTIC_TIMEOUT (600 s); a loaded machine (a parallel test run) did that.
+        saw_four = threading.Barrier(2, timeout=2 * DELIVERY_TIMEOUT_SECS)
+
         def exec_command(slot_info, events):
             manager = WorkerNotificationManager()
             manager.init(rendezvous_addr=addr,
@@ -364,6 +371,7 @@ class ElasticDriverTests(unittest.TestCase):
             if slot_info.rank == 0:
                 add_host()
             driver.wait_for_available_slots(4)
+            saw_four.wait()
 
             if slot_info.rank == 0:
                 remove_host()
