@@ -15,6 +15,7 @@ Each file's history is woven from ``git diff --histogram`` between consecutive c
 from __future__ import annotations
 
 import collections
+import subprocess
 import sys
 from pathlib import Path
 
@@ -51,9 +52,10 @@ def main() -> int:
         print(__doc__.split("\n", 1)[0], file=sys.stderr)
         return 2
     checkout = Path(args[0])
-    series = Path(__file__).resolve().parents[1] / "series"
-    names = [line.strip()[:4] for line in series.read_text().splitlines()
-             if line.strip() and not line.startswith("#")]
+    # the series' one reader: the patches in order, one path a line
+    series = Path(__file__).resolve().parents[2] / "scripts" / "horovod-series"
+    listed = subprocess.run([str(series)], capture_output=True, text=True, check=True).stdout
+    names = [Path(line).name[:4] for line in listed.splitlines()]
     found, lines = rewrites(checkout, names)
     if "-v" in sys.argv[1:]:
         print("\n".join(lines))
