@@ -303,3 +303,50 @@ def test_a_venv_set_up_from_a_wheel_directory_stays_on_it_until_told(tmp_path):
     assert choice(None) == str(stock)  # unchanged by the bad one
     assert choice("series") == ""
     assert choice(None) == ""
+
+
+def test_weave_edit_moves_a_line_between_patches_and_keeps_everything_else(tmp_path):
+    """tools/weave_edit.py, the tool that takes a rewrite away: exported and applied unchanged,
+    the commits are the same ones (ids and all); a weave edited so that a later patch adds a
+    line instead of changing an earlier patch's gives that file at every commit, with the
+    other files and the messages as they were; a bad weave is a one-line error, exit 2."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "f.py").write_text("a = 0\n")
+    _git(repo, "add", "f.py")
+    _git(repo, "commit", "-q", "-m", "stock")
+    _git(repo, "tag", "stock")
+    (repo / "f.py").write_text("a = 0\nb = 1\n")
+    _git(repo, "commit", "-q", "-am", "one\n\nits message")
+    (repo / "f.py").write_text("a = 0\nb = 2\n")
+    (repo / "g.txt").write_text("other\n")
+    _git(repo, "add", "g.txt")
+    _git(repo, "commit", "-q", "-am", "two")
+    tool = FORK / "tools" / "weave_edit.py"
+    tip = run("git", "-C", repo, "rev-parse", "HEAD").stdout.strip()
+    exported = run(sys.executable, tool, "export", repo, "f.py")
+    assert exported.returncode == 0, exported.stderr
+    body = [line for line in exported.stdout.splitlines() if not line.startswith("#")]
+    assert body == ["00-..|a = 0", "01-02|b = 1", "02-..|b = 2"]
+    weave = tmp_path / "f.weave"
+    weave.write_text(exported.stdout)
+    assert run(sys.executable, tool, "apply", repo, "f.py", weave).returncode == 0
+    assert run("git", "-C", repo, "rev-parse", "HEAD").stdout.strip() == tip
+
+    weave.write_text("00-..|a = 0\n01-..|b = 1\n02-..|b += 1\n")
+    applied = run(sys.executable, tool, "apply", repo, "f.py", weave)
+    assert applied.returncode == 0, applied.stderr
+
+    def show(rev: str) -> str:
+        return run("git", "-C", repo, "show", rev).stdout
+
+    assert show("HEAD~1:f.py") == "a = 0\nb = 1\n"
+    assert show("HEAD:f.py") == "a = 0\nb = 1\nb += 1\n"
+    assert show("HEAD:g.txt") == "other\n"
+    assert run("git", "-C", repo, "log", "--format=%B", "-1", "HEAD~1").stdout.strip() == "one\n\nits message"
+    assert run("git", "-C", repo, "rev-parse", "HEAD~2").stdout == run("git", "-C", repo, "rev-parse", "stock").stdout
+
+    weave.write_text("00-..|a = 0\n03-..|b = 1\n")
+    bad = run(sys.executable, tool, "apply", repo, "f.py", weave)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "weave line 2" in bad.stderr

@@ -4,7 +4,8 @@ code: every ``.py`` file of one is in the other, with the same syntax tree once 
 are blanked and every ``from X import a, b`` is read as one import a name (consecutive ones
 in name order). Comments, layout, docstrings and how imports are grouped may differ; any
 other change is code. Prints each file that differs and how; exit 0 when the code is the
-same, 1 when not.
+same, 1 when not, 2 (one line on stderr) when git cannot read a revision or a file does not
+parse.
 
 For a change to the fork's patches meant to move code between them, not to change it: the
 checkout before and after (``scripts/horovod-fork-checkout``) must give the same code.
@@ -24,9 +25,9 @@ def python_files(repo: str, rev: str) -> set[str]:
     return {f for f in git(repo, "ls-tree", "-r", "--name-only", rev).decode().split("\n") if f.endswith(".py")}
 
 
-def canonical(source: bytes) -> tuple[str, list[str]]:
+def canonical(source: bytes, name: str = "<source>") -> tuple[str, list[str]]:
     """The tree's dump with docstrings blanked and imports one a name, and the docstrings."""
-    tree = ast.parse(source)
+    tree = ast.parse(source, name)
     docs = []
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body \
@@ -60,6 +61,19 @@ def main() -> int:
         print(__doc__.split("\n", 1)[0], file=sys.stderr)
         return 2
     repo, a, b = sys.argv[1:]
+    try:
+        return compare(repo, a, b)
+    except subprocess.CalledProcessError as e:
+        message = e.stderr.decode(errors="replace").strip().splitlines()
+        print(f"same_code: git {' '.join(e.cmd[3:])}: {message[0] if message else 'failed'}", file=sys.stderr)
+        return 2
+    except SyntaxError as e:
+        print(f"same_code: {e.filename or 'a file'} does not parse: {e.msg} (line {e.lineno})", file=sys.stderr)
+        return 2
+
+
+def compare(repo: str, a: str, b: str) -> int:
+    """Prints each Python file that differs between revisions a and b; 1 if any does."""
     files_a, files_b = python_files(repo, a), python_files(repo, b)
     differ = 0
     for path in sorted(files_a ^ files_b):
@@ -69,7 +83,7 @@ def main() -> int:
         src_a, src_b = git(repo, "show", f"{a}:{path}"), git(repo, "show", f"{b}:{path}")
         if src_a == src_b:
             continue
-        (code_a, docs_a), (code_b, docs_b) = canonical(src_a), canonical(src_b)
+        (code_a, docs_a), (code_b, docs_b) = canonical(src_a, f"{a}:{path}"), canonical(src_b, f"{b}:{path}")
         if code_a != code_b:
             print(f"{path}: the code differs")
             differ += 1

@@ -212,7 +212,7 @@ def test_a_slow_joiner_taken_in_at_min_np_does_not_fail_the_rendezvous(tmp_path)
 
 @pytest.mark.timeout(600)
 def test_a_ready_joiner_joins_without_a_sibling_that_still_starts(tmp_path):
-    """0108 (was 0036): a host with two slots joins a world of two; its slot 1 has 90 s more set-up than
+    """0107 (was 0036): a host with two slots joins a world of two; its slot 1 has 90 s more set-up than
     its slot 0. Slot 0 waits at the rendezvous for its sibling at most
     HOROVOD_ELASTIC_JOIN_SIBLING_WAIT_SECONDS (5 s by default), then joins alone: the world
     trains at size 3 while slot 1 still starts, and at size 4 once it is in. Before 0036 the
