@@ -60,4 +60,5 @@ def test_any_other_build_failure_ends_the_script(tmp_path, failures):
     done, builds = build_daemon(tmp_path, failures)
     assert done.returncode == 1
     assert builds == len(failures)
-    assert done.stderr.rstrip().splitlines()[-1].startswith("build-images: error: building elastic-horovod-daemon:t failed")
+    last = done.stderr.rstrip().splitlines()[-1]
+    assert last.startswith("build-images: error: building elastic-horovod-daemon:t failed")
