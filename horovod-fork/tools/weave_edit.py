@@ -131,10 +131,7 @@ def main() -> int:
         else:
             tip = apply(checkout, path, Path(args[3]).read_text())
             print(f"weave_edit: {path} woven into the commits after stock; HEAD is {tip[:12]}", file=sys.stderr)
-    except WeaveError as e:
-        print(f"weave_edit: {e}", file=sys.stderr)
-        return 2
-    except (OSError, UnicodeDecodeError) as e:
+    except (WeaveError, OSError, UnicodeDecodeError) as e:
         print(f"weave_edit: {e}", file=sys.stderr)
         return 2
     except subprocess.CalledProcessError as e:
