@@ -1,7 +1,8 @@
 """The soak's invariants, checked after the fact from what the run left (pure).
 
 Inputs are plain data the runner collected: the faults it injected (``Fault``), the training's
-committed samples (``--trace-dir``'s ``.samples`` lines: ``{"epoch", "time", "size", "rank",
+committed samples (``--trace-dir``'s ``.samples`` lines read back by
+``training.commits.committed``: ``{"epoch", "time", "size", "rank", "resets", "processed",
 "indices"}``), its ``.final.json`` records, the driver's resource samples (``Sample``), the
 processes of the job still alive after it ended, and the world size the healthy pods should
 give at the end. Each check returns a ``Check``; a failed one names the fault that came
@@ -20,6 +21,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+
+from training.commits import committed
 
 WAITING = "recovered, the job waiting before its last step"  # a Fault's outcome: no pause measured
 
@@ -76,12 +79,14 @@ def exit_zero(code: int | None, last_progress: float | None = None) -> Check:
 
 def samples_exactly_once(commits: Iterable[dict], dataset_size: int, epochs: int) -> Check:
     """Within every epoch, every sample index in ``range(dataset_size)`` committed exactly once,
-    and every epoch of ``range(epochs)`` present. ``when``: the first commit that repeated a
-    sample, else the last commit of the first incomplete epoch."""
+    and every epoch of ``range(epochs)`` present. ``commits``: the ``.samples`` lines as written
+    (both phases) or as ``training.commits.committed`` gives them; a rank's samples count when
+    any rank marked their commit, its own mark missing or not (killed in between). ``when``: the
+    first commit that repeated a sample, else the last commit of the first incomplete epoch."""
     seen: dict[int, dict[int, float]] = {}
     first_repeat: tuple[float, int, int] | None = None
     last_time: dict[int, float] = {}
-    for c in sorted(commits, key=lambda c: c["time"]):
+    for c in committed(commits):
         epoch = int(c["epoch"])
         bucket = seen.setdefault(epoch, {})
         last_time[epoch] = float(c["time"])

@@ -26,6 +26,7 @@ safety net.
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -40,6 +41,13 @@ HOROVOD_FIXTURES = frozenset({"two_pods", "pods"})  # the pods elastic-run and h
 SLOW_MARKERS = ("horovod", "images", "e2e")
 SLOW_FIXTURES = frozenset({"cluster", "daemon", "sync_cluster", "pod_ips", "ssh_dir", "sshd_factory",
                            "two_pods"})
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every test and everything it starts sees git as on a fresh machine: no global or
+    system configuration (no identity, no ``safe.directory``), whatever this machine has."""
+    os.environ["GIT_CONFIG_GLOBAL"] = os.devnull
+    os.environ["GIT_CONFIG_NOSYSTEM"] = "1"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -71,6 +79,27 @@ def no_process_left_behind() -> Iterator[None]:
     if killed:
         import sys
         print(f"\ntests: killed {len(killed)} process(es) left behind: {killed}", file=sys.stderr)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def nothing_left_behind(tmp_path_factory) -> Iterator[None]:
+    """A module whose tests, once all its fixtures are torn down, leave a process of this
+    session, a port of this process or a mount under the session's temporary directory
+    behind fails at its last test (tests/leftovers.py), naming each; then they are cleared
+    (processes killed, mounts detached), so the next module starts clean."""
+    import subprocess
+
+    from tests import leftovers
+
+    temp_root = tmp_path_factory.getbasetemp()
+    before = leftovers.snapshot(temp_root)
+    yield
+    left = leftovers.left_behind(before, temp_root)
+    if left:
+        kill_with(SESSION_ENV, SESSION_TAG)
+        for mount in sorted(leftovers.mounts_under(temp_root) - before.mounts, reverse=True):
+            subprocess.run(["umount", "-l", "--", mount], capture_output=True, check=False)
+        pytest.fail(f"left behind by this module's tests: {'; '.join(left)}", pytrace=False)
 
 
 @pytest.fixture

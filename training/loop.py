@@ -391,6 +391,11 @@ class Trainer(WorldPart, StepPart, EvalPart, CheckpointPart):
         sums = torch.tensor([float(self._pending_loss), float(self._pending_correct),
                              float(self._pending_count), float(fallbacks),
                              1.0 if self.flags.term else 0.0], dtype=torch.float64)
+        # traced before the collective: a rank killed once it completed still has its samples
+        # on record (training.commits)
+        commit = {"size": hvd.size(), "rank": hvd.rank(), "resets": state.resets,
+                  "processed": self.sampler.processed_num}
+        self.tracer.trained(state.epoch, self._pending, **commit)
         sums = hvd.allreduce(sums, op=hvd.Sum, name="training.stats")
         peers_leaving = float(sums[4]) > 0 and not self.flags.term
         loss, correct, count = state.stats
@@ -401,8 +406,8 @@ class Trainer(WorldPart, StepPart, EvalPart, CheckpointPart):
         self.maybe_progress(state)
         state.save()
         report_progress()
-        self.tracer.samples(state.epoch, self._pending, size=hvd.size(), rank=hvd.rank(),
-                            processed=self.sampler.processed_num)
+        if self._pending:
+            self.tracer.committed(state.epoch, **commit)
         self._clear_pending()
         self.keep_committed(state)
         if after_save is not None:

@@ -4,11 +4,13 @@ Each worker process writes four files named ``<host>-<pid>.*`` in the trace dire
 
 - ``.worker.json``  rewritten (atomically) each time the worker (re)enters training:
   ``{"host", "pid", "time", "rank", "size", "epoch", "resets"}``;
-- ``.samples``      one JSON line per commit: ``{"epoch", "time", "size", "rank", "processed",
-  "indices"}``, the sample indices this worker trained on since its previous commit
-  (``processed``: the epoch's samples committed, over all ranks, after this commit). Lines are appended only after
-  the state holding those steps was saved, and steps rolled back by a failure are never
-  written, so the union over all workers of one epoch's lines is what the model learned from;
+- ``.samples``      two JSON lines per commit, ``{"phase": "trained", "epoch", "time", "size",
+  "rank", "resets", "processed", "indices"}`` before the commit's collective (the sample
+  indices this worker trained on since its previous commit; ``processed``: the epoch's samples
+  done, over all ranks, after this commit) and ``{"phase": "committed", ...}`` without the
+  indices once the state holding those steps is saved. ``training.commits.committed`` reads
+  them back: the union over all workers of one epoch's committed lines is what the model
+  learned from, a rank killed between its two lines included;
 - ``.inputs``       one JSON line per epoch (re)entered: ``{"epoch", "rank", "indices",
   "sha256"}``, the first training batch's sample indices and a digest of its input tensor
   as the model saw it (after augmentation);
@@ -41,6 +43,7 @@ from pathlib import Path
 import torch
 
 from shared.atomicfile import write_atomic
+from training import commits
 
 
 def params_checksum(model: torch.nn.Module) -> str:
@@ -95,9 +98,17 @@ class Tracer:
                               {"host": host_name(), "pid": os.getpid(), "time": time.time(),
                                **fields})
 
-    def samples(self, epoch: int, indices: list[int], **fields) -> None:
+    def trained(self, epoch: int, indices: list[int], **fields) -> None:
+        """Before a commit's collective: the samples this rank trained on since its last commit
+        (``training.commits``: written only when there are any)."""
         if self.dir is not None and indices:
-            self._append("samples", {"epoch": epoch, "time": time.time(), **fields, "indices": indices})
+            self._append("samples", {"phase": commits.TRAINED, "epoch": epoch, "time": time.time(),
+                                     **fields, "indices": indices})
+
+    def committed(self, epoch: int, **fields) -> None:
+        """After the commit's state is saved: its mark (``training.commits``)."""
+        if self.dir is not None:
+            self._append("samples", {"phase": commits.COMMITTED, "epoch": epoch, "time": time.time(), **fields})
 
     def inputs(self, epoch: int, rank: int, indices, batch: torch.Tensor) -> None:
         if self.dir is not None:

@@ -2,7 +2,7 @@
 
 The tests that run containers need root and podman (scripts/setup installs podman and runc and
 writes the container settings when it runs as root). Where the machine cannot run containers
-they are skipped with a one-line reason; where it can, the images are built once per session
+they are skipped with a one-line reason, and fail with it in CI (tests/needs.py); where it can, the images are built once per session
 with scripts/build-images (cached layers and wheels make a rebuild take seconds) and a failed
 build fails the tests.
 """
@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.needs import missing
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +47,7 @@ def images():
     """Build both images (scripts/build-images) once per session; (worker, daemon) names."""
     reason = containers_unavailable()
     if reason:
-        pytest.skip(reason)
+        missing(reason)
     started = time.monotonic()
     build = subprocess.run([str(ROOT / "scripts" / "build-images"), "--tag", TAG],
                            capture_output=True, text=True, timeout=3600)

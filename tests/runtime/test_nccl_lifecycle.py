@@ -13,17 +13,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.needs import missing
+
 ROOT = Path(__file__).parents[2]
 PATCHES = ROOT / "horovod-fork" / "patches"
 HEADER = "horovod/common/ops/nccl_lifecycle.h"
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None or shutil.which("git") is None,
-                                reason="needs g++ and git")
-
-
 @pytest.fixture(scope="module")
 def program(tmp_path_factory) -> Path:
     """The test program, built against the header as the patch series leaves it."""
+    if shutil.which("g++") is None or shutil.which("git") is None:
+        missing("needs g++ and git")
     tree = tmp_path_factory.mktemp("nccl-lifecycle")
     touching = [p for p in sorted(PATCHES.glob("*.patch")) if HEADER in p.read_text()]
     assert touching, f"no patch in {PATCHES} makes {HEADER}"

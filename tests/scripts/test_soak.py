@@ -81,6 +81,46 @@ def test_exactly_once_holds_and_names_a_dropped_or_repeated_sample():
     assert not sc.samples_exactly_once(commits(epochs=1), 8, 2).ok  # an epoch missing
 
 
+def two_phase(size=8, epochs=2, t0=100.0):
+    """The lines two ranks write (training.commits): ``trained`` before each commit's
+    collective, ``committed`` after its save; two samples per rank per commit."""
+    out, t = [], t0
+    for e in range(epochs):
+        for processed in range(4, size + 1, 4):
+            t += 1
+            for rank in (0, 1):
+                first = processed - 4 + 2 * rank
+                base = {"epoch": e, "size": 2, "rank": rank, "resets": 0, "processed": processed}
+                out.append({**base, "phase": "trained", "time": t, "indices": [first, first + 1]})
+                out.append({**base, "phase": "committed", "time": t + 0.5})
+    return out
+
+
+def test_exactly_once_counts_a_rank_killed_between_its_commits_collective_and_its_mark():
+    """A rank killed once a commit's collective completed, before its ``committed`` mark: its
+    samples were trained and committed (the soak once reported 128 such samples "never
+    committed"); a commit no rank marked (rolled back) counts nothing, and the samples it
+    held, trained again in the next world, count once."""
+    lines = two_phase()
+    killed = [r for r in lines if not (r["phase"] == "committed" and r["epoch"] == 1 and r["processed"] == 4
+                                       and r["rank"] == 0)]
+    assert len(killed) == len(lines) - 1
+    assert sc.samples_exactly_once(killed, 8, 2).ok
+    # the epoch's last commit failed on every rank, then a world of one (resets 1) trained it
+    rolled = [r for r in lines if not (r["phase"] == "committed" and r["epoch"] == 1 and r["processed"] == 8)]
+    again = {"epoch": 1, "size": 1, "rank": 0, "resets": 1, "processed": 8}
+    rolled += [{**again, "phase": "trained", "time": 200.0, "indices": [4, 5, 6, 7]},
+               {**again, "phase": "committed", "time": 200.5}]
+    assert sc.samples_exactly_once(rolled, 8, 2).ok
+    # ... and without that retry its samples are missing
+    c = sc.samples_exactly_once(rolled[:-2], 8, 2)
+    assert not c.ok and "epoch 2: 4 of 8 samples never committed" in c.detail
+    # a commit nobody marked is not taken for one however its lines are read
+    unmarked = [r for r in lines if not (r["phase"] == "committed" and r["epoch"] == 0 and r["processed"] == 4)]
+    c = sc.samples_exactly_once(unmarked, 8, 2)
+    assert not c.ok and "epoch 1: 4 of 8 samples never committed" in c.detail
+
+
 def test_the_fault_before_a_failure_is_named():
     faults = [sc.Fault("kill", "p1", 100.0, 101.0, 2), sc.Fault("flap", "p2", 200.0, 202.0, 3)]
     assert sc.preceding_fault(faults, 150.0).kind == "kill"

@@ -11,7 +11,6 @@ committed samples covering the dataset exactly once.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -22,10 +21,12 @@ from tests.training.trainhelp import (
     check_finished_run,
     committed_samples,
     live_workers,
+    samples_lines,
     train_args,
     workers,
     write_mnist,
 )
+from training import commits
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -109,13 +110,7 @@ class ElasticRun:
 
 def commit_sizes(trace: Path, epoch: int) -> set[int]:
     """The world sizes of the commits traced in ``epoch`` (0-based)."""
-    sizes = set()
-    for path in sorted(trace.glob("*.samples")):
-        for line in path.read_text().splitlines():
-            rec = json.loads(line)
-            if rec["epoch"] == epoch:
-                sizes.add(rec["size"])
-    return sizes
+    return {rec["size"] for rec in commits.committed(samples_lines(trace)) if rec["epoch"] == epoch}
 
 
 def test_scale_up_2_to_3_then_down_to_2(tmp_path, pods, mnist):

@@ -29,7 +29,7 @@ from tests.training.trainhelp import (
     workers,
     write_mnist,
 )
-from training import checkpoint
+from training import checkpoint, commits
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.horovod]
 ROOT = str(Path(__file__).parents[2])
@@ -37,12 +37,13 @@ TRAIN, BATCH = 400, 10
 
 
 def samples_records(trace: Path, names: set[str] | None = None) -> list[dict]:
-    """Every ``.samples`` line of the trace (of the files in ``names`` only, when given)."""
+    """The committed samples records of the trace (``training.commits``; of the files in
+    ``names`` only, when given)."""
     out = []
     for path in sorted(trace.glob("*.samples")):
         if names is None or path.name in names:
             out.extend(json.loads(line) for line in path.read_text().splitlines())
-    return out
+    return commits.committed(out)
 
 
 def pids_gone(pids: list[int]) -> bool:

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from shared.metrics_record import MetricsRecord
+from training import commits
 from training.idx import UBYTE
 
 
@@ -76,14 +77,15 @@ def write_tiny_imagenet(root: Path, classes: int = 3, per_class: int = 4, val_pe
     return root
 
 
+def samples_lines(trace_dir: Path) -> list[dict]:
+    """Every line of all workers' ``.samples`` files (both phases, ``training.commits``)."""
+    return [json.loads(line) for path in sorted(trace_dir.glob("*.samples"))
+            for line in path.read_text().splitlines()]
+
+
 def committed_samples(trace_dir: Path) -> dict[int, list[int]]:
     """Every committed sample index per epoch, over all workers' ``.samples`` files."""
-    per_epoch: dict[int, list[int]] = {}
-    for path in sorted(trace_dir.glob("*.samples")):
-        for line in path.read_text().splitlines():
-            rec = json.loads(line)
-            per_epoch.setdefault(rec["epoch"], []).extend(rec["indices"])
-    return per_epoch
+    return commits.per_epoch(samples_lines(trace_dir))
 
 
 def finals(trace_dir: Path) -> list[dict]:

@@ -203,7 +203,7 @@ def extract(repo: Path, rev: str, dest: Path, paths: Sequence[str] = ()) -> None
     """``rev``'s tree (only ``paths`` if given) written under ``dest``: ``git archive`` into
     ``tar``, as argv lists (no shell)."""
     archive = git(repo, "archive", rev, "--", *paths)
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    subprocess.run(["tar", "--no-same-owner", "-x", "-C", str(dest)], input=archive, check=True)
 
 
 def show(repo: Path, rev: str, path: str) -> list[bytes] | None:
