@@ -15,12 +15,25 @@ test where a module mixes kinds:
 - ``slow``: all of the above, and every test that starts a local cluster, a discovery daemon
   or throwaway sshd servers (the fixtures in ``SLOW_FIXTURES``), or is marked ``slow``.
 
-``pytest -m "not slow"`` is the fast subset: the pure units and the one-process checks.
+- ``alone``: must have the machine to itself (marked per test); ``scripts/test`` runs these
+  one at a time before the rest (``--tests-alone=only``), and the rest in parallel
+  (``--tests-alone=exclude``); a bare pytest runs both kinds (``include``).
 
-Parallel runs (pytest-xdist, ``-n N --dist loadgroup``; ``scripts/test`` runs so): every test
-is put in the ``xdist_group`` of its module, so a module's tests run in one worker one after
-the other and its module-scoped cluster starts once, and every test under ``tests/images`` in
-one group, so the images are built by one worker only (the build is session-scoped). Each
+``pytest -m "not slow"`` is the fast subset: the pure units and the one-process checks
+(``scripts/test --quick``).
+
+Nothing left behind: a module whose tests leave a process of this session, a port of this
+process or a mount under the session's temporary directory fails at its last test
+(``nothing_left_behind``, tests/leftovers.py). git runs as on a fresh machine, with no global
+or system configuration (``pytest_configure``).
+
+Parallel runs (pytest-xdist, ``-n N --dist loadscope``; ``scripts/test`` runs so): every test
+is in the group of its module (``group_of``, ``pytest_xdist_make_scheduler``), so a module's
+tests run in one worker one after the other and its module-scoped cluster starts once, and
+every test under ``tests/images`` in one group, so the images are built by one worker only
+(the build is session-scoped). The
+groups start longest first, by the seconds tests/durations.json holds for them
+(``python -m tests.durations REPORT.xml`` writes it from ``--junitxml`` reports). Each
 worker is its own session: its own ``SESSION_TAG`` (tests/processes.py), temp directories and
 safety net.
 """
@@ -43,6 +56,13 @@ SLOW_FIXTURES = frozenset({"cluster", "daemon", "sync_cluster", "pod_ips", "ssh_
                            "two_pods"})
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--tests-alone", choices=("include", "exclude", "only"), default="include",
+                     help="the tests marked alone (they must have the machine to themselves): run them with "
+                          "the others (include, the default), leave them out (exclude: scripts/test's "
+                          "parallel run) or run only them (only: its run one at a time)")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Every test and everything it starts sees git as on a fresh machine: no global or
     system configuration (no identity, no ``safe.directory``), whatever this machine has."""
@@ -50,16 +70,40 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["GIT_CONFIG_NOSYSTEM"] = "1"
 
 
+def group_of(nodeid: str) -> str:
+    """The group a test runs in, in a parallel run: ``images`` for every test under
+    tests/images (the images are built once, by one worker), else its module's path under
+    tests/ (a module's tests in one worker, one after the other: its module-scoped cluster
+    starts once). The keys of tests/durations.json."""
+    path = nodeid.split("::", 1)[0]
+    path = path[len("tests/"):] if path.startswith("tests/") else path
+    return "images" if path.startswith("images/") else path
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """xdist's scope scheduling with this suite's groups (``group_of``), handed out in
+    collection order, which a worker's collection sets longest first
+    (``_longest_modules_first``). (xdist's own ``loadgroup`` reads ``xdist_group`` markers
+    through a node attribute pytest 9 no longer has: its groups silently fell apart.)"""
+    if config.getvalue("dist") not in ("loadscope", "loadgroup"):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    config.option.loadscopereorder = False
+    return GroupScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    parallel = config.pluginmanager.hasplugin("xdist")
     for item in items:
         try:
             relative = Path(str(item.path)).resolve().relative_to(TESTS)
         except ValueError:
             continue
         top = relative.parts[0]
-        if parallel:
-            item.add_marker(pytest.mark.xdist_group("images" if top == "images" else relative.as_posix()))
         for name in BY_DIRECTORY.get(top, ()):
             item.add_marker(name)
         fixtures = set(getattr(item, "fixturenames", ()))
@@ -67,6 +111,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker("horovod")
         if any(item.get_closest_marker(m) for m in SLOW_MARKERS) or fixtures & SLOW_FIXTURES:
             item.add_marker("slow")
+    if hasattr(config, "workerinput"):  # an xdist worker: the scheduler takes this order
+        _longest_modules_first(items)
+    alone = config.getoption("--tests-alone")
+    if alone != "include":
+        marked = [i.get_closest_marker("alone") is not None for i in items]
+        keep = [i for i, m in zip(items, marked) if m == (alone == "only")]
+        dropped = [i for i, m in zip(items, marked) if m != (alone == "only")]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = keep
+
+
+def _longest_modules_first(items: list[pytest.Item]) -> None:
+    """Order the groups of a parallel run by their measured seconds (tests/durations.json),
+    longest first, each group's tests in their own order: xdist hands groups out in this
+    order as workers come free, so a long module starts early instead of ending the run
+    alone (longest-processing-time-first scheduling). A group not measured goes last."""
+    import json
+
+    try:
+        seconds = json.loads((TESTS / "durations.json").read_text())["modules"]
+    except (OSError, ValueError, KeyError):
+        seconds = {}
+    order = {name: n for n, name in enumerate(dict.fromkeys(group_of(i.nodeid) for i in items))}
+    items.sort(key=lambda i: (-float(seconds.get(group_of(i.nodeid), 0.0)), order[group_of(i.nodeid)]))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -41,6 +41,8 @@ def listening() -> dict[int, str]:
             fields = line.split()
             if len(fields) > 9 and fields[3] == "0A":  # LISTEN
                 address, port = fields[1].rsplit(":", 1)
+                if len(address) == 8:  # IPv4, as a little-endian word
+                    address = ".".join(str(b) for b in reversed(bytes.fromhex(address)))
                 found[int(fields[9])] = f"{address}:{int(port, 16)}"
     return found
 
@@ -89,9 +91,24 @@ def snapshot(temp_root: Path) -> Snapshot:
     return Snapshot(frozenset(ports_of("self")), mounts_under(temp_root))
 
 
+# multiprocessing's helpers of this interpreter (a DataLoader's forkserver start method starts
+# them once): they serve every later test of the process and end with it, so they are no leak
+INTERPRETER_HELPERS = (b"from multiprocessing.forkserver import main", b"from multiprocessing.resource_tracker import main")
+
+
 def tagged_alive() -> list[int]:
-    """Live processes carrying this session's tag."""
-    return [p for p in pids_with(SESSION_ENV, SESSION_TAG) if not _zombie(p)]
+    """Live processes carrying this session's tag, but this interpreter's own multiprocessing
+    helpers."""
+    return [p for p in pids_with(SESSION_ENV, SESSION_TAG) if not _zombie(p) and not _interpreter_helper(p)]
+
+
+def _interpreter_helper(pid: int) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return False
+    return ppid == os.getpid() and any(h in cmdline for h in INTERPRETER_HELPERS)
 
 
 def describe(pid: int, table: dict[int, str]) -> str:

@@ -92,7 +92,8 @@ class Job:
         self.abort = abort
         self.min_np = min_np
         self.finish = threading.Event()
-        self.managers: dict[Key, WorkerNotificationManager] = {}
+        self.managers: dict[Key, WorkerNotificationManager] = {}  # each key's latest process's
+        self._every_manager: list[WorkerNotificationManager] = []  # a respawned key's earlier ones too
         self.aborts: dict[Key, list[str]] = {}
         self.ready: dict[Key, threading.Event] = {}
         self.ended: dict[Key, str] = {}
@@ -108,7 +109,9 @@ class Job:
             self.aborts[key] = []
             ready = self.ready.setdefault(key, threading.Event())
         manager = self.manager_factory()
-        self.managers[key] = manager  # before init: close() shuts its service down
+        with self._lock:
+            self.managers[key] = manager  # before init: close() shuts its service down
+            self._every_manager.append(manager)
         try:
             manager.init(rendezvous_addr=self.addr, rendezvous_port=self.port, nic=self.nic,
                          hostname=slot_info.hostname, local_rank=slot_info.local_rank)
@@ -171,7 +174,9 @@ class Job:
                 events.close()
             self.rendezvous.stop()
             self.rendezvous._httpd.server_close()
-            for manager in self.managers.values():
+            with self._lock:
+                managers = list(self._every_manager)
+            for manager in managers:
                 service = manager._service
                 if service is not None:
                     service.shutdown()

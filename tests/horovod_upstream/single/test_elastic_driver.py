@@ -333,6 +333,7 @@ class ElasticDriverTests(unittest.TestCase):
         nic = list(common_intfs)[0]
 
         rank_results = {}
+        managers = []  # elastic-horovod: their services are shut down at the end
 
         class NotificationReceiver:
             def __init__(self):
@@ -357,6 +358,7 @@ class ElasticDriverTests(unittest.TestCase):
 
         def exec_command(slot_info, events):
             manager = WorkerNotificationManager()
+            managers.append(manager)
             manager.init(rendezvous_addr=addr,
                          rendezvous_port=port,
                          nic=nic,
@@ -411,6 +413,9 @@ class ElasticDriverTests(unittest.TestCase):
                 assert events[-1][1] & HostUpdateResult.removed
 
         rendezvous.stop()
+        # elastic-horovod: each worker's notification service, which upstream left listening
+        for manager in managers:
+            manager._service.shutdown()
 
     @mock.patch('horovod.runner.elastic.driver.DISCOVER_HOSTS_FREQUENCY_SECS', 0.01)
     @mock.patch('horovod.runner.elastic.driver.ElasticDriver.host_assignments')
