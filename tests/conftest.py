@@ -116,8 +116,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     alone = config.getoption("--tests-alone")
     if alone != "include":
         marked = [i.get_closest_marker("alone") is not None for i in items]
-        keep = [i for i, m in zip(items, marked) if m == (alone == "only")]
-        dropped = [i for i, m in zip(items, marked) if m != (alone == "only")]
+        keep = [i for i, m in zip(items, marked, strict=True) if m == (alone == "only")]
+        dropped = [i for i, m in zip(items, marked, strict=True) if m != (alone == "only")]
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = keep

@@ -93,7 +93,8 @@ def snapshot(temp_root: Path) -> Snapshot:
 
 # multiprocessing's helpers of this interpreter (a DataLoader's forkserver start method starts
 # them once): they serve every later test of the process and end with it, so they are no leak
-INTERPRETER_HELPERS = (b"from multiprocessing.forkserver import main", b"from multiprocessing.resource_tracker import main")
+INTERPRETER_HELPERS = (b"from multiprocessing.forkserver import main",
+                       b"from multiprocessing.resource_tracker import main")
 
 
 def tagged_alive() -> list[int]:

@@ -2,7 +2,8 @@
 
 The tests that run containers need root and podman (scripts/setup installs podman and runc and
 writes the container settings when it runs as root). Where the machine cannot run containers
-they are skipped with a one-line reason, and fail with it in CI (tests/needs.py); where it can, the images are built once per session
+they are skipped with a one-line reason, and fail with it in CI (tests/needs.py); where it
+can, the images are built once per session
 with scripts/build-images (cached layers and wheels make a rebuild take seconds) and a failed
 build fails the tests.
 """
