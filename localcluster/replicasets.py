@@ -3,14 +3,16 @@ controller that keeps each one's pods at ``spec.replicas`` -- the smallest faith
 launcher's worker scaler (``elastic.launch.scale_workers``) needs, through the official client.
 
 ``ReplicaSets(service)`` holds the objects in memory (no watch, no history; a resourceVersion
-per object): ``create``, ``get``, ``in_namespace`` (a list), ``patch`` (merge, JSON and strategic merge patches;
-on the object or its ``scale``), ``replace``, ``delete`` (the set goes at once; its pods are
-deleted with it, as a background cascade does) and ``scale``. ``reconcile()`` is the
-controller's pass: for each set, the live pods its selector matches and that it owns (not
-being deleted) are counted; missing ones are made from ``spec.template`` (``generateName``
-``<set>-``, an ownerReference to the set with ``controller: true``); surplus ones are deleted,
-in the ReplicaSet controller's order: unscheduled (no node) before scheduled, Pending before
-Running, not Ready before Ready, the newest first. ``status`` (replicas, readyReplicas,
+per object): ``create``, ``get``, ``in_namespace`` (a list), ``patch`` (merge, JSON and
+strategic merge patches; on the object or its ``scale``), ``replace``, ``delete`` (the set goes
+at once; its pods are deleted with it, as a background cascade does) and ``scale``.
+``reconcile()`` is the controller's pass: for each set, the active pods its selector matches
+and that it owns (not being deleted, not Succeeded or Failed: a pod whose sshd could not start
+or exited is replaced, as the ReplicaSet controller replaces a failed pod, and stays as it is)
+are counted; missing ones are made from ``spec.template`` (``generateName`` ``<set>-``, an
+ownerReference to the set with ``controller: true``); surplus ones are deleted, in the
+ReplicaSet controller's order: unscheduled (no node) before scheduled, Pending before Running,
+not Ready before Ready, the newest first. ``status`` (replicas, readyReplicas,
 availableReplicas, observedGeneration) follows. Not modelled: adoption of orphans, pod-deletion
 cost, minReadySeconds, conditions, watches of ReplicaSets.
 """
@@ -30,6 +32,7 @@ from .selectors import parse_labels
 from .store import Scope
 
 KIND = "replicasets"
+TERMINAL = ("Succeeded", "Failed")  # phases of pods the controller no longer counts
 
 
 def _now() -> datetime:
@@ -191,7 +194,8 @@ class ReplicaSets:
 
     def _reconcile_one(self, rs: dict) -> None:
         meta, spec = rs["metadata"], rs["spec"]
-        live = [p for p in self._owned(rs) if not p["metadata"].get("deletionTimestamp")]
+        live = [p for p in self._owned(rs) if not p["metadata"].get("deletionTimestamp")
+                and (p.get("status") or {}).get("phase") not in TERMINAL]
         want = spec["replicas"]
         if len(live) < want:
             owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": meta["name"], "uid": meta["uid"],

@@ -15,10 +15,6 @@ test where a module mixes kinds:
 - ``slow``: all of the above, and every test that starts a local cluster, a discovery daemon
   or throwaway sshd servers (the fixtures in ``SLOW_FIXTURES``), or is marked ``slow``.
 
-- ``alone``: must have the machine to itself (marked per test); ``scripts/test`` runs these
-  one at a time before the rest (``--tests-alone=only``), and the rest in parallel
-  (``--tests-alone=exclude``); a bare pytest runs both kinds (``include``).
-
 ``pytest -m "not slow"`` is the fast subset: the pure units and the one-process checks
 (``scripts/test --quick``).
 
@@ -54,13 +50,6 @@ HOROVOD_FIXTURES = frozenset({"two_pods", "pods"})  # the pods elastic-run and h
 SLOW_MARKERS = ("horovod", "images", "e2e")
 SLOW_FIXTURES = frozenset({"cluster", "daemon", "sync_cluster", "pod_ips", "ssh_dir", "sshd_factory",
                            "two_pods"})
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--tests-alone", choices=("include", "exclude", "only"), default="include",
-                     help="the tests marked alone (they must have the machine to themselves): run them with "
-                          "the others (include, the default), leave them out (exclude: scripts/test's "
-                          "parallel run) or run only them (only: its run one at a time)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -113,14 +102,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker("slow")
     if hasattr(config, "workerinput"):  # an xdist worker: the scheduler takes this order
         _longest_modules_first(items)
-    alone = config.getoption("--tests-alone")
-    if alone != "include":
-        marked = [i.get_closest_marker("alone") is not None for i in items]
-        keep = [i for i, m in zip(items, marked, strict=True) if m == (alone == "only")]
-        dropped = [i for i, m in zip(items, marked, strict=True) if m != (alone == "only")]
-        if dropped:
-            config.hook.pytest_deselected(items=dropped)
-            items[:] = keep
 
 
 def _longest_modules_first(items: list[pytest.Item]) -> None:

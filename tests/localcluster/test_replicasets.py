@@ -86,3 +86,21 @@ def test_an_owner_reference_patch_and_deletion_of_the_set(sets):
         sets.patch("default", "w", MERGE, json.dumps({"spec": {"selector": {"matchLabels": {"a": "b"}}}}).encode())
     sets.delete("default", "w")
     assert live(sets) == [] and sets.in_namespace("default") == []
+
+
+def test_a_failed_pod_is_replaced_and_left_as_it_is(sets):
+    """A pod whose host could not start (the kubelet reports it Failed) no longer counts: the
+    set makes a new one, as the ReplicaSet controller does; the failed one stays, and a
+    shrink leaves it alone."""
+    sets.create("default", rs(replicas=1))
+    sets.reconcile()
+    (failed,) = live(sets)
+    sets.service.update("default", failed, lambda pod: dict(pod, status=pods.failed_status(
+        pod, "sshd exited with code 1", T0, 1)))
+    sets.reconcile()
+    names = live(sets)
+    assert len(names) == 2 and failed in names
+    assert sets.get("default", "w")["status"]["replicas"] == 1
+    sets.patch("default", "w", MERGE, json.dumps({"spec": {"replicas": 0}}).encode())
+    sets.reconcile()
+    assert live(sets) == [failed]

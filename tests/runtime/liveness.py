@@ -50,6 +50,11 @@ def job_argv(script: Path, np: int, min_np: int, *extra: str) -> list[str]:
             "--elastic-timeout", "120", *extra, sys.executable, JOB]
 
 
+def stop(log: Path) -> None:
+    """Tell liveness_job.py's ranks to end at their next step (``<log>.stop``)."""
+    Path(f"{log}.stop").touch()
+
+
 def sizes_after(log: Path, since: float) -> set:
     return {(r["host"], r["size"]) for r in read_log(log) if r["time"] > since}
 
@@ -59,8 +64,9 @@ def lose_one(job: Job, log: Path, marker: str, became: str, survivors: set, trai
     """One worker of ``job`` freezes or hangs (liveness_job.py writes its pid to
     ``<log>.<marker>``: waited for as ``became``, 240 s); ``then()`` runs (e.g. its host leaves
     discovery); the survivors must train (the (host, size) pairs ``survivors`` in ``log``,
-    90 s: ``trained``), the driver must end that process (30 s: ``ended``) and horovodrun must
-    exit 0 (240 s). Whatever happened, the process is killed and the job closed."""
+    90 s: ``trained``), the driver must end that process (30 s: ``ended``), and then, told to
+    stop (``stop``), horovodrun must exit 0 (240 s). Whatever happened, the process is killed
+    and the job closed."""
     marker_file = Path(f"{log}.{marker}")
     stopped = None
     try:
@@ -71,6 +77,7 @@ def lose_one(job: Job, log: Path, marker: str, became: str, survivors: set, trai
         wait_for(lambda: survivors <= sizes_after(log, 0), 90, trained, alive=alive_check(job), detail=job.output)
         wait_for(lambda: pid_gone(stopped), 30, ended)
         stopped = None
+        stop(log)
         job.proc.wait(timeout=240)
         assert job.proc.returncode == 0, job.output()
     finally:

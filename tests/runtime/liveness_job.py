@@ -19,6 +19,10 @@ Knobs (all optional):
 
 Each process writes its pid to ``$LIVE_LOG.pid.<host>`` once it has initialized.
 
+Once ``$LIVE_LOG.stop`` exists the job ends on every rank at the same step, before
+$LIVE_STEPS (the ranks agree on it with an allreduce each step): a test that has seen what
+it checks ends the job there instead of waiting out its steps.
+
 A rank that leaves a collective with HorovodInternalError appends {"host", "rank", "time"} to
 ``$LIVE_LOG.left``.
 """
@@ -69,10 +73,16 @@ def mark_once(path: str) -> bool:
     return True
 
 
+def stop_asked() -> bool:
+    """Whether any rank sees ``$LIVE_LOG.stop`` (every rank gets the same answer)."""
+    seen = torch.tensor([1.0 if os.path.exists(LOG + ".stop") else 0.0])
+    return float(hvd.allreduce(seen, op=hvd.Max, name="live.stop")[0]) > 0
+
+
 @hvd.elastic.run
 def train(state):
     try:
-        while state.step < STEPS:
+        while state.step < STEPS and not stop_asked():
             x = torch.ones(8, 4) * (hvd.rank() + 1)
             loss = model(x).pow(2).mean()
             optimizer.zero_grad()

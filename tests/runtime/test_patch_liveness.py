@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.runtime.liveness import alive_check, job_argv, lose_one, sizes_after
+from tests.runtime.liveness import alive_check, job_argv, lose_one, sizes_after, stop
 from tests.runtime.test_horovod_patches import HOROVODRUN, Job, answers, discovery_script, read_log, run_env
 from tests.waiting import wait_for
 
@@ -194,6 +194,7 @@ def test_a_host_that_flaps_within_the_grace_aborts_nothing_and_resets_nothing(tm
                  or max((r["time"] for r in read_log(log)), default=0) > flapped + 15, 120,
                  "the grace to pass with the job training", alive=alive_check(job))
         kinds = [r["kind"] for r in read_log(events)]  # before the job ends
+        stop(log)
         job.proc.wait(timeout=300)
         assert job.proc.returncode == 0, job.output()
     finally:
@@ -226,6 +227,7 @@ def test_a_worker_that_says_it_is_leaving_is_waited_for_not_aborted(tmp_path):
         hosts.write_text(f"localhost:1\n{me}:1\n")
         wait_for(lambda: {("localhost", 2), (me, 2)} <= sizes_after(log, 0), 120,
                  "the survivors to train at world size 2", alive=alive_check(job), detail=job.output)
+        stop(log)
         job.proc.wait(timeout=300)
         assert job.proc.returncode == 0, job.output()
     finally:
