@@ -16,23 +16,20 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from shared.atomicfile import write_atomic
+from tests import conftest
 
 TESTS = Path(__file__).resolve().parent
 OUT = TESTS / "durations.json"
 
 
 def group_of(classname: str) -> str | None:
-    """The group of a JUnit ``classname`` (``tests.discovery.test_hosts.TestX``), None for
-    a name outside tests/."""
+    """The group (tests/conftest.py's ``group_of``) of a JUnit ``classname``
+    (``tests.discovery.test_hosts.TestX``), None for a name outside tests/."""
     parts = classname.split(".")
-    if not parts or parts[0] != "tests" or len(parts) < 2:
-        return None
-    if parts[1] == "images":
-        return "images"
-    path = TESTS
-    for n, part in enumerate(parts[1:], start=1):
+    path = TESTS.parent
+    for n, part in enumerate(parts):
         if (path / f"{part}.py").is_file():
-            return "/".join(parts[1:n] + [f"{part}.py"])
+            return conftest.group_of("/".join(parts[:n] + [f"{part}.py"]))
         path = path / part
     return None
 
