@@ -39,7 +39,7 @@ def _console_scripts() -> list[str]:
 
 # and the python -m ones
 COMMANDS = _console_scripts() + ["elastic.launch.prepare", "elastic.launch.scale_workers", "training.datagen",
-                                 "training.digits"]
+                                 "training.digits", "elastic.simulation.cli"]
 
 
 def _module_tree(module: str) -> ast.Module:

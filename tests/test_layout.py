@@ -21,6 +21,8 @@ ELASTIC_ROOMS = {
     "ssh": {"common", "errors"},
     "sync": {"ssh", "common", "errors"},
     "launch": {"sync", "ssh", "common", "errors"},
+    "driver": set(),  # pure decision cores, loaded into horovodrun's process
+    "simulation": {"driver", "common"},
 }
 
 

@@ -1,0 +1,159 @@
+"""What must hold after every simulated run, checked against its ground truth (the ``Record``).
+
+Each check returns the violations it found; a violation names its invariant, when, and who.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from elastic.simulation.faults import SHORT
+from elastic.simulation.model import FILL_EVERY, JOIN_DEADLINE, LEASE, START, Proc, Record
+
+INVARIANTS = {
+    "healthy-kept": "a worker that answers is never lost: a pause or lost answers of up to "
+                    f"{SHORT:g} s, slow answers, or a driver stall of up to 6 s cost nobody",
+    "silent-lost": "a worker silent for good is lost within its bound (twice that when the whole "
+                   "world is silent: the driver forgives one total silence)",
+    "hosts-serve-again": "a pod healthy again serves again within its cooldown bound",
+    "joiners-settle": "every joiner is in the world or given up within its join deadline",
+    "driver-work": "the driver handles at most 3 pings, reports and connections per worker per second",
+}
+WORK_LIMIT = 3.0
+
+
+@dataclass(frozen=True)
+class Violation:
+    invariant: str
+    when: float
+    detail: str
+
+    def line(self) -> str:
+        return f"t={self.when:7.2f}  {self.invariant}: {self.detail}"
+
+
+def check(rec: Record) -> list[Violation]:
+    out: list[Violation] = []
+    for f in (healthy_kept, silent_lost, hosts_serve_again, joiners_settle, driver_work):
+        out += f(rec)
+    return sorted(out, key=lambda v: v.when)
+
+
+def stretches(rec: Record, p: Proc) -> list[tuple[float, float]]:
+    """p's times of not answering, merged, while it ran (its own freezes and lost answers, its
+    pod's freezes)."""
+    end = p.gone if p.gone is not None else rec.end
+    spans = sorted((max(a, p.started), min(b, end)) for a, b in p.freezes + rec.hosts[p.host].freezes)
+    out: list[tuple[float, float]] = []
+    for a, b in spans:
+        if b <= a:
+            continue
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _silent_within(rec: Record, p: Proc, a: float, b: float) -> float:
+    return sum(max(0.0, min(y, b) - max(x, a)) for x, y in stretches(rec, p))
+
+
+def _stalled_within(rec: Record, a: float, b: float) -> float:
+    return sum(max(0.0, min(y, b) - max(x, a)) for x, y in rec.stalls)
+
+
+def healthy_kept(rec: Record) -> list[Violation]:
+    s = rec.settings
+    procs = {p.key: p for p in rec.procs}
+    out = []
+    for when, key, cause in rec.losses:
+        p = procs[key]
+        if cause == "lease":
+            stall = max((b - a for a, b in rec.stalls if a <= when <= b + LEASE), default=0.0)
+            if stall <= 6.5:
+                out.append(Violation("healthy-kept", when, f"{key} ended by its lease after a {stall:.1f} s "
+                                                         "driver stall"))
+            continue
+        window = s.timeout + s.interval + s.ping_timeout
+        silent = _silent_within(rec, p, when - window, when)
+        if silent < SHORT + 0.5:
+            out.append(Violation("healthy-kept", when, f"{key} lost ({cause}) after {silent:.2f} s of silence "
+                                                     f"in the {window:g} s before"))
+    return out
+
+
+def _bound(rec: Record, a: float, whole_world: bool) -> float:
+    s = rec.settings
+    base = s.timeout + s.interval + 2 * s.ping_timeout + s.lag_limit + 1.0
+    if whole_world:
+        base *= 2
+    bound = base
+    for _ in range(3):  # a stall within the bound moves it
+        bound = base + _stalled_within(rec, a, a + bound)
+    return bound
+
+
+def _everyone_silent(rec: Record, t: float) -> bool:
+    alive = [p for p in rec.procs if p.ready is not None and p.ready <= t and (p.gone is None or p.gone > t)]
+    return bool(alive) and all(any(x <= t < y for x, y in stretches(rec, p)) for p in alive)
+
+
+def silent_lost(rec: Record) -> list[Violation]:
+    s = rec.settings
+    out = []
+    for p in rec.procs:
+        if p.ready is None:
+            continue
+        for a, b in stretches(rec, p):
+            if a < p.ready:
+                continue
+            whole = any(_everyone_silent(rec, a + d) for d in (0.0, s.timeout / 2, s.timeout))
+            bound = _bound(rec, a, whole)
+            if b - a >= bound and a + bound <= rec.end and (p.gone is None or p.gone > a + bound):
+                gone = "still in the world" if p.gone is None else f"lost {p.gone - a:.1f} s later"
+                out.append(Violation("silent-lost", a, f"{p.key} silent from t={a:.2f}: {gone} "
+                                                       f"(bound {bound:.1f} s)"))
+                break
+    return out
+
+
+SETTLE = 16.0 + JOIN_DEADLINE + START[1] + 2 * FILL_EVERY + 2.0  # cooldown's longest + a join
+
+
+def hosts_serve_again(rec: Record) -> list[Violation]:
+    out = []
+    quiet = rec.end - SETTLE
+    for host in rec.hosts.values():
+        spans = host.freezes + host.bad_start + host.hang_start
+        if any(b > quiet for _, b in spans):
+            continue  # not healthy long enough before the end (or never again)
+        serving = {p.slot for p in rec.procs if p.host == host.name and p.gone is None and p.ready is not None}
+        missing = [s for s in range(host.slots) if s not in serving]
+        if missing:
+            why = "refused for ever" if host.name in rec.refused_for_ever else "no worker"
+            out.append(Violation("hosts-serve-again", rec.end, f"{host.name} healthy since t={quiet:.0f} or "
+                                 f"earlier, slots {missing} empty at the end: {why}"))
+    return out
+
+
+def joiners_settle(rec: Record) -> list[Violation]:
+    out = []
+    for p in rec.procs:
+        if p.started == 0.0:
+            continue
+        settled = min(x for x in (p.ready, p.gone, math.inf) if x is not None)
+        limit = JOIN_DEADLINE + 0.5 + _stalled_within(rec, p.started, p.started + JOIN_DEADLINE + 7.0)
+        if settled - p.started > limit and p.started + limit <= rec.end:
+            out.append(Violation("joiners-settle", p.started + limit, f"{p.key} neither joined nor given up "
+                                 f"{limit:.1f} s after its start"))
+    return out
+
+
+def driver_work(rec: Record) -> list[Violation]:
+    alive = sum((p.gone if p.gone is not None else rec.end) - (p.ready if p.ready is not None else p.started)
+                for p in rec.procs)
+    rate = rec.work / alive if alive > 0 else 0.0
+    if rate > WORK_LIMIT:
+        return [Violation("driver-work", rec.end, f"{rate:.2f} per worker per second")]
+    return []

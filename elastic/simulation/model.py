@@ -1,0 +1,358 @@
+"""The simulated world: pods and their training processes, the network between them and the
+driver, the driver process (its stalls, its ping senders, its accept queue) and the lease
+wrapper on each pod. The decisions are the real cores'; everything here only observes and
+executes, as the driver's threads do. The ``Record`` it leaves is what the invariants check.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import random
+from collections import deque
+from dataclasses import dataclass, field, replace
+
+from elastic.driver.cooldowns import Cooldowns
+from elastic.driver.liveness import Lose, Ping, Rebaseline, Settings
+from elastic.simulation.clock import Clock
+from elastic.simulation.faults import FOREVER, Fault, Topology
+from elastic.simulation.rules import Rules
+
+RTT = (0.0005, 0.01)  # a healthy answer's round trip, seconds
+START = (1.0, 5.0)  # a joiner's start-up until it waits at the rendezvous
+JOIN_DEADLINE = 15.0
+REPORT_EVERY = 2.0  # a training process's progress report, when the run has them
+LEASE = 8.0  # the lease wrapper ends its worker after this long without a renewal
+SYN_RETRIES = (1.0, 3.0, 7.0)  # a dropped handshake is tried again this long after the first
+EXIT_SEEN = 0.05  # a process exit reaches the driver (its ssh session ends)
+FILL_EVERY = 1.0  # the driver's discovery loop: releases, joiners for empty slots
+
+
+@dataclass
+class Proc:
+    """One training process (an incarnation on a slot)."""
+    key: str  # host/slot#incarnation
+    host: str
+    slot: int
+    started: float
+    ready: float | None = None  # in the world since
+    gone: float | None = None  # exited, lost or dropped
+    cause: str | None = None  # why gone
+    freezes: list[tuple[float, float]] = field(default_factory=list)  # its own (and drops)
+
+
+@dataclass
+class Host:
+    name: str
+    slots: int
+    freezes: list[tuple[float, float]] = field(default_factory=list)
+    slow: list[tuple[float, float, float]] = field(default_factory=list)  # (from, to, latency)
+    bad_start: list[tuple[float, float]] = field(default_factory=list)
+    hang_start: list[tuple[float, float]] = field(default_factory=list)
+
+
+def _covers(spans, t: float) -> bool:
+    return any(a <= t < b for a, b, *_ in spans)
+
+
+@dataclass
+class Record:
+    """What happened, for the invariants."""
+    procs: list[Proc] = field(default_factory=list)
+    hosts: dict[str, Host] = field(default_factory=dict)
+    stalls: list[tuple[float, float]] = field(default_factory=list)
+    losses: list[tuple[float, str, str]] = field(default_factory=list)  # (when, proc key, cause)
+    rebaselines: list[tuple[float, str]] = field(default_factory=list)
+    refused_for_ever: set[str] = field(default_factory=set)
+    work: int = 0  # pings sent, reports and new connections the driver handled
+    end: float = 0.0
+    settings: Settings = field(default_factory=Settings)
+
+
+class World:
+    def __init__(self, rng: random.Random, topo: Topology, faults: list[Fault], rules: Rules,
+                 end: float, reports: bool, settings: Settings | None = None,
+                 cooldowns: Cooldowns | None = None):
+        self.rng, self.rules, self.reports = rng, rules, reports
+        self.clock = Clock()
+        self.settings = replace(settings or Settings(), pings_to_lose=rules.pings_to_lose)
+        self.liveness = rules.liveness(settings=self.settings)
+        self.cooldowns = cooldowns or Cooldowns(base=2.0, longest=16.0)
+        self.rec = Record(hosts={h: Host(h, n) for h, n in topo.hosts}, end=end, settings=self.settings)
+        self.procs: dict[str, Proc] = {}
+        self.incarnation: dict[tuple[str, int], int] = {}
+        self.world: set[str] = set()
+        self.lanes: dict[str, deque[str]] = {"main": deque(), "suspect": deque()}
+        self.busy = {"main": 0, "suspect": 0}
+        self.tick_due, self.tick_gen = math.inf, 0
+        self.rec.stalls = _merge([(f.at, f.at + f.duration) for f in faults if f.kind == "driver-stall"])
+        for h, n in topo.hosts:
+            for s in range(n):
+                p = self._new_proc(h, s, 0.0)
+                p.ready = 0.0
+                self.world.add(p.key)
+                self._report_loop(p, rng.uniform(0, REPORT_EVERY))
+        for f in faults:
+            self.clock.at(f.at, functools.partial(self._fault, f))
+        for a, b in self.rec.stalls:
+            self.clock.at(a, functools.partial(self._lease_through_stall, a, b))
+        self.liveness.watch(self.world, 0.0)
+        self._schedule_tick(0.0)
+        self.clock.at(FILL_EVERY, self._fill)
+
+    # -- ground truth ------------------------------------------------------------------------
+    def free_at(self, t: float) -> float:
+        """When the driver process can act on something due at t (after any stall)."""
+        for a, b in self.rec.stalls:
+            if a <= t < b:
+                t = b
+        return t
+
+    def answering_from(self, p: Proc, t: float) -> float:
+        """The first time >= t at which p answers (inf: never)."""
+        host = self.rec.hosts[p.host]
+        spans = sorted(p.freezes + host.freezes)
+        moved = True
+        while moved:
+            if p.gone is not None and t >= p.gone:
+                return math.inf
+            moved = False
+            for a, b in spans:
+                if a <= t < b:
+                    t, moved = b, True
+        return t
+
+    def latency(self, p: Proc, t: float) -> float:
+        slow = [lat for a, b, lat in self.rec.hosts[p.host].slow if a <= t < b]
+        return max(slow) if slow else self.rng.uniform(*RTT)
+
+    # -- the driver's actions -------------------------------------------------------------------
+    def driver(self, t: float, action) -> None:
+        self.clock.at(self.free_at(t), action)
+
+    def _schedule_tick(self, intended: float) -> None:
+        if intended >= self.tick_due:
+            return
+        self.tick_gen += 1
+        self.tick_due = intended
+        gen = self.tick_gen
+        self.clock.at(self.free_at(intended), lambda: self._tick(gen, intended))
+
+    def _tick(self, gen: int, intended: float) -> None:
+        if gen != self.tick_gen:
+            return
+        now = self.clock.now
+        self.tick_due = math.inf
+        decisions, due = self.liveness.tick(now, late=now - intended)
+        for d in decisions:
+            if isinstance(d, Ping):
+                for key in d.keys:
+                    lane = "suspect" if self.liveness.suspected(key) else "main"
+                    self.lanes[lane].append(str(key))
+                self._pump("main")
+                self._pump("suspect")
+            elif isinstance(d, Lose):
+                self._lose(d.keys, now)
+            elif isinstance(d, Rebaseline):
+                self.rec.rebaselines.append((now, d.reason))
+        self._schedule_tick(due)
+
+    def _pump(self, lane: str) -> None:
+        cap = self.rules.main_threads if lane == "main" else self.rules.suspect_threads
+        queue = self.lanes[lane]
+        while queue and (cap is None or self.busy[lane] < cap):
+            key = queue.popleft()
+            if key not in self.liveness.watched:
+                self.liveness.dropped(key)
+                continue
+            self.busy[lane] += 1
+            self.rec.work += 1
+            self._send(lane, self.procs[key], self.clock.now)
+
+    def _send(self, lane: str, p: Proc, sent: float) -> None:
+        timeout = self.settings.ping_timeout
+        lat = self.latency(p, sent)
+        back = self.answering_from(p, sent + lat / 2) + lat / 2
+        if back <= sent + timeout:
+            def done():
+                self.busy[lane] -= 1
+                self.liveness.answered(p.key, sent)
+                self._pump(lane)
+        else:
+            back = sent + timeout
+
+            def done():
+                self.busy[lane] -= 1
+                self.liveness.failed(p.key, sent)
+                self._pump(lane)
+                self._schedule_tick(self.clock.now)
+        self.driver(back, done)
+
+    def _lose(self, keys, now: float) -> None:
+        for key in keys:
+            p = self.procs[key]
+            self._gone(p, now, "liveness")
+            self.rec.losses.append((now, key, "liveness"))
+        for host in sorted({self.procs[k].host for k in keys}):
+            self.cooldowns.keep_out(host, "a worker there went silent", now)
+        self.liveness.watch(self.world, now)
+
+    def _gone(self, p: Proc, t: float, cause: str) -> None:
+        if p.gone is None:
+            p.gone, p.cause = t, cause
+        self.world.discard(p.key)
+
+    def _fill(self) -> None:
+        """The discovery loop: hosts whose cooldown is over serve again; an empty slot of a host
+        that serves gets a joiner."""
+        now = self.clock.now
+        # a worker the driver gives up ends at once here (its ssh session is ended): no host
+        # waits for a lost worker's exit
+        self.cooldowns.due(now, listed=self.rec.hosts, running=())
+        for host in self.rec.hosts.values():
+            if self.cooldowns.is_out(host.name) or host.name in self.rec.refused_for_ever:
+                continue
+            taken = {p.slot for p in self.procs.values() if p.host == host.name and p.gone is None}
+            for s in range(host.slots):
+                if s not in taken:
+                    self._start_joiner(host, s, now)
+        if now + FILL_EVERY <= self.rec.end:
+            self.driver(now + FILL_EVERY, self._fill)
+
+    def _start_joiner(self, host: Host, slot: int, now: float) -> None:
+        p = self._new_proc(host.name, slot, now)
+        if _covers(host.bad_start, now):
+            self.clock.at(now + self.rng.uniform(0.5, 3.0), lambda: self._joiner_failed(p, "failed at start"))
+            return
+        ready = now + self.rng.uniform(*START)
+        if _covers(host.hang_start, now):
+            ready = math.inf
+        ready = self.answering_from(p, ready)
+        deadline = now + JOIN_DEADLINE
+        if ready <= deadline:
+            self.driver(ready, lambda: self._joined(p))
+        else:
+            self.driver(deadline, lambda: self._joiner_failed(p, "missed its join deadline"))
+
+    def _joined(self, p: Proc) -> None:
+        if p.gone is not None:
+            return
+        p.ready = self.clock.now
+        self.world.add(p.key)
+        self.liveness.watch(self.world, self.clock.now)
+        self._report_loop(p, self.clock.now + REPORT_EVERY)
+
+    def _joiner_failed(self, p: Proc, why: str) -> None:
+        if p.gone is not None:
+            return
+        now = self.clock.now
+        self._gone(p, now, f"joiner {why}")
+        if self.rules.refuse_forever:
+            self.rec.refused_for_ever.add(p.host)
+        else:
+            self.cooldowns.keep_out(p.host, f"a joiner there {why}", now)
+        for sibling in self.procs.values():  # its siblings still starting go with the host
+            if sibling.host == p.host and sibling.gone is None and sibling.ready is None:
+                self._gone(sibling, now, "released with its host")
+
+    def _new_proc(self, host: str, slot: int, now: float) -> Proc:
+        n = self.incarnation.get((host, slot), 0) + 1
+        self.incarnation[(host, slot)] = n
+        p = Proc(f"{host}/{slot}#{n}", host, slot, started=now)
+        self.procs[p.key] = p
+        self.rec.procs.append(p)
+        return p
+
+    def _report_loop(self, p: Proc, at: float) -> None:
+        if not self.reports:
+            return
+
+        def report():
+            if p.gone is not None or self.clock.now > self.rec.end:
+                return
+            if self.answering_from(p, self.clock.now) == self.clock.now:
+                self.rec.work += 1
+                self.driver(self.clock.now, lambda: self.liveness.heard(p.key, self.clock.now))
+            self.clock.at(self.clock.now + REPORT_EVERY, report)
+        self.clock.at(at, report)
+
+    # -- faults -------------------------------------------------------------------------------
+    def _fault(self, f: Fault) -> None:
+        now, end = f.at, f.at + f.duration
+        if f.kind in ("freeze-worker", "short-freeze", "freeze-majority", "lost-answers", "kill"):
+            for target in f.targets:
+                name, slot = target.split("/")
+                p = self._current(name, int(slot))
+                if p is None:
+                    continue
+                if f.kind == "kill":
+                    p.gone, p.cause = now, "killed"
+                    self.driver(now + EXIT_SEEN, lambda p=p: self._exited(p))
+                else:
+                    p.freezes.append((now, end))
+        elif f.kind in ("freeze-host", "freeze-two-hosts", "slow-answers", "bad-start", "hang-start"):
+            host = self.rec.hosts[f.targets[0]]
+            if f.kind in ("freeze-host", "freeze-two-hosts"):
+                host.freezes.append((now, end))
+            elif f.kind == "slow-answers":
+                host.slow.append((now, end, self.rng.uniform(0.3, 0.8) * self.settings.ping_timeout))
+            elif f.kind == "bad-start":
+                host.bad_start.append((now, end))
+            else:
+                host.hang_start.append((now, end))
+
+    def _current(self, host: str, slot: int) -> Proc | None:
+        n = self.incarnation.get((host, slot))
+        p = self.procs.get(f"{host}/{slot}#{n}")
+        return p if p is not None and p.gone is None else None
+
+    def _exited(self, p: Proc) -> None:
+        self.world.discard(p.key)
+        self.liveness.watch(self.world, self.clock.now)
+
+    def _lease_through_stall(self, a: float, b: float) -> None:
+        """Each running wrapper renews its lease every second; through the stall [a, b) its
+        renewals wait: on its kept connection (keep-alive) or in the accept queue, or are
+        dropped when the backlog is full and retried as TCP does. A wrapper whose lease runs
+        out ends its worker."""
+        attempts = []
+        for p in self.procs.values():
+            if p.gone is None and p.ready is not None and not _covers(self.rec.hosts[p.host].freezes, a):
+                last = a - self.rng.uniform(0.0, 1.0)
+                attempts.append((last + 1.0, last, p))
+        attempts.sort(key=lambda x: x[0])
+        queued = 0
+        for first, last, p in attempts:
+            if first >= b:
+                continue
+            if not self.rules.keep_alive:
+                self.rec.work += 1
+            if self.rules.keep_alive or queued < self.rules.backlog:
+                queued += 0 if self.rules.keep_alive else 1
+                renewed = b
+            else:
+                retries = [first + r for r in SYN_RETRIES if first + r >= b]
+                renewed = retries[0] if retries else b + 1.0
+            if renewed - last > LEASE:
+                def killed(p=p, at=last + LEASE):
+                    if p.gone is None:
+                        self._gone(p, at, "lease")
+                        self.rec.losses.append((at, p.key, "lease"))
+                        self.driver(at + EXIT_SEEN, lambda: self._exited(p))
+                self.clock.at(last + LEASE, killed)
+
+    def run(self) -> Record:
+        self.clock.run_until(self.rec.end)
+        return self.rec
+
+
+def _merge(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+__all__ = ["World", "Record", "Proc", "Host", "FOREVER"]

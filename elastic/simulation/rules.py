@@ -1,0 +1,59 @@
+"""The driver as the simulation runs it: today's rules and I/O, and the old ones.
+
+``TODAY`` is what the driver does now. Each entry of ``OLD`` changes one thing back to how it
+was, so that a test can show the simulation finds what that rule broke (``tests/simulation``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from elastic.driver.liveness import Liveness
+
+
+class MajorityDoubt(Liveness):
+    """The old self-suspicion: more than half of the world silent at once, the driver suspects
+    itself, every time (a silent majority was never lost)."""
+
+    def doubts_itself(self, expired, now):
+        world = len(self._watched)
+        silent = sum(1 for w in self._watched.values() if self.silent(w))
+        if silent * 2 > world:
+            return f"{silent} of {world} workers silent at once: the driver suspects itself"
+        return None
+
+
+@dataclass(frozen=True)
+class Rules:
+    name: str
+    liveness: type[Liveness] = Liveness
+    pings_to_lose: int = 2  # sent pings that must fail in a row before a loss
+    # ping senders for the workers that answered their last ping, and for those that did not;
+    # None: one per ping under way (a frozen worker holds its sender for the ping deadline)
+    main_threads: int | None = None
+    suspect_threads: int | None = None
+    backlog: int = 1024  # the rendezvous server's listen backlog
+    keep_alive: bool = True  # the lease renews on one kept connection
+    refuse_forever: bool = False  # a failed joiner's host never serves again while listed
+
+
+TODAY = Rules("today")
+
+OLD = {
+    # item: the old rule that broke it
+    "silent-majority": replace(TODAY, name="old: a silent majority makes the driver doubt itself",
+                               liveness=MajorityDoubt),
+    "accept-backlog": replace(TODAY, name="old: backlog 5, a new connection per lease renewal",
+                              backlog=5, keep_alive=False),
+    "refused-for-ever": replace(TODAY, name="old: a failed joiner's host is refused for ever",
+                                refuse_forever=True),
+    "suspect-lane": replace(TODAY, name="old: one failed ping and an unsent one lose a worker; 4 suspect senders",
+                            pings_to_lose=1, main_threads=4, suspect_threads=4),
+}
+
+
+def by_name(name: str) -> Rules:
+    if name == "today":
+        return TODAY
+    if name in OLD:
+        return OLD[name]
+    raise ValueError(f"--rules wants today or one of {', '.join(OLD)}, got {name!r}")

@@ -1,0 +1,86 @@
+"""The seeded simulation of the driver's failure handling: today's rules keep every invariant
+over a thousand schedules, each old rule is caught, and a failing seed replays exactly."""
+from __future__ import annotations
+
+import pytest
+
+from elastic.simulation import cli
+from elastic.simulation.invariants import INVARIANTS
+from elastic.simulation.rules import OLD, TODAY
+from elastic.simulation.run import simulate, sweep, workers_for
+
+# schedules that broke an earlier version of today's rules (4 senders for the pings of
+# workers not suspected yet: a frozen majority queued the first pings 10 s long)
+REGRESSIONS = [(58, 59), (73, 50), (107, 45)]
+
+
+def test_today_keeps_every_invariant_over_a_thousand_schedules():
+    s = sweep(range(1000), workers_for((3, 64)))
+    assert s.runs == 1000 and s.largest == 64
+    assert not s.failed, s.failed[0].report()
+    assert all(n > 50 for n in s.kinds.values()), s.kinds  # every fault kind was drawn
+
+
+def test_today_keeps_every_invariant_at_512_workers():
+    s = sweep(range(6), workers_for((512, 512)))
+    assert not s.failed, s.failed[0].report()
+
+
+@pytest.mark.parametrize("seed, workers", REGRESSIONS)
+def test_schedules_that_broke_an_earlier_rule_pass(seed, workers):
+    o = simulate(seed, workers)
+    assert o.ok, o.report()
+
+
+# old rule -> the invariant it breaks
+CAUGHT = {"silent-majority": "silent-lost", "accept-backlog": "healthy-kept",
+          "refused-for-ever": "hosts-serve-again", "suspect-lane": "silent-lost"}
+
+
+@pytest.mark.parametrize("name", sorted(OLD))
+def test_the_simulation_catches_each_old_rule(name):
+    s = sweep(range(1000), workers_for((3, 64)), OLD[name], stop_at_first=True)
+    assert s.failed, f"{name}: no schedule broke an invariant"
+    assert CAUGHT[name] in s.by_invariant, s.failed[0].report()
+
+
+def test_a_failing_seed_replays_exactly_and_says_how(capsys):
+    s = sweep(range(1000), workers_for((3, 64)), OLD["silent-majority"], stop_at_first=True)
+    o = s.failed[0]
+    again = simulate(o.seed, o.workers, OLD["silent-majority"])
+    assert again.report() == o.report()
+    report = o.report()
+    assert "faults:" in report and "violations:" in report
+    replay = f"scripts/simulate --seed {o.seed} --workers {o.workers} --rules silent-majority"
+    assert report.endswith("replay: " + replay)
+    assert cli.main(replay.split()[1:]) == 1
+    assert capsys.readouterr().out.strip() == report
+
+
+def test_a_seed_draws_another_schedule_than_the_next():
+    assert simulate(1, 8).faults != simulate(2, 8).faults
+    assert simulate(1, 8).report() == simulate(1, 8).report()
+    assert simulate(1, 8, TODAY).ok
+
+
+def test_the_command_prints_a_table_of_invariants(capsys):
+    assert cli.main(["--seeds", "20", "--workers", "3-8"]) == 0
+    out = capsys.readouterr().out
+    for name in INVARIANTS:
+        assert name in out
+    assert "schedules" in out and "per second" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--workers", "0"], "--workers wants counts within 1-4096"),
+    (["--workers", "a-b"], "--workers wants a count or LO-HI"),
+    (["--rules", "nope"], "--rules wants today or one of"),
+    (["--kinds", "freeze-host,nope"], "--kinds wants all or a comma list"),
+    (["--seeds", "0"], "--seeds must be at least 1"),
+])
+def test_bad_flags_are_one_line_errors(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: " + message) and err.count("\n") == 1
