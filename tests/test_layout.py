@@ -20,7 +20,7 @@ ELASTIC_ROOMS = {
     "common": {"errors"},
     "ssh": {"common", "errors"},
     "sync": {"ssh", "common", "errors"},
-    "launch": {"sync", "ssh", "common", "errors"},
+    "launch": {"sync", "ssh", "common", "errors", "driver"},
     "driver": set(),  # pure decision cores, loaded into horovodrun's process
     "simulation": {"driver", "common"},
 }

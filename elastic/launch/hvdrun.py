@@ -34,6 +34,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
+from elastic.driver.elastic_driver import install as install_driver
 from elastic.launch.push import DaemonDiscovery
 from elastic.launch.reap import RUN_ID_ENV, reap_hosts
 from shared.exitcodes import EXIT_OK, exit_for_signal
@@ -136,6 +137,7 @@ def _on_launcher_gone(_signum, _frame) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     signal.signal(LAUNCHER_GONE_SIGNAL, _on_launcher_gone)
+    install_driver()
     url = os.environ.get(DISCOVERY_URL_ENV)
     if url:
         install(url)

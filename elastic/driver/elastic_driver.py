@@ -1,0 +1,171 @@
+"""Horovod's (patched) ``ElasticDriver`` with the project's failure detector: the liveness
+thread observes and executes, ``elastic.driver.liveness`` decides.
+
+Runs inside horovodrun's process. ``install()`` makes horovodrun's elastic launcher build this
+class instead of Horovod's (``elastic.launch.hvdrun`` calls it: every elastic-run job's
+driver); plain ``horovodrun`` keeps the fork's own detector.
+
+What changes against the fork's detector (the rules are the core's, see its docstring):
+
+- A silent majority is lost while the others answer; only a total silence is forgiven, once.
+- A worker is lost only after ``pings_to_lose`` sent pings failed: a ping that waits in a
+  queue proves nothing.
+- Pings have a sender each while under way (at most ``PING_SENDERS``): a frozen worker holds
+  its sender for the ping deadline and nobody queues behind it.
+
+Everything else (leaves, joins, aborts, quarantine, the barrier deadline) is the fork's.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from horovod.runner.elastic import driver as horovod_driver
+
+from elastic.driver.liveness import Liveness, Lose, Ping, Rebaseline, Settings
+
+PING_SENDERS = 512  # per lane; threads are made only while that many pings are under way
+MIN_WAIT = 0.01  # the liveness thread never sleeps less than this
+
+log = logging.getLogger(__name__)
+
+
+class ElasticDriver(horovod_driver.ElasticDriver):
+    """The fork's driver, its liveness decisions made by ``Liveness``. Thread-safe: the core
+    is only touched under ``_core_lock``."""
+
+    _pings: ThreadPoolExecutor
+    _suspect_pings: ThreadPoolExecutor
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._core_lock = threading.Lock()
+        self._core: Liveness | None = None
+        self._core_ready = threading.Event()
+        self._heard_fed: dict[tuple[str, int], float] = {}
+        super().__init__(*args, **kwargs)
+        # one sender per ping under way: replace the fork's 4 + 4
+        old = (self._pings, self._suspect_pings)
+        self._pings = ThreadPoolExecutor(max_workers=PING_SENDERS, thread_name_prefix='liveness-ping')
+        self._suspect_pings = ThreadPoolExecutor(max_workers=PING_SENDERS,
+                                                 thread_name_prefix='liveness-ping-suspect')
+        for pool in old:
+            pool.shutdown(wait=False, cancel_futures=True)
+        self._core_ready.set()
+
+    # -- the liveness thread: observe, decide (the core), execute --------------------------------
+    def _watch_liveness(self) -> None:
+        if self._liveness_timeout <= 0:
+            return
+        self._core_ready.wait()
+        core = Liveness(Settings(timeout=self._liveness_timeout, ping_timeout=self._ping_timeout,
+                                 interval=horovod_driver.LIVENESS_INTERVAL_SECS, lag_limit=self._lag_limit))
+        with self._core_lock:
+            self._core = core
+        wait = horovod_driver.LIVENESS_INTERVAL_SECS
+        while True:
+            slept = time.monotonic()
+            self._liveness_wakeup.wait(wait)
+            self._liveness_wakeup.clear()
+            if self._shutdown.is_set():
+                return
+            now = time.monotonic()
+            late = max(0.0, now - slept - wait)
+            with self._workers_lock:
+                watched = {key: worker for key, worker in self._workers.items()
+                           if worker.client is not None and worker.lost is None and not worker.done
+                           and not worker.expired}
+            watched = {key: worker for key, worker in watched.items() if self.has_rank_assignment(*key)}
+            with self._core_lock:
+                core.watch(watched, now)
+                for key, worker in watched.items():
+                    heard = worker.heard
+                    if heard is not None and heard > self._heard_fed.get(key, float('-inf')):
+                        self._heard_fed[key] = heard
+                        core.heard(key, heard)
+                decisions, due = core.tick(now, late=late)
+            for decision in decisions:
+                if isinstance(decision, Ping):
+                    for key in decision.keys:
+                        if not self._send_ping(watched[key]):
+                            return
+                elif isinstance(decision, Lose):
+                    self._lose_silent(decision, watched, now)
+                elif isinstance(decision, Rebaseline):
+                    self._rebaseline(now, decision.reason, silent=decision.silent, world=decision.world)
+            wait = max(MIN_WAIT, due - time.monotonic())
+
+    def _lose_silent(self, decision: Lose, watched: dict, now: float) -> None:
+        keys: list[Any] = list(decision.keys)
+        with self._workers_lock:
+            for key in keys:
+                watched[key].expired = True
+        for host in sorted({key[0] for key in keys}):
+            self._quarantine(host, decision.reason)
+        threading.Thread(target=self.lose_workers, args=(keys, decision.reason), daemon=True,
+                         name='lose-{}-{}'.format(*keys[0])).start()
+
+    def _key(self, worker: Any) -> tuple[str, int]:
+        return worker.slot_info.hostname, worker.slot_info.local_rank
+
+    def _send_ping(self, worker: Any) -> bool:
+        """Queue a ping to worker: on the suspects' lane when the core suspects it. False when
+        the driver is stopping."""
+        key = self._key(worker)
+        with self._core_lock:
+            suspected = self._core is not None and self._core.suspected(key)
+        pool = self._suspect_pings if suspected else self._pings
+        try:
+            worker.ping = pool.submit(self._ping, worker, self._ping_timeout)
+        except RuntimeError:  # the driver is stopping
+            with self._core_lock:
+                if self._core is not None:
+                    self._core.dropped(key)
+            return False
+        return True
+
+    def _ping(self, worker: Any, timeout: float) -> None:
+        key = self._key(worker)
+        sent = time.monotonic()
+        if worker.unanswered_since is None:
+            worker.unanswered_since = sent
+        try:
+            commits = worker.client.ping(timeout)
+        except Exception:
+            with self._core_lock:
+                if self._core is not None:
+                    self._core.failed(key, sent)
+            self._liveness_wakeup.set()  # the core may now decide a loss
+            return
+        worker.last_seen = max(worker.last_seen or 0.0, sent)
+        worker.unanswered_since = None
+        with self._core_lock:
+            if self._core is not None:
+                self._core.answered(key, sent)
+        if commits is not None and commits != worker.commits:
+            worker.commits = commits
+            if commits:
+                self.record_progress(key[0], key[1], commits, heard=False)
+
+    def _ping_now(self, hosts: Any) -> None:
+        """Ping every watched worker on hosts (a host left discovery): the leave path measures
+        their silence. The core hears of these pings' failures like any other's."""
+        if self._liveness_timeout <= 0:
+            return
+        with self._workers_lock:
+            watched = [worker for key, worker in self._workers.items()
+                       if key[0] in hosts and worker.client is not None and worker.lost is None
+                       and not worker.done]
+        for worker in watched:
+            if worker.ping is None or worker.ping.done():
+                if not self._send_ping(worker):
+                    return
+
+
+def install() -> None:
+    """Make horovodrun's elastic launcher (``horovod.runner.gloo_run``) build this driver."""
+    from horovod.runner import gloo_run
+    gloo_run.ElasticDriver = ElasticDriver
+    log.debug('elastic driver: the project failure detector is installed')

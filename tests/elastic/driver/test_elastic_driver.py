@@ -1,0 +1,55 @@
+"""The project's driver (elastic.driver.elastic_driver) with real Horovod: horovodrun through
+the project's entry (``python -m elastic.launch.hvdrun``, what elastic-run starts), local host
+names as distinct hosts, tests/runtime/detector_job.py as the job. A GPU hang is a SIGSTOP of
+the training processes only."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tests.runtime.liveness import alive_check, kill_quietly, pid_gone
+from tests.runtime.test_horovod_patches import Job, discovery_script, read_log, run_env
+from tests.runtime.test_patch_detector import JOB, finish, frozen_pids
+from tests.waiting import wait_for
+
+pytestmark = [pytest.mark.horovod]
+
+HVDRUN = [sys.executable, "-m", "elastic.launch.hvdrun"]
+
+
+@pytest.mark.timeout(600)
+def test_a_silent_majority_is_lost_and_the_rest_trains_within_15_s(tmp_path):
+    """A 1-slot pod (localhost) and a 2-slot pod (127.0.0.1), world of 3, --min-np 1: the
+    2-slot pod's training processes hang (SIGSTOP; the pod stays listed). Those two are lost
+    (the fork's detector suspected itself instead, for ever: 2 of 3 silent) and the one left
+    trains at world size 1 within 15 s of the hang."""
+    script, _, _ = discovery_script(tmp_path, "localhost:1\n127.0.0.1:2\n")
+    log, events = tmp_path / "det.jsonl", tmp_path / "events.jsonl"
+    env = run_env(DET_LOG=str(log), DET_FREEZE_HOST="127.0.0.1", DET_FREEZE_AT_STEP="30",
+                  HOROVOD_GLOO_TIMEOUT_SECONDS="300", HOROVOD_ELASTIC_EVENTS_FILE=str(events),
+                  HOROVOD_ELASTIC_QUARANTINE_SECONDS="3600")
+    argv = [*HVDRUN, "-np", "3", "--min-np", "1", "--max-np", "3", "--host-discovery-script", str(script),
+            "--network-interface", "lo", "--elastic-timeout", "120", sys.executable, JOB]
+    job = Job(tmp_path, argv, env)
+    pids: list[int] = []
+    try:
+        wait_for(lambda: len(frozen_pids(log)) == 2, 420, "the two ranks on 127.0.0.1 to hang",
+                 alive=alive_check(job), detail=job.output)
+        hung = max(p.stat().st_mtime for p in log.parent.glob(f"{log.name}.frozen.*"))
+        pids = frozen_pids(log)
+        wait_for(lambda: any(r["size"] == 1 and r["host"] == "localhost" and r["time"] > hung
+                             for r in read_log(log)), 120, "the rank on localhost to train alone",
+                 alive=alive_check(job), detail=job.output)
+        alone = min(r["time"] for r in read_log(log) if r["size"] == 1 and r["time"] > hung)
+        wait_for(lambda: all(pid_gone(pid) for pid in pids), 60, "the driver to end the hung processes")
+        pids = []
+        finish(job, log)
+    finally:
+        for pid in pids:
+            kill_quietly(pid)
+        job.close()
+    lost = sorted((r["detail"]["host"], r["detail"]["slot"]) for r in read_log(events) if r["kind"] == "worker_lost")
+    assert lost == [("127.0.0.1", 0), ("127.0.0.1", 1)], lost
+    assert alone - hung < 15.0, f"the rank left trained alone {alone - hung:.1f} s after the hang"
+    assert not [r for r in read_log(events) if r["kind"] == "liveness_rebaseline"]
