@@ -12,6 +12,8 @@ What changes against the fork's detector (the rules are the core's, see its docs
   queue proves nothing.
 - Pings have a sender each while under way (at most ``PING_SENDERS``): a frozen worker holds
   its sender for the ping deadline and nobody queues behind it.
+- The rendezvous server's listen backlog is ``ACCEPT_BACKLOG``, not 5 (the lease wrappers'
+  connections through a driver stall).
 
 Everything else (leaves, joins, aborts, quarantine, the barrier deadline) is the fork's.
 """
@@ -27,6 +29,11 @@ from horovod.runner.elastic import driver as horovod_driver
 
 from elastic.driver.liveness import Liveness, Lose, Ping, Rebaseline, Settings
 
+# The rendezvous server's listen backlog (the standard library's is 5). Every worker's lease
+# wrapper connects once a second; through a driver stall the connections wait in this queue,
+# and one dropped when it is full is retried by TCP only 1, 3 and 7 s later: with 5, a 6 s
+# stall ran out the 8 s leases of healthy workers once a job had more than about 6.
+ACCEPT_BACKLOG = 1024
 PING_SENDERS = 512  # per lane; threads are made only while that many pings are under way
 MIN_WAIT = 0.01  # the liveness thread never sleeps less than this
 
@@ -165,7 +172,10 @@ class ElasticDriver(horovod_driver.ElasticDriver):
 
 
 def install() -> None:
-    """Make horovodrun's elastic launcher (``horovod.runner.gloo_run``) build this driver."""
+    """Make horovodrun's elastic launcher (``horovod.runner.gloo_run``) build this driver, and
+    give the rendezvous server a listen backlog of ``ACCEPT_BACKLOG``."""
     from horovod.runner import gloo_run
+    from horovod.runner.http import http_server
     gloo_run.ElasticDriver = ElasticDriver
+    http_server.RendezvousHTTPServer.request_queue_size = ACCEPT_BACKLOG
     log.debug('elastic driver: the project failure detector is installed')

@@ -13,8 +13,8 @@ from elastic.simulation.model import FILL_EVERY, JOIN_DEADLINE, LEASE, START, Pr
 INVARIANTS = {
     "healthy-kept": "a worker that answers is never lost: a pause or lost answers of up to "
                     f"{SHORT:g} s, slow answers, or a driver stall of up to 6 s cost nobody",
-    "silent-lost": "a worker silent for good is lost within its bound (twice that when the whole "
-                   "world is silent: the driver forgives one total silence)",
+    "silent-lost": "a worker silent for good is lost within its bound, counted again after a "
+                   "driver stall or a total silence the driver forgave",
     "hosts-serve-again": "a pod healthy again serves again within its cooldown bound",
     "joiners-settle": "every joiner is in the world or given up within its join deadline",
     "driver-work": "the driver handles at most 3 pings, reports and connections per worker per second",
@@ -83,15 +83,28 @@ def healthy_kept(rec: Record) -> list[Violation]:
     return out
 
 
-def _bound(rec: Record, a: float, whole_world: bool) -> float:
+def _deadline(rec: Record, a: float) -> float:
+    """By when a worker silent for good since a must be lost: a base bound (the timeout, a
+    round, two ping deadlines, the lag limit and a second), counted again from the end of each
+    driver stall it meets (the driver re-baselines: what it missed proves nothing), and again
+    from its end when the whole world was silent within it (a total silence is forgiven once,
+    and again after anyone answered)."""
     s = rec.settings
     base = s.timeout + s.interval + 2 * s.ping_timeout + s.lag_limit + 1.0
-    if whole_world:
-        base *= 2
-    bound = base
-    for _ in range(3):  # a stall within the bound moves it
-        bound = base + _stalled_within(rec, a, a + bound)
-    return bound
+    t0, answered_since = a, True
+    for _ in range(20):
+        d = t0 + base
+        stalls = [y for x, y in rec.stalls if x < d and y > t0]
+        if stalls:
+            t0 = max(stalls)
+            continue
+        samples = [t0 + i * 0.5 for i in range(int(base / 0.5) + 1)]
+        if answered_since and any(_everyone_silent(rec, t) for t in samples):
+            answered_since = not all(_everyone_silent(rec, t) for t in samples)
+            t0 = d
+            continue
+        return d
+    return t0 + base
 
 
 def _everyone_silent(rec: Record, t: float) -> bool:
@@ -100,7 +113,6 @@ def _everyone_silent(rec: Record, t: float) -> bool:
 
 
 def silent_lost(rec: Record) -> list[Violation]:
-    s = rec.settings
     out = []
     for p in rec.procs:
         if p.ready is None:
@@ -108,12 +120,11 @@ def silent_lost(rec: Record) -> list[Violation]:
         for a, b in stretches(rec, p):
             if a < p.ready:
                 continue
-            whole = any(_everyone_silent(rec, a + d) for d in (0.0, s.timeout / 2, s.timeout))
-            bound = _bound(rec, a, whole)
-            if b - a >= bound and a + bound <= rec.end and (p.gone is None or p.gone > a + bound):
+            deadline = _deadline(rec, a)
+            if b >= deadline and deadline <= rec.end and (p.gone is None or p.gone > deadline):
                 gone = "still in the world" if p.gone is None else f"lost {p.gone - a:.1f} s later"
                 out.append(Violation("silent-lost", a, f"{p.key} silent from t={a:.2f}: {gone} "
-                                                       f"(bound {bound:.1f} s)"))
+                                                       f"(bound {deadline - a:.1f} s)"))
                 break
     return out
 
