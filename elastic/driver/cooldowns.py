@@ -83,5 +83,13 @@ class Cooldowns:
                 out.append(Release(host, after=now - o.since))
         return out
 
+    def hosts(self) -> list[str]:
+        """The hosts kept out now (their cooldowns may be over: ``due`` releases them)."""
+        return sorted(self._out)
+
+    def forget(self, host: str) -> None:
+        """host is out no more (it left discovery); its count stays for the next time."""
+        self._out.pop(host, None)
+
     def next_due(self) -> float | None:
         return min((o.until for o in self._out.values()), default=None)

@@ -14,19 +14,28 @@ What changes against the fork's detector (the rules are the core's, see its docs
   its sender for the ping deadline and nobody queues behind it.
 - The rendezvous server's listen backlog is ``ACCEPT_BACKLOG``, not 5 (the lease wrappers'
   connections through a driver stall).
+- A host refused after a failed joiner (it failed at start or missed its join deadline) is
+  refused for a cooldown (``Refusals``, ``elastic.driver.cooldowns``), not until it leaves
+  discovery: a pod that restarts under its name, or a multi-slot pod with one bad start, gets
+  joiners again; each refusal in a row doubles the cooldown.
 
 Everything else (leaves, joins, aborts, quarantine, the barrier deadline) is the fork's.
+
+The fork's refusals are a dict (host -> why) read under its ``_wait_hosts_cond``: ``Refusals``
+keeps that interface and reads the clock, so the pure rule stays in ``Cooldowns``.
 """
 from __future__ import annotations
 
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from horovod.runner.elastic import driver as horovod_driver
 
+from elastic.driver.cooldowns import Cooldowns
 from elastic.driver.liveness import Liveness, Lose, Ping, Rebaseline, Settings
 
 # The rendezvous server's listen backlog (the standard library's is 5). Every worker's lease
@@ -38,6 +47,48 @@ PING_SENDERS = 512  # per lane; threads are made only while that many pings are 
 MIN_WAIT = 0.01  # the liveness thread never sleeps less than this
 
 log = logging.getLogger(__name__)
+
+
+class Refusals:
+    """The hosts no new joiner starts on, each for its cooldown: the fork's ``_refused`` dict
+    (``refused[host] = why``, ``host in refused``, iteration, ``del``), with an end. The clock
+    is read here; the rule is ``Cooldowns``'. ``released(host, after)`` is told of each end."""
+
+    def __init__(self, cooldowns: Cooldowns, released: Callable[[str, float], None],
+                 clock: Callable[[], float] = time.monotonic):
+        self._cooldowns = cooldowns
+        self._released = released
+        self._clock = clock
+
+    def _expire(self) -> None:
+        out = self._cooldowns.hosts()
+        for release in self._cooldowns.due(self._clock(), listed=out, running=()):
+            self._released(release.host, release.after)
+
+    def __setitem__(self, host: str, why: str) -> None:
+        self._cooldowns.keep_out(host, why, self._clock())
+
+    def __getitem__(self, host: str) -> str:
+        self._expire()
+        why = self._cooldowns.why(host)
+        if why is None:
+            raise KeyError(host)
+        return why
+
+    def __contains__(self, host: object) -> bool:
+        self._expire()
+        return isinstance(host, str) and self._cooldowns.is_out(host)
+
+    def __delitem__(self, host: str) -> None:
+        self._cooldowns.forget(host)
+
+    def __iter__(self) -> Iterator[str]:
+        self._expire()
+        return iter(self._cooldowns.hosts())
+
+    def __len__(self) -> int:
+        self._expire()
+        return len(self._cooldowns.hosts())
 
 
 class ElasticDriver(horovod_driver.ElasticDriver):
@@ -60,7 +111,14 @@ class ElasticDriver(horovod_driver.ElasticDriver):
                                                  thread_name_prefix='liveness-ping-suspect')
         for pool in old:
             pool.shutdown(wait=False, cancel_futures=True)
+        base = self._quarantine_secs if self._quarantine_secs > 0 else horovod_driver.QUARANTINE_SECS
+        self._refused = Refusals(Cooldowns(base=base, longest=horovod_driver.QUARANTINE_MAX_SECS),
+                                 self._refusal_ended)
         self._core_ready.set()
+
+    def _refusal_ended(self, host: str, after: float) -> None:
+        logging.info('host %s: its refusal is over (%.1f s): it gets joiners again', host, after)
+        self._events.emit('refusal_ended', host=host, after=round(after, 3))
 
     # -- the liveness thread: observe, decide (the core), execute --------------------------------
     def _watch_liveness(self) -> None:

@@ -250,9 +250,7 @@ class World:
             self.rec.refused_for_ever.add(p.host)
         else:
             self.cooldowns.keep_out(p.host, f"a joiner there {why}", now)
-        for sibling in self.procs.values():  # its siblings still starting go with the host
-            if sibling.host == p.host and sibling.gone is None and sibling.ready is None:
-                self._gone(sibling, now, "released with its host")
+        # its siblings still starting keep their own start and deadline: the ready ones join
 
     def _new_proc(self, host: str, slot: int, now: float) -> Proc:
         n = self.incarnation.get((host, slot), 0) + 1

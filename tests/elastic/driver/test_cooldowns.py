@@ -44,3 +44,22 @@ def test_a_second_reason_keeps_the_longer_cooldown_and_the_first_start():
     c.keep_out("p", "a joiner there failed", 1.0)
     assert c.until("p") == 11.0 and c.why("p") == "a joiner there failed"
     assert c.due(11.0, ["p"], []) == [Release("p", after=11.0)]
+
+
+def test_refusals_keep_the_forks_dict_interface_and_end():
+    from elastic.driver.elastic_driver import Refusals
+    now = [0.0]
+    ended: list[tuple[str, float]] = []
+    refused = Refusals(Cooldowns(base=3.0), lambda host, after: ended.append((host, after)), clock=lambda: now[0])
+    assert not refused and "p" not in refused
+    refused["p"] = "its joiner failed at start"
+    assert "p" in refused and refused["p"] == "its joiner failed at start" and list(refused) == ["p"]
+    now[0] = 2.9
+    assert "p" in refused
+    now[0] = 3.0
+    assert "p" not in refused and not refused and ended == [("p", 3.0)]
+    refused["p"] = "again"  # the second in a row: twice as long
+    now[0] = 8.9
+    assert "p" in refused
+    del refused["p"]  # it left discovery
+    assert "p" not in refused and len(refused) == 0

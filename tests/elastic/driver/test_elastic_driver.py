@@ -53,3 +53,44 @@ def test_a_silent_majority_is_lost_and_the_rest_trains_within_15_s(tmp_path):
     assert lost == [("127.0.0.1", 0), ("127.0.0.1", 1)], lost
     assert alone - hung < 15.0, f"the rank left trained alone {alone - hung:.1f} s after the hang"
     assert not [r for r in read_log(events) if r["kind"] == "liveness_rebaseline"]
+
+
+@pytest.mark.timeout(600)
+def test_a_failed_joiners_host_is_retried_after_a_cooldown_and_its_sibling_joins(tmp_path):
+    """A 2-slot pod joins a world of one; its slot 1's joiner fails at start (exit 1 before
+    hvd.init, every time). Its sibling on slot 0 joins (world size 2), and the pod is refused
+    for a cooldown (3 s here, doubling), then slot 1 gets a joiner again: the fork refused the
+    pod until it left discovery, so slot 1 was tried once."""
+    from tests.runtime.test_patch_joins import JOB as JOINS_JOB
+    from tests.runtime.test_patch_joins import finish as finish_joins
+    from tests.runtime.test_patch_joins import kinds, steps
+    script, hosts, _ = discovery_script(tmp_path, "localhost:1\n")
+    log, events, stop = tmp_path / "joins.jsonl", tmp_path / "events.jsonl", tmp_path / "stop"
+    env = run_env(JOINS_LOG=str(log), JOINS_STOP=str(stop), HOROVOD_ELASTIC_EVENTS_FILE=str(events),
+                  JOINS_BEFORE_INIT="127.0.0.1:1=exit:1", HOROVOD_ELASTIC_QUARANTINE_SECONDS="3",
+                  HOROVOD_GLOO_TIMEOUT_SECONDS="120")
+    argv = [*HVDRUN, "-np", "1", "--min-np", "1", "--max-np", "3", "--host-discovery-script", str(script),
+            "--network-interface", "lo", "--elastic-timeout", "120", sys.executable, JOINS_JOB]
+    job = Job(tmp_path, argv, env)
+
+    def starts_on_slot_1() -> list[dict]:
+        return [e for e in kinds(events, "worker_start")
+                if e["detail"]["host"] == "127.0.0.1" and e["detail"]["slot"] == 1]
+    try:
+        wait_for(lambda: len(steps(log, size=1)) >= 20, 240, "the world of one to train",
+                 alive=alive_check(job), detail=job.output)
+        hosts.write_text("localhost:1\n127.0.0.1:2\n")
+        wait_for(lambda: steps(log, size=2, host="127.0.0.1", slot=0), 240, "slot 0 of the new pod to join",
+                 alive=alive_check(job), detail=job.output)
+        wait_for(lambda: len(starts_on_slot_1()) >= 2, 120, "slot 1 to get a joiner again after its cooldown",
+                 alive=alive_check(job), detail=job.output)
+        finish_joins(job, stop)
+    finally:
+        job.close()
+    dropped = [e for e in kinds(events, "joiner_dropped") if e["detail"]["slot"] == 1]
+    ended = [e for e in kinds(events, "refusal_ended") if e["detail"]["host"] == "127.0.0.1"]
+    assert dropped and ended, (dropped, ended)
+    assert ended[0]["detail"]["after"] >= 3.0
+    again = starts_on_slot_1()[1]
+    assert again["time"] >= dropped[0]["time"] + 3.0, (dropped[0], again)
+    assert not kinds(events, "worker_lost")
