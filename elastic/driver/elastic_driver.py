@@ -12,8 +12,8 @@ What changes against the fork's detector (the rules are the core's, see its docs
   queue proves nothing.
 - Pings have a sender each while under way (at most ``PING_SENDERS``): a frozen worker holds
   its sender for the ping deadline and nobody queues behind it.
-- The rendezvous server's listen backlog is ``ACCEPT_BACKLOG``, not 5 (the lease wrappers'
-  connections through a driver stall).
+- The rendezvous server's listen backlog is ``ACCEPT_BACKLOG``, not 5, and it answers the
+  lease wrappers of its own run on kept connections (``lease_answers``).
 - A host refused after a failed joiner (it failed at start or missed its join deadline) is
   refused for a cooldown (``Refusals``, ``elastic.driver.cooldowns``), not until it leaves
   discovery: a pod that restarts under its name, or a multi-slot pod with one bad start, gets
@@ -35,6 +35,7 @@ from typing import Any
 
 from horovod.runner.elastic import driver as horovod_driver
 
+from elastic.driver import lease_answers
 from elastic.driver.cooldowns import Cooldowns
 from elastic.driver.liveness import Liveness, Lose, Ping, Rebaseline, Settings
 
@@ -229,11 +230,15 @@ class ElasticDriver(horovod_driver.ElasticDriver):
                     return
 
 
-def install() -> None:
-    """Make horovodrun's elastic launcher (``horovod.runner.gloo_run``) build this driver, and
-    give the rendezvous server a listen backlog of ``ACCEPT_BACKLOG``."""
+def install(run_id: str | None = None) -> None:
+    """Make horovodrun's elastic launcher (``horovod.runner.gloo_run``) build this driver, give
+    the rendezvous server a listen backlog of ``ACCEPT_BACKLOG`` and make it answer the lease
+    wrappers of run ``run_id`` (``lease_answers``)."""
     from horovod.runner import gloo_run
     from horovod.runner.http import http_server
     gloo_run.ElasticDriver = ElasticDriver
     http_server.RendezvousHTTPServer.request_queue_size = ACCEPT_BACKLOG
+    # a handler thread waiting on a kept lease connection must not hold the process at exit
+    http_server.RendezvousHTTPServer.daemon_threads = True
+    lease_answers.install(run_id)
     log.debug('elastic driver: the project failure detector is installed')

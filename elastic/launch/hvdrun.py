@@ -137,7 +137,7 @@ def _on_launcher_gone(_signum, _frame) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     signal.signal(LAUNCHER_GONE_SIGNAL, _on_launcher_gone)
-    install_driver()
+    install_driver(os.environ.get(RUN_ID_ENV))
     url = os.environ.get(DISCOVERY_URL_ENV)
     if url:
         install(url)

@@ -12,11 +12,12 @@ child's code (128+N when the child died of signal N). Meanwhile it watches, ever
 
 - the lease: while ``HOROVOD_GLOO_RENDEZVOUS_ADDR``/``_PORT`` (Horovod sets them for every
   elastic worker: the driver's HTTP server in horovodrun) are set, a thread asks that server
-  for ``LEASE_PATH`` every ``POLL`` s, one question at a time, each allowed the whole lease to
-  be answered; the lease is renewed *when an answer arrives* (any status: the path is a
-  key-value scope nobody writes, the driver answers 404 without a log line): the driver was
-  running then. A driver that stalls (a GIL hold, a throttled pod) keeps the question in its
-  listen backlog and answers it the moment it runs again, so a stall of S seconds looks like
+  about this run (``shared.lease_wire``: the run id of ``ELASTIC_RUN_ID``) every ``POLL`` s, one
+  question at a time on one kept connection, each allowed the whole lease to be answered; the
+  lease is renewed *when an answer arrives* that is not "another run" (410): the driver was
+  running then (plain horovodrun answers 404 without a log line). A driver that stalls (a GIL
+  hold, a throttled pod) keeps the question in the connection's socket (or its listen backlog,
+  for a new connection) and answers it the moment it runs again, so a stall of S seconds looks like
   at most S + ``POLL`` s of silence (plus the driver's catch-up). No answer for N seconds (a
   launcher killed, a node gone with no FIN: the connections stay half-open, a launcher
   frozen) and the lease is lost. N (``DEFAULT_LEASE``, 8 s) covers the 6 s stalls the driver
@@ -42,6 +43,7 @@ from __future__ import annotations
 import http.client
 import math
 import os
+import re
 import select
 import signal
 import stat
@@ -51,12 +53,13 @@ import time
 from collections.abc import Sequence
 
 from shared.exitcodes import EXIT_CANNOT_RUN, EXIT_USAGE, exit_for_returncode
+from shared.lease_wire import OTHER_RUN, RUN_ID_ENV, lease_path
 from shared.worker import Worker
 
 DEFAULT_LEASE = 8.0  # the driver's own 6 s stall + POLL + 1 s catch-up; a silent launcher: < 10 s
 MIN_LEASE = 5.0
 MAX_LEASE = 3600.0
-LEASE_PATH = "/elastic-run-lease/ping"
+_RUN_ID = re.compile(r"^[A-Za-z0-9-]{1,128}$")
 POLL = 1.0  # seconds between two questions to the driver (each may take the whole lease)
 TICK = 0.25
 LATE = 2.0  # a check this much later than TICK: this wrapper itself did not run meanwhile
@@ -128,14 +131,17 @@ class Judge:
 
 
 class Renewer:
-    """Asks the driver's HTTP server at ``addr:port`` for ``LEASE_PATH`` every ``POLL`` s in a daemon
-    thread, one question at a time, each allowed ``deadline`` s; ``renewed`` is when an answer
-    (any status) last arrived, starting at ``start()``."""
+    """Asks the driver's HTTP server at ``addr:port`` about run ``run_id`` every ``POLL`` s in a
+    daemon thread, one question at a time on a kept connection, each allowed ``deadline`` s;
+    ``renewed`` is when an answer that is not "another run" last arrived, starting at
+    ``start()``."""
 
-    def __init__(self, addr: str, port: int, deadline: float = DEFAULT_LEASE):
+    def __init__(self, addr: str, port: int, deadline: float = DEFAULT_LEASE, run_id: str | None = None):
         self._addr = addr
         self._port = port
         self._deadline = deadline
+        self._path = lease_path(run_id)
+        self._conn: http.client.HTTPConnection | None = None
         self.renewed = time.monotonic()
         self._worker = Worker(self._run, "lease")
 
@@ -148,23 +154,44 @@ class Renewer:
         return self._worker.stop(timeout)
 
     def ask(self) -> bool:
-        conn = http.client.HTTPConnection(self._addr, self._port, timeout=self._deadline)
-        try:
-            conn.request("GET", LEASE_PATH)
-            conn.getresponse().read()
-        except (OSError, http.client.HTTPException):
-            return False
-        finally:
-            conn.close()
-        self.renewed = max(self.renewed, time.monotonic())  # the driver ran when it answered
-        return True
+        """One question (on the kept connection, or a new one when it is gone); True when the
+        driver of this run answered (``shared.lease_wire``): the lease is renewed."""
+        for attempt in range(2):
+            fresh = self._conn is None
+            if self._conn is None:
+                self._conn = http.client.HTTPConnection(self._addr, self._port, timeout=self._deadline)
+            conn = self._conn
+            try:
+                conn.request("GET", self._path)
+                response = conn.getresponse()
+                response.read()
+            except (OSError, http.client.HTTPException):
+                self._close()
+                if fresh or attempt:
+                    return False
+                continue  # the kept connection was closed by the driver: once more on a new one
+            if response.will_close:
+                self._close()
+            if response.status == OTHER_RUN:
+                return False  # another run's driver at this address
+            self.renewed = max(self.renewed, time.monotonic())  # the driver ran when it answered
+            return True
+        return False
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
     def _run(self) -> None:
-        while True:
-            started = time.monotonic()
-            self.ask()
-            if self._worker.stopping.wait(max(0.0, POLL - (time.monotonic() - started))):
-                return
+        try:
+            while True:
+                started = time.monotonic()
+                self.ask()
+                if self._worker.stopping.wait(max(0.0, POLL - (time.monotonic() - started))):
+                    return
+        finally:
+            self._close()
 
 
 def renewer_from_env(environ: dict[str, str] | os._Environ[str],
@@ -173,7 +200,10 @@ def renewer_from_env(environ: dict[str, str] | os._Environ[str],
     addr, port = environ.get(ADDR_ENV, ""), environ.get(PORT_ENV, "")
     if not addr or not port.isdigit() or not 0 < int(port) < 65536:
         return None
-    return Renewer(addr, int(port), deadline)
+    run_id = environ.get(RUN_ID_ENV) or None
+    if run_id is not None and not _RUN_ID.match(run_id):
+        run_id = None  # not a run id elastic-run makes: ask as a wrapper without one
+    return Renewer(addr, int(port), deadline, run_id)
 
 
 def _say(line: str) -> None:

@@ -36,8 +36,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from shared.exitcodes import EXIT_OK
+from shared.lease_wire import RUN_ID_ENV
 
-RUN_ID_ENV = "ELASTIC_RUN_ID"
 JOB_ID_ENV = "ELASTIC_JOB_ID"
 _ID = re.compile(r"^[A-Za-z0-9-]+$")
 KILL_ROUNDS = 50  # scans after the SIGKILL, 0.1 s apart, before the host counts as failed

@@ -32,7 +32,7 @@ class Rules:
     main_threads: int | None = None
     suspect_threads: int | None = None
     backlog: int = 1024  # the rendezvous server's listen backlog
-    keep_alive: bool = False  # the lease renews on one kept connection (not yet: one each)
+    keep_alive: bool = True  # the lease renews on one kept connection
     refuse_forever: bool = False  # a failed joiner's host never serves again while listed
 
 
@@ -42,7 +42,8 @@ OLD = {
     # item: the old rule that broke it
     "silent-majority": replace(TODAY, name="old: a silent majority makes the driver doubt itself",
                                liveness=MajorityDoubt),
-    "accept-backlog": replace(TODAY, name="old: the rendezvous server's listen backlog of 5", backlog=5),
+    "accept-backlog": replace(TODAY, name="old: backlog 5, a new connection per lease renewal",
+                              backlog=5, keep_alive=False),
     "refused-for-ever": replace(TODAY, name="old: a failed joiner's host is refused for ever",
                                 refuse_forever=True),
     "suspect-lane": replace(TODAY, name="old: one failed ping and an unsent one lose a worker; 4 suspect senders",
