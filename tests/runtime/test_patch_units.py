@@ -79,11 +79,12 @@ class Job:
 
     def __init__(self, hosts: dict[str, int], min_np: int, max_np: int,
                  manager_factory: Callable[[], WorkerNotificationManager] = WorkerNotificationManager,
-                 abort: Callable[[Key, str], None] | None = None, **driver_kwargs: Any) -> None:
+                 abort: Callable[[Key, str], None] | None = None,
+                 driver_class: type[ElasticDriver] = ElasticDriver, **driver_kwargs: Any) -> None:
         self.discovery = FixedHosts(dict(hosts))
         self.rendezvous = RendezvousServer()
-        self.driver = ElasticDriver(self.rendezvous, self.discovery, min_num_proc=min_np,
-                                    max_num_proc=max_np, **driver_kwargs)
+        self.driver = driver_class(self.rendezvous, self.discovery, min_num_proc=min_np,
+                                   max_num_proc=max_np, **driver_kwargs)
         intfs = network.get_local_intfs()
         self.addr = network.get_driver_ip(intfs)
         self.port = self.rendezvous.start(create_rendezvous_handler(self.driver))

@@ -1,0 +1,94 @@
+"""The project's driver (elastic.driver.elastic_driver.ElasticDriver) in this process, with
+fake workers: the harness of tests/runtime/test_patch_units.py (a real RendezvousServer,
+FixedHosts discovery, each worker a thread running a real WorkerNotificationManager; a worker
+is frozen by stopping its notification service). The same scenarios with the fork's driver
+are in tests/runtime/test_patch_detector_units.py."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from elastic.driver.elastic_driver import ElasticDriver
+from tests.runtime.test_patch_detector_units import LIVENESS, _answered_since, _kinds, _running, freeze, thaw
+from tests.runtime.test_patch_units import END_DEADLINE, START_DEADLINE, Key
+from tests.waiting import wait_for
+
+pytestmark = [pytest.mark.horovod]
+
+
+@pytest.fixture
+def our_jobs():
+    """Make harness Jobs running the project's driver; each is closed after the test."""
+    from tests.runtime.test_patch_units import Job
+    made: list[Job] = []
+
+    def make(*args, **kwargs):
+        job = Job(*args, driver_class=ElasticDriver, **kwargs)
+        made.append(job)
+        return job
+    yield make
+    for job in made:
+        job.close()
+
+
+def _lost(events) -> list[Key]:
+    return sorted((r["detail"]["host"], r["detail"]["slot"]) for r in _kinds(events, "worker_lost"))
+
+
+def test_a_silent_majority_is_lost_while_the_rest_answers(our_jobs, monkeypatch, tmp_path):
+    """5 workers, 3 of them (one 3-slot host) freeze: they are lost (within the detector's
+    bound: the simulation checks it) and the other two (--min-np) go on answering; no
+    re-baseline. The fork's driver: 3 of 5 silent, it
+    suspected itself and re-baselined every timeout, losing nobody."""
+    job, events, keys = _running(our_jobs, monkeypatch, tmp_path, {"host-a": 2, "host-b": 3})
+    frozen = [k for k in keys if k[0] == "host-b"]
+    for key in frozen:
+        freeze(job, key)
+    wait_for(lambda: len(_kinds(events, "worker_lost")) >= 3, START_DEADLINE, "the three frozen workers lost")
+    lost_at = time.monotonic()
+    healthy = [k for k in keys if k[0] == "host-a"]
+    wait_for(lambda: _answered_since(job, healthy, lost_at + LIVENESS) or len(_kinds(events, "worker_lost")) > 3,
+             END_DEADLINE + 2 * LIVENESS, "the healthy workers to answer past a timeout after the loss")
+    assert _lost(events) == sorted(frozen)
+    assert not _kinds(events, "liveness_rebaseline")
+
+
+def test_a_total_silence_is_forgiven_once(our_jobs, monkeypatch, tmp_path):
+    """Every worker of a world of 4 stops answering at once (the driver's own network blipping),
+    and answers again within a liveness timeout of the driver's doubt: one re-baseline,
+    nobody lost."""
+    job, events, keys = _running(our_jobs, monkeypatch, tmp_path, {f"host-{i}": 1 for i in range(4)})
+    for key in keys:
+        freeze(job, key)
+    wait_for(lambda: _kinds(events, "liveness_rebaseline", "worker_lost"), START_DEADLINE,
+             "the liveness check to find the world silent")
+    for key in keys:
+        thaw(job, key)
+    thawed = time.monotonic()
+    wait_for(lambda: _answered_since(job, keys, thawed) or _kinds(events, "worker_lost"), END_DEADLINE,
+             "every worker to answer again")
+    assert not _kinds(events, "worker_lost")
+    assert len(_kinds(events, "liveness_rebaseline")) == 1
+
+
+def test_a_healthy_worker_that_missed_a_ping_is_kept_beside_twelve_frozen(our_jobs, monkeypatch, tmp_path):
+    """A world of 20: 12 freeze for good, and one more misses pings for 1.5 s (a pause) at the
+    same moment. The 12 are lost; the paused one, answering again, is kept. The fork's driver
+    sent the suspects' pings on 4 threads, each held 1 s by a frozen worker: the paused
+    worker's next ping waited, its timeout ran out and it was lost with them."""
+    job, events, keys = _running(our_jobs, monkeypatch, tmp_path, {f"host-{i:02d}": 1 for i in range(20)})
+    frozen, paused = keys[:12], keys[12]
+    for key in frozen + [paused]:
+        freeze(job, key)
+    thaw_timer = threading.Timer(1.5, thaw, args=(job, paused))
+    thaw_timer.start()
+    try:
+        wait_for(lambda: len(_kinds(events, "worker_lost")) >= 12, START_DEADLINE, "the 12 frozen workers lost")
+        lost_at = time.monotonic()
+        wait_for(lambda: _answered_since(job, [paused], lost_at + LIVENESS) or len(_kinds(events, "worker_lost")) > 12,
+                 END_DEADLINE + 2 * LIVENESS, "the paused worker to answer past a timeout after the loss")
+    finally:
+        thaw_timer.cancel()
+    assert _lost(events) == sorted(frozen)
