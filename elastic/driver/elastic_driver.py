@@ -14,6 +14,7 @@ What changes against the fork's detector (the rules are the core's, see its docs
   its sender for the ping deadline and nobody queues behind it.
 - The rendezvous server's listen backlog is ``ACCEPT_BACKLOG``, not 5, and it answers the
   lease wrappers of its own run on kept connections (``lease_answers``).
+- The process ends within ``STOP_EXIT_AFTER`` of the driver's stop, whatever still waits.
 - A host refused after a failed joiner (it failed at start or missed its join deadline) is
   refused for a cooldown (``Refusals``, ``elastic.driver.cooldowns``), not until it leaves
   discovery: a pod that restarts under its name, or a multi-slot pod with one bad start, gets
@@ -27,6 +28,8 @@ keeps that interface and reads the clock, so the pure rule stays in ``Cooldowns`
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -44,6 +47,10 @@ from elastic.driver.liveness import Liveness, Lose, Ping, Rebaseline, Settings
 # and one dropped when it is full is retried by TCP only 1, 3 and 7 s later: with 5, a 6 s
 # stall ran out the 8 s leases of healthy workers once a job had more than about 6.
 ACCEPT_BACKLOG = 1024
+# horovodrun exits this long after its driver stopped, whatever its threads still wait on (a
+# stop once left horovodrun, elastic-run and its daemon running for minutes); longer than
+# hvdrun's reaps after the launcher's loss (1.5 x 20 s), which run after the stop
+STOP_EXIT_AFTER = 45.0
 PING_SENDERS = 512  # per lane; threads are made only while that many pings are under way
 MIN_WAIT = 0.01  # the liveness thread never sleeps less than this
 
@@ -116,6 +123,15 @@ class ElasticDriver(horovod_driver.ElasticDriver):
         self._refused = Refusals(Cooldowns(base=base, longest=horovod_driver.QUARANTINE_MAX_SECS),
                                  self._refusal_ended)
         self._core_ready.set()
+
+    def stop(self, error_message: str | None = None) -> None:
+        """The fork's stop, and a bound on what follows it (``STOP_EXIT_AFTER``)."""
+        with self._core_lock:
+            armed, self._stop_armed = getattr(self, '_stop_armed', False), True
+        if not armed:
+            threading.Thread(target=exit_after_stop, args=(self, error_message), daemon=True,
+                             name='exit-after-stop').start()
+        super().stop(error_message)
 
     def _refusal_ended(self, host: str, after: float) -> None:
         logging.info('host %s: its refusal is over (%.1f s): it gets joiners again', host, after)
@@ -228,6 +244,27 @@ class ElasticDriver(horovod_driver.ElasticDriver):
             if worker.ping is None or worker.ping.done():
                 if not self._send_ping(worker):
                     return
+
+
+def exit_after_stop(driver: Any, error_message: str | None, after: float | None = None,
+                    exit_: Callable[[int], Any] = os._exit) -> None:
+    """Wait ``after`` (``STOP_EXIT_AFTER``) seconds, then end the process (a daemon thread: a
+    process that exits by itself never gets here): one line naming the threads that still
+    wait, exit 1 when the job failed (an error, or a worker that exited non-zero), else 0."""
+    time.sleep(STOP_EXIT_AFTER if after is None else after)
+    results = dict(getattr(driver._results, '_worker_results', {}))
+    failed = error_message is not None or any(value[0] != 0 for value in results.values())
+    waiting = sorted(t.name for t in threading.enumerate()
+                     if t is not threading.current_thread() and not t.daemon and t.is_alive())
+    try:
+        sys.stdout.flush()
+        sys.stderr.write('elastic driver: horovodrun still runs {:g} s after its driver stopped (waiting: {}); '
+                         'exiting\n'.format(STOP_EXIT_AFTER if after is None else after,
+                                           ', '.join(waiting) or 'nothing'))
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    exit_(1 if failed else 0)
 
 
 def install(run_id: str | None = None) -> None:

@@ -92,3 +92,32 @@ def test_a_healthy_worker_that_missed_a_ping_is_kept_beside_twelve_frozen(our_jo
     finally:
         thaw_timer.cancel()
     assert _lost(events) == sorted(frozen)
+
+
+STUCK_AFTER_STOP = """
+import sys, threading
+from elastic.driver import elastic_driver
+from tests.runtime.test_patch_units import Job
+elastic_driver.STOP_EXIT_AFTER = 1.0
+job = Job({"host-a": 1}, min_np=1, max_np=1, driver_class=elastic_driver.ElasticDriver)
+threading.Thread(target=threading.Event().wait, name="stuck-thread").start()  # never ends
+job.driver.stop(sys.argv[1] or None)
+print("stopped", flush=True)
+"""
+
+
+@pytest.mark.parametrize("error, code", [("a worker failed", 1), ("", 0)])
+def test_a_process_stuck_after_its_drivers_stop_exits_within_the_bound(error, code):
+    """A thread that never ends would keep horovodrun alive after its driver stopped: the
+    process ends STOP_EXIT_AFTER later (1 s here) with one line naming what still waits, exit
+    1 after a failure, else 0."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[3]
+    proc = subprocess.run([sys.executable, "-c", STUCK_AFTER_STOP, error], cwd=root, capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    assert "stopped" in proc.stdout
+    line = [x for x in proc.stderr.splitlines() if x.startswith("elastic driver:")]
+    assert line and "1 s after its driver stopped" in line[0] and "stuck-thread" in line[0], proc.stderr
