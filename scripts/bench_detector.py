@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench-detector: what the elastic driver's failure detector costs as the job grows.
 
-    scripts/bench_detector.py [--workers 64,256] [--seconds 30] [--baseline DIR]
+    scripts/bench_detector.py [--workers 64,256] [--seconds 30] [--baseline DIR] [--drivers fork,project]
 
 The real ``ElasticDriver`` (its ``RendezvousServer``, ``FixedHosts`` discovery, liveness pings,
 notification clients, event log) runs in this process over N one-slot hosts; the N workers are
@@ -15,6 +15,10 @@ driver process's CPU time (user + system, ``getrusage``) and the growth of its e
 - driver CPU, ms per worker per second (goal < 0.2);
 - events file, KB per worker per hour.
 
+``--drivers``: which drivers run, side by side: ``fork`` (the fork's ``ElasticDriver``, with each
+worker's lease wrapper opening a new connection every second, as before the run id) and
+``project`` (``elastic.driver.elastic_driver``, what elastic-run runs, its lease answers
+installed, each wrapper renewing on one kept connection, ``elastic.launch.lease.Renewer``).
 ``--baseline DIR``: a directory holding a ``horovod`` package of another build (e.g. eh3: the
 installed package with its ``runner/`` files from patch 0028) run the same way, side by side.
 Each figure is one run on a shared machine: read them as orders of magnitude, not to 5 %.
@@ -32,7 +36,8 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = str(Path(__file__).resolve().parents[1])
+sys.path.insert(0, ROOT)
 
 from shared.exitcodes import EXIT_OK  # noqa: E402
 
@@ -48,6 +53,25 @@ for i in range(n):
     manager = WorkerNotificationManager()
     manager.init(rendezvous_addr=addr, rendezvous_port=port, nic='lo', hostname='host-%03d' % i, local_rank=0)
     managers.append(manager)
+lease = sys.argv[4]
+if lease == 'kept':
+    from elastic.launch.lease import Renewer
+    renewers = [Renewer(addr, port, run_id='bench').start() for _ in range(n)]
+elif lease == 'new':
+    import http.client
+    def renew():
+        while True:
+            conn = http.client.HTTPConnection(addr, port, timeout=8)
+            try:
+                conn.request('GET', '/elastic-run-lease/ping')
+                conn.getresponse().read()
+            except Exception:
+                pass
+            finally:
+                conn.close()
+            time.sleep(1.0)
+    for _ in range(n):
+        threading.Thread(target=renew, daemon=True).start()
 print('registered', flush=True)
 while True:
     for manager in managers:
@@ -61,12 +85,17 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def measure(workers: int, seconds: float) -> dict:
-    """One run in this process (the driver) with a child simulating the workers."""
+def measure(workers: int, seconds: float, which: str) -> dict:
+    """One run in this process (the driver: ``fork`` or ``project``) with a child simulating
+    the workers and their lease wrappers."""
     from horovod.runner.elastic.discovery import FixedHosts
-    from horovod.runner.elastic.driver import ElasticDriver
     from horovod.runner.elastic.rendezvous import create_rendezvous_handler
     from horovod.runner.http.http_server import RendezvousServer
+    if which == "project":
+        from elastic.driver.elastic_driver import ElasticDriver, install
+        install("bench")
+    else:
+        from horovod.runner.elastic.driver import ElasticDriver
 
     events = Path(os.environ["HOROVOD_ELASTIC_EVENTS_FILE"])
     hosts = {f"host-{i:03d}": 1 for i in range(workers)}
@@ -83,8 +112,9 @@ def measure(workers: int, seconds: float) -> dict:
     try:
         driver.wait_for_available_slots(workers)
         driver.start(workers, worker)
-        child = subprocess.Popen([sys.executable, "-c", CHILD, "127.0.0.1", str(port), str(workers)],
-                                 stdout=subprocess.PIPE, text=True)
+        lease = "kept" if which == "project" else "new"
+        child = subprocess.Popen([sys.executable, "-c", CHILD, "127.0.0.1", str(port), str(workers), lease],
+                                 stdout=subprocess.PIPE, text=True, cwd=ROOT)
         deadline = time.monotonic() + REGISTER_DEADLINE_S
         while sum(1 for w in list(driver._workers.values()) if w.client is not None) < workers:
             if time.monotonic() > deadline or child.poll() is not None:
@@ -115,14 +145,15 @@ def measure(workers: int, seconds: float) -> dict:
             "lost": lost, "kinds": kinds}
 
 
-def run(workers: int, seconds: float, pythonpath: str | None) -> dict:
+def run(workers: int, seconds: float, pythonpath: str | None, which: str) -> dict:
     """measure() in a fresh interpreter (with pythonpath first on its path: another build)."""
     env = dict(os.environ)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
     with tempfile.TemporaryDirectory() as tmp:
         env["HOROVOD_ELASTIC_EVENTS_FILE"] = str(Path(tmp) / "events.jsonl")
-        out = subprocess.run([sys.executable, __file__, "--one", str(workers), "--seconds", str(seconds)],
+        out = subprocess.run([sys.executable, __file__, "--one", str(workers), "--seconds", str(seconds),
+                              "--drivers", which],
                              env=env, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise SystemExit(f"bench-detector: the run with {workers} workers failed:\n{out.stderr[-2000:]}")
@@ -134,23 +165,29 @@ def main() -> int:
     parser.add_argument("--workers", default="64,256", help="comma list of simulated world sizes")
     parser.add_argument("--seconds", type=float, default=30.0, help="measurement window per run")
     parser.add_argument("--baseline", help="a directory with another build's horovod package (e.g. eh3)")
+    parser.add_argument("--drivers", default="fork,project", help="comma list: fork, project")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    drivers = [d for d in args.drivers.split(",") if d]
+    if not drivers or any(d not in ("fork", "project") for d in drivers):
+        parser.error(f"--drivers {args.drivers!r}: expected a comma list of fork, project")
     if args.one:
-        print(json.dumps(measure(args.one, args.seconds)))
+        print(json.dumps(measure(args.one, args.seconds, drivers[0])))
         return EXIT_OK
     try:
         sizes = [int(n) for n in args.workers.split(",") if n.strip()]
     except ValueError:
         parser.error(f"--workers {args.workers!r}: expected a comma list of numbers")
     builds = [("this build", None)] + ([("baseline", args.baseline)] if args.baseline else [])
-    print("| workers | build | driver CPU ms/worker/s (goal < 0.2) | events KB/worker/hour | lost |")
-    print("|---|---|---|---|---|")
+    print("| workers | build | driver (lease) | driver CPU ms/worker/s (goal < 0.2) | events KB/worker/hour | lost |")
+    print("|---|---|---|---|---|---|")
     for n in sizes:
         for name, path in builds:
-            r = run(n, args.seconds, path)
-            print(f"| {n} | {name} | {r['cpu_ms_per_worker_s']:.3f} | {r['events_kb_per_worker_h']:.1f} | "
-                  f"{r['lost']} |", flush=True)
+            for which in drivers:
+                r = run(n, args.seconds, path, which)
+                lease = "kept connection" if which == "project" else "a connection each second"
+                print(f"| {n} | {name} | {which} ({lease}) | {r['cpu_ms_per_worker_s']:.3f} | "
+                      f"{r['events_kb_per_worker_h']:.1f} | {r['lost']} |", flush=True)
     return EXIT_OK
 
 
