@@ -14,7 +14,8 @@ What changes against the fork's detector (the rules are the core's, see its docs
   its sender for the ping deadline and nobody queues behind it.
 - The rendezvous server's listen backlog is ``ACCEPT_BACKLOG``, not 5, and it answers the
   lease wrappers of its own run on kept connections (``lease_answers``).
-- The process ends within ``STOP_EXIT_AFTER`` of the driver's stop, whatever still waits.
+- The process ends within ``STOP_EXIT_AFTER`` of the driver's stop, whatever still waits
+  (only once ``install`` made it horovodrun's driver: an embedded driver never ends its process).
 - A host refused after a failed joiner (it failed at start or missed its join deadline) is
   refused for a cooldown (``Refusals``, ``elastic.driver.cooldowns``), not until it leaves
   discovery: a pod that restarts under its name, or a multi-slot pod with one bad start, gets
@@ -105,6 +106,9 @@ class ElasticDriver(horovod_driver.ElasticDriver):
 
     _pings: ThreadPoolExecutor
     _suspect_pings: ThreadPoolExecutor
+    # seconds after its stop at which the process ends (exit_after_stop); None: never (a driver
+    # embedded in another process, as in tests). install() sets STOP_EXIT_AFTER: horovodrun's.
+    exit_after_stop: float | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._core_lock = threading.Lock()
@@ -128,8 +132,8 @@ class ElasticDriver(horovod_driver.ElasticDriver):
         """The fork's stop, and a bound on what follows it (``STOP_EXIT_AFTER``)."""
         with self._core_lock:
             armed, self._stop_armed = getattr(self, '_stop_armed', False), True
-        if not armed:
-            threading.Thread(target=exit_after_stop, args=(self, error_message), daemon=True,
+        if not armed and self.exit_after_stop is not None:
+            threading.Thread(target=exit_after_stop, args=(self, error_message, self.exit_after_stop), daemon=True,
                              name='exit-after-stop').start()
         super().stop(error_message)
 
@@ -274,6 +278,7 @@ def install(run_id: str | None = None) -> None:
     from horovod.runner import gloo_run
     from horovod.runner.http import http_server
     gloo_run.ElasticDriver = ElasticDriver
+    ElasticDriver.exit_after_stop = STOP_EXIT_AFTER  # this process is horovodrun: end it after the stop
     http_server.RendezvousHTTPServer.request_queue_size = ACCEPT_BACKLOG
     # a handler thread waiting on a kept lease connection must not hold the process at exit
     http_server.RendezvousHTTPServer.daemon_threads = True

@@ -98,7 +98,7 @@ STUCK_AFTER_STOP = """
 import sys, threading
 from elastic.driver import elastic_driver
 from tests.runtime.test_patch_units import Job
-elastic_driver.STOP_EXIT_AFTER = 1.0
+elastic_driver.ElasticDriver.exit_after_stop = 1.0  # as install() arms it, shorter
 job = Job({"host-a": 1}, min_np=1, max_np=1, driver_class=elastic_driver.ElasticDriver)
 threading.Thread(target=threading.Event().wait, name="stuck-thread").start()  # never ends
 job.driver.stop(sys.argv[1] or None)
@@ -121,3 +121,12 @@ def test_a_process_stuck_after_its_drivers_stop_exits_within_the_bound(error, co
     assert "stopped" in proc.stdout
     line = [x for x in proc.stderr.splitlines() if x.startswith("elastic driver:")]
     assert line and "1 s after its driver stopped" in line[0] and "stuck-thread" in line[0], proc.stderr
+
+
+def test_an_embedded_driver_never_ends_its_process(our_jobs):
+    """Only horovodrun's driver (armed by install()) ends the process after its stop: one
+    embedded elsewhere, as in these tests, leaves its process alone."""
+    assert ElasticDriver.exit_after_stop is None
+    job = our_jobs({"host-a": 1}, min_np=1, max_np=1)
+    job.driver.stop()
+    assert not [t for t in threading.enumerate() if t.name == "exit-after-stop"]
