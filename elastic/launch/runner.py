@@ -165,8 +165,24 @@ class _Terminated(BaseException):
         self.signum = signum
 
 
+_caught: list[int] = []  # the signals _interrupt took during this execute, raised or not
+
+
 def _interrupt(signum, _frame) -> None:
+    """Raises ``_Terminated``, and notes the signal first: where Python ignores what a handler
+    raises (in the fork hooks ``subprocess`` runs for a ``preexec_fn``, as in ``tied_popen``; in
+    a ``__del__``), the note outlives the exception and ``_raise_if_lost`` raises it again.
+    Seen in CI: a SIGTERM that landed in logging's after-fork hook while horovodrun started,
+    printed as "Exception ignored in: <function _releaseLock>", and a launcher running on."""
+    _caught.append(signum)
     raise _Terminated(signum)
+
+
+def _raise_if_lost() -> None:
+    """Raise ``_Terminated`` for a signal ``_interrupt`` took whose exception was ignored; call
+    it after each fork and before the signal handlers change."""
+    if _caught:
+        raise _Terminated(_caught[0])
 
 
 def exit_code(returncode: int) -> int:
@@ -221,6 +237,7 @@ def _execute(plan: LaunchPlan) -> int:
     Path(plan.ssh_dir).mkdir(parents=True, exist_ok=True)
     outcome = _Outcome()
     with ExitStack() as stack:
+        _caught.clear()
         previous_term = signal.signal(signal.SIGTERM, _interrupt)  # clean up, like SIGINT does
         stack.callback(signal.signal, signal.SIGTERM, previous_term)  # restored after the clean-up
         cleanup = stack.enter_context(_CleanUp())
@@ -260,6 +277,7 @@ def _execute(plan: LaunchPlan) -> int:
         cleanup.step("stopping leftover workers", _reap, plan, recorder)
         cleanup.step("stopping the host recorder", recorder.stop)
         recorder.start()
+        _raise_if_lost()  # one that landed in the daemon's or the steps' forks
         log.info("running: %s", " ".join(argv))
         try:  # its own session; if we die, the kernel tells it (plan.horovodrun_death_signal)
             proc = tied_popen(argv, env=env, stdin=subprocess.DEVNULL, death_signal=plan.horovodrun_death_signal,
@@ -270,6 +288,7 @@ def _execute(plan: LaunchPlan) -> int:
         cleanup.step("closing the output relay", relay.close)  # runs once horovodrun has stopped
         relay.attach(proc.stdout, proc.stderr)  # the ranks' lines, metrics as a live view
         cleanup.step("stopping horovodrun", _stop_if_running, proc)  # the launcher failed while it ran
+        _raise_if_lost()  # a signal that landed in the fork's hooks
         if daemon_ready is None:  # spawn first: horovodrun started while our daemon starts
             daemon_ready = _ready(daemon, plan)
         explainer = WaitExplainer(url, plan.min_slots)  # says which pods it waits for, and why
@@ -293,6 +312,7 @@ def _execute(plan: LaunchPlan) -> int:
                 plan.events_file, plan.first_world_timeout, lambda seconds: _stop_no_capacity(proc, plan, seconds))
             cleanup.step("stopping the first-world deadline", first_world.stop)
             first_world.start()
+        _raise_if_lost()  # the forks since (none of ours, but any library's)
         with _SignalForwarder(proc, on_term=lambda: _drain(plan, recorder, proc)) as forwarder:
             while True:
                 try:

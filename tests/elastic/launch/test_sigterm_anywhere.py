@@ -111,3 +111,40 @@ def test_the_handlers_stop_passes_every_except_exception():
         signal.signal(signal.SIGTERM, previous)
     assert swallowed == [], "the stop was caught by an except Exception"
     assert raised.value.signum == signal.SIGTERM
+
+
+_FORK_HOOK_ARMED: list[bool] = []
+
+
+def _term_in_fork_hook() -> None:
+    """An after-fork hook (in the parent) that SIGTERMs this process while armed: the handler
+    then runs inside the hook, where Python prints "Exception ignored" and drops its raise."""
+    if _FORK_HOOK_ARMED:
+        _FORK_HOOK_ARMED.clear()
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(1000):  # the handler runs at the next bytecode, still inside the hook
+            pass
+
+
+os.register_at_fork(after_in_parent=_term_in_fork_hook)
+
+
+def test_a_sigterm_that_lands_in_a_fork_hook_stops_the_launcher(healthy_daemon, tmp_path, monkeypatch):
+    """``subprocess`` runs the fork hooks (logging's among them) for a ``preexec_fn``, as
+    ``tied_popen`` has; a SIGTERM there once left a launcher running in CI."""
+    workdir = tmp_path / "run"
+    config = LaunchConfig(horovodrun=HorovodrunOptions(discovery_script="/bin/false", min_np=1),
+                          command=("true",), discovery_url=healthy_daemon)
+    plan = make_plan(config, run_id="r1", workdir=str(workdir))
+    plan = dataclasses.replace(plan, horovodrun=[sys.executable, "-c", "pass"])
+    ignored = []  # what Python dropped ("Exception ignored in ...")
+    monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: ignored.append(unraisable.exc_type))
+    _FORK_HOOK_ARMED.append(True)  # the first fork of the run: horovodrun's
+    try:
+        with pytest.raises(Interrupted) as raised:
+            runner.execute(plan)
+    finally:
+        _FORK_HOOK_ARMED.clear()
+    assert ignored == [runner._Terminated], "the handler's raise was dropped in the hook"
+    assert raised.value.signum == signal.SIGTERM
+    assert not workdir.exists(), "the clean-up ran: the work directory is removed"
