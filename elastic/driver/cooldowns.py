@@ -54,6 +54,10 @@ class Cooldowns:
         self._out[host] = _Out(reason, since=now if current is None else current.since, until=until)
         return until
 
+    def in_a_row(self, host: str) -> int:
+        """How many times host was kept out in a row (0: never, or not for ``longest``)."""
+        return self._count.get(host, (0, 0.0))[0]
+
     def is_out(self, host: str) -> bool:
         return host in self._out
 
@@ -90,6 +94,3 @@ class Cooldowns:
     def forget(self, host: str) -> None:
         """host is out no more (it left discovery); its count stays for the next time."""
         self._out.pop(host, None)
-
-    def next_due(self) -> float | None:
-        return min((o.until for o in self._out.values()), default=None)

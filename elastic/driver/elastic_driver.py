@@ -21,7 +21,11 @@ What changes against the fork's detector (the rules are the core's, see its docs
   discovery: a pod that restarts under its name, or a multi-slot pod with one bad start, gets
   joiners again; each refusal in a row doubles the cooldown.
 
-Everything else (leaves, joins, aborts, quarantine, the barrier deadline) is the fork's.
+- A host quarantined (a worker there lost for silence) is kept out and let back by
+  ``Cooldowns``, the refusals' rule too (the simulation's): the cooldown doubles in a row,
+  and the count starts again after ``QUARANTINE_MAX_SECS`` without one.
+
+Everything else (leaves, joins, aborts, the barrier deadline) is the fork's.
 
 The fork's refusals are a dict (host -> why) read under its ``_wait_hosts_cond``: ``Refusals``
 keeps that interface and reads the clock, so the pure rule stays in ``Cooldowns``.
@@ -115,6 +119,9 @@ class ElasticDriver(horovod_driver.ElasticDriver):
         self._core: Liveness | None = None
         self._core_ready = threading.Event()
         self._heard_fed: dict[tuple[str, int], float] = {}
+        # quarantines (a worker lost for silence), under _core_lock; their rule is Cooldowns'.
+        # Made first: the fork's __init__ starts the discovery thread, which ends quarantines
+        self._quarantines = Cooldowns(base=horovod_driver.QUARANTINE_SECS, longest=horovod_driver.QUARANTINE_MAX_SECS)
         super().__init__(*args, **kwargs)
         # one sender per ping under way: replace the fork's 4 + 4
         old = (self._pings, self._suspect_pings)
@@ -126,6 +133,7 @@ class ElasticDriver(horovod_driver.ElasticDriver):
         base = self._quarantine_secs if self._quarantine_secs > 0 else horovod_driver.QUARANTINE_SECS
         self._refused = Refusals(Cooldowns(base=base, longest=horovod_driver.QUARANTINE_MAX_SECS),
                                  self._refusal_ended)
+        self._quarantines.base = base
         self._core_ready.set()
 
     def stop(self, error_message: str | None = None) -> None:
@@ -140,6 +148,44 @@ class ElasticDriver(horovod_driver.ElasticDriver):
     def _refusal_ended(self, host: str, after: float) -> None:
         logging.info('host %s: its refusal is over (%.1f s): it gets joiners again', host, after)
         self._events.emit('refusal_ended', host=host, after=round(after, 3))
+
+    # -- quarantine: decided by Cooldowns, kept in the fork's HostManager -------------------------
+    def _quarantine(self, host: str, reason: str) -> None:
+        """A worker on host was lost for silence: no new worker there for its cooldown
+        (``Cooldowns``: doubling in a row). The HostManager keeps the host out of the
+        assignment order meanwhile; ``_end_quarantines`` lets it back. A quarantine of 0 s
+        (``HOROVOD_ELASTIC_QUARANTINE_SECONDS=0``) is the fork's: until it leaves discovery."""
+        if self._quarantine_secs <= 0:
+            super()._quarantine(host, reason)
+            return
+        now = time.monotonic()
+        with self._core_lock:
+            until = self._quarantines.keep_out(host, reason, now)
+            count = self._quarantines.in_a_row(host)
+        cooldown = round(until - now, 3)
+        self._host_manager.quarantine(host, cooldown)
+        self._events.emit('quarantine', host=host, reason=reason, cooldown=cooldown, count=count)
+
+    def _end_quarantines(self) -> bool:
+        """Probation (caller holds ``_wait_hosts_cond``): ``Cooldowns.due`` releases each host
+        whose cooldown is over, that is still listed and where none of the driver's workers
+        still runs: a quarantined host is out of the world, so its healthy slots leave it too,
+        and a slot gets a new worker only once its old one has ended. Returns whether any host
+        was released."""
+        if self._quarantine_secs <= 0:
+            return super()._end_quarantines()
+        listed = self._host_manager.current_hosts.host_slots
+        with self._workers_lock:
+            running = {key[0] for key in self._workers}
+        with self._core_lock:
+            releases = self._quarantines.due(time.monotonic(), listed=listed, running=running)
+        for release in releases:
+            self._host_manager.release_quarantine(release.host)
+            after = round(release.after, 3)
+            logging.info('quarantined host %s is still listed and its workers have ended: it gets a '
+                         'worker again (%s s after its quarantine)', release.host, after)
+            self._events.emit('quarantine_ended', host=release.host, after=after)
+        return bool(releases)
 
     # -- the liveness thread: observe, decide (the core), execute --------------------------------
     def _watch_liveness(self) -> None:

@@ -14,14 +14,18 @@ def test_a_host_kept_out_serves_again_after_its_cooldown():
 
 def test_the_cooldown_doubles_in_a_row_up_to_the_longest_and_starts_again_after_it():
     c = Cooldowns(base=10.0, longest=35.0)
-    t, untils = 0.0, []
+    t, untils, counts = 0.0, [], []
+    assert c.in_a_row("p") == 0
     for _ in range(4):
         until = c.keep_out("p", "silent", t)
         untils.append(until - t)
+        counts.append(c.in_a_row("p"))
         c.due(until, ["p"], [])
         t = until
     assert untils == [10.0, 20.0, 35.0, 35.0]
+    assert counts == [1, 2, 3, 4]
     assert c.keep_out("p", "silent", t + 36.0) - (t + 36.0) == 10.0
+    assert c.in_a_row("p") == 1
 
 
 def test_a_host_where_a_given_up_worker_still_runs_waits_for_its_exit():

@@ -94,6 +94,24 @@ def test_a_healthy_worker_that_missed_a_ping_is_kept_beside_twelve_frozen(our_jo
     assert _lost(events) == sorted(frozen)
 
 
+def test_a_quarantined_host_serves_again_and_its_next_quarantine_is_longer(our_jobs, monkeypatch, tmp_path):
+    """A host whose worker went silent is quarantined for the cooldown (1 s here), then placed
+    again (last in the assignment order) once its old worker has ended; quarantined again (the
+    harness's workers do not join again: the driver is told directly, as the liveness thread
+    tells it), its cooldown is twice as long: ``Cooldowns`` decides, the driver keeps it."""
+    job, events, keys = _running(our_jobs, monkeypatch, tmp_path, {"host-1": 1, "host-2": 1, "host-3": 1},
+                                 HOROVOD_ELASTIC_QUARANTINE_SECONDS="1")
+    freeze(job, ("host-2", 0))
+    wait_for(lambda: _kinds(events, "quarantine_ended"), START_DEADLINE, "the quarantine of host-2 to end")
+    assert job.ended.get(("host-2", 0)), "released only once its old worker ended"
+    order = job.driver._host_manager.current_hosts.host_assignment_order
+    assert order[-1] == "host-2", order
+    job.driver._quarantine("host-2", "silent again")
+    assert not job.driver._host_manager.current_hosts.host_assignment_order.count("host-2")
+    quarantines = [r["detail"] for r in _kinds(events, "quarantine")]
+    assert [(d["host"], d["cooldown"], d["count"]) for d in quarantines] == [("host-2", 1.0, 1), ("host-2", 2.0, 2)]
+
+
 STUCK_AFTER_STOP = """
 import sys, threading
 from elastic.driver import elastic_driver
