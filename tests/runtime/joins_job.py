@@ -15,10 +15,11 @@ $JOINS_LOG ("ev", "time", "host", "slot", "pid", and "size", "rank", "step" wher
 Each process writes its pid to ``$JOINS_LOG.pid.<host>.<slot>`` once it has initialized.
 
 Knobs (all optional):
-- $JOINS_BEFORE_INIT: ``host:slot=sleep:S`` or ``host:slot=exit:CODE`` entries separated by
-  ``;``: a joiner (started while the world trains, $HOROVOD_ELASTIC_JOINING=1) on that slot
-  sleeps (a long set-up) or exits (a set-up that fails) before hvd.init(); workers that are no
-  joiners start at once;
+- $JOINS_BEFORE_INIT: ``host:slot=sleep:S``, ``host:slot=wait:NAME`` or ``host:slot=exit:CODE``
+  entries separated by ``;``: a joiner (started while the world trains,
+  $HOROVOD_ELASTIC_JOINING=1) on that slot sleeps (a long set-up), waits until the file
+  ``$JOINS_LOG.NAME`` exists (a set-up that lasts until the test says: at most 600 s) or exits
+  (a set-up that fails) before hvd.init(); workers that are no joiners start at once;
 - $JOINS_BUSY_HOST / $JOINS_BUSY_AT_STEP / $JOINS_BUSY_SECONDS: the rank on that host, after
   its commit of that step, works that long outside any collective (writes a checkpoint with
   torch.save and computes, again and again: rank 0 saving or evaluating), once (its pid goes
@@ -71,7 +72,14 @@ if JOINER and f"{HOST}:{SLOT}" in BEFORE_INIT:
     what, _, arg = BEFORE_INIT[f"{HOST}:{SLOT}"].partition(":")
     if what == "exit":
         sys.exit(int(arg))
-    time.sleep(float(arg))
+    elif what == "wait":
+        set_up, set_up_until = threading.Event(), time.monotonic() + 600
+        while not os.path.exists(f"{LOG_PATH}.{arg}"):
+            if time.monotonic() > set_up_until:
+                sys.exit(f"joins_job: $JOINS_LOG.{arg} never appeared within 600 s")
+            set_up.wait(0.05)
+    else:
+        time.sleep(float(arg))
 STEP_SECONDS = float(os.environ.get("JOINS_STEP_SECONDS", "0.05"))
 STOP = os.environ["JOINS_STOP"]
 BUSY_HOST = os.environ.get("JOINS_BUSY_HOST")
