@@ -106,10 +106,7 @@ class Liveness:
         if w is None:
             return
         w.queued = False
-        self._forgiven = False
-        if sent >= w.last_seen:
-            w.last_seen = sent
-            w.failed = 0
+        self._alive(w, sent)
 
     def failed(self, key: Key, sent: float) -> None:
         """The ping sent at ``sent`` had no answer by its deadline (or could not connect)."""
@@ -131,10 +128,15 @@ class Liveness:
         w = self._watched.get(key)
         if w is None:
             return
-        self._forgiven = False
         w.heard = now
-        if now >= w.last_seen:
-            w.last_seen = now
+        self._alive(w, now)
+
+    def _alive(self, w: _Watched, when: float) -> None:
+        """w lived at ``when`` (an answer or a report): its failed pings before count no more,
+        and the driver's own network is proven (no total silence to forgive)."""
+        self._forgiven = False
+        if when >= w.last_seen:
+            w.last_seen = when
             w.failed = 0
 
     # -- decisions ------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ Each check returns the violations it found; a violation names its invariant, whe
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from elastic.simulation.faults import SHORT
@@ -55,12 +56,9 @@ def stretches(rec: Record, p: Proc) -> list[tuple[float, float]]:
     return out
 
 
-def _silent_within(rec: Record, p: Proc, a: float, b: float) -> float:
-    return sum(max(0.0, min(y, b) - max(x, a)) for x, y in stretches(rec, p))
-
-
-def _stalled_within(rec: Record, a: float, b: float) -> float:
-    return sum(max(0.0, min(y, b) - max(x, a)) for x, y in rec.stalls)
+def _overlap(spans: Iterable[tuple[float, float]], a: float, b: float) -> float:
+    """Seconds of ``spans`` (start, end) that fall within [a, b]."""
+    return sum(max(0.0, min(y, b) - max(x, a)) for x, y in spans)
 
 
 def healthy_kept(rec: Record) -> list[Violation]:
@@ -76,7 +74,7 @@ def healthy_kept(rec: Record) -> list[Violation]:
                                                          "driver stall"))
             continue
         window = s.timeout + s.interval + s.ping_timeout
-        silent = _silent_within(rec, p, when - window, when)
+        silent = _overlap(stretches(rec, p), when - window, when)
         if silent < SHORT + 0.5:
             out.append(Violation("healthy-kept", when, f"{key} lost ({cause}) after {silent:.2f} s of silence "
                                                      f"in the {window:g} s before"))
@@ -154,7 +152,7 @@ def joiners_settle(rec: Record) -> list[Violation]:
         if p.started == 0.0:
             continue
         settled = min(x for x in (p.ready, p.gone, math.inf) if x is not None)
-        limit = JOIN_DEADLINE + 0.5 + _stalled_within(rec, p.started, p.started + JOIN_DEADLINE + 7.0)
+        limit = JOIN_DEADLINE + 0.5 + _overlap(rec.stalls, p.started, p.started + JOIN_DEADLINE + 7.0)
         if settled - p.started > limit and p.started + limit <= rec.end:
             out.append(Violation("joiners-settle", p.started + limit, f"{p.key} neither joined nor given up "
                                  f"{limit:.1f} s after its start"))
