@@ -6,15 +6,25 @@ True; with one in flight it returns False (the caller skips this write, or ``wai
 is reported on stderr (``training: error: <what>: <cause>``) and counted in ``failures``;
 it never ends training. ``waited`` sums the seconds callers spent in ``wait`` (what the loop
 lost to writes), ``last_error`` holds the last failure's message.
+
+Each write runs as work declared for the main thread (Horovod's ``declared_work``, this
+project's fork): a rank whose main thread waits for it (``restore`` after a failure) is busy,
+not hung, when the driver judges it at the registration barrier's deadline.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Callable
 
 from shared.worker import Worker
+
+try:  # the fork's hook; a Horovod without it (or none) judges the main thread alone
+    from horovod.runner.elastic.worker import declared_work
+except ImportError:  # pragma: no cover - stock Horovod
+    declared_work = contextlib.nullcontext
 
 
 class BackgroundWriter:
@@ -53,7 +63,8 @@ class BackgroundWriter:
 
     def _run(self, fn: Callable[[], object], what: str) -> None:
         try:
-            fn()
+            with declared_work():
+                fn()
             self.writes += 1
         except Exception as exc:  # a failed write is reported, never fatal
             self.failures += 1

@@ -23,7 +23,9 @@ Knobs (all optional):
 - $JOINS_BUSY_HOST / $JOINS_BUSY_AT_STEP / $JOINS_BUSY_SECONDS: the rank on that host, after
   its commit of that step, works that long outside any collective (writes a checkpoint with
   torch.save and computes, again and again: rank 0 saving or evaluating), once (its pid goes
-  to ``$JOINS_LOG.busy`` first);
+  to ``$JOINS_LOG.busy`` first); with $JOINS_BUSY_IN=background the work runs in the
+  trainer's background writer (``training.background.BackgroundWriter``) and the main thread
+  waits for it, idle, as a trainer's ``restore`` waits for its checkpoint write in flight;
 - $JOINS_HOLD_AFTER_JOIN: ``host:slot``: a joiner on that slot, once the driver has taken it
   into a world (it asks for its rank itself, as ``hvd.init`` would), logs ``taken`` (with
   ``size`` and ``rank``) and waits until the file ``$JOINS_LOG.go`` exists before its
@@ -85,6 +87,7 @@ STOP = os.environ["JOINS_STOP"]
 BUSY_HOST = os.environ.get("JOINS_BUSY_HOST")
 BUSY_AT = int(os.environ.get("JOINS_BUSY_AT_STEP", "20"))
 BUSY_SECONDS = float(os.environ.get("JOINS_BUSY_SECONDS", "0"))
+BUSY_IN = os.environ.get("JOINS_BUSY_IN", "main")
 
 if JOINER and os.environ.get("JOINS_HOLD_AFTER_JOIN") == f"{HOST}:{SLOT}":
     from horovod.runner.elastic.worker import join_world
@@ -136,7 +139,14 @@ def train(state):
         emit("step", size=hvd.size(), rank=hvd.rank(), step=state.step)
         state.commit()
         if HOST == BUSY_HOST and state.step == BUSY_AT and not os.path.exists(LOG_PATH + ".busy"):
-            busy(BUSY_SECONDS)
+            if BUSY_IN == "background":
+                from training.background import BackgroundWriter
+
+                writer = BackgroundWriter("joins")
+                writer.submit(lambda: busy(BUSY_SECONDS), "checkpoint")
+                writer.wait()
+            else:
+                busy(BUSY_SECONDS)
         time.sleep(STEP_SECONDS)
 
 

@@ -96,18 +96,22 @@ def test_an_abort_during_init_fails_the_init_by_default(tmp_path, monkeypatch):
 
 
 @pytest.mark.timeout(500)
-def test_a_rank_busy_outside_collectives_after_a_failure_is_not_lost(tmp_path):
-    """0108 (was 0034): rank 0 (localhost) spends 15 s outside any collective (it saves a checkpoint and
-    computes, again and again) and meanwhile the worker on 127.0.0.1 is killed: the third
+@pytest.mark.parametrize("busy_in", ["main", "background"])
+def test_a_rank_busy_outside_collectives_after_a_failure_is_not_lost(tmp_path, busy_in):
+    """0108 (was 0034; background: declared work): rank 0 (localhost) spends 15 s outside any
+    collective (it saves a checkpoint and computes, again and again; in its main thread, or in
+    the trainer's background writer while its main thread waits idle for it, as a trainer's
+    restore waits for its write in flight) and meanwhile the worker on 127.0.0.1 is killed: the third
     worker checks in for the next world at once, rank 0 only when its next collective fails.
     The barrier deadline is 3 s: at it, and every 3 s after, the driver asks rank 0 how far
     its main thread has come, finds it busy and keeps it. Rank 0 and the third worker then
     train at world size 2; nobody else is lost. Before 0034 rank 0 was lost 3 s after the
-    others checked in ("not checked in"), its host blacklisted, the job went on without it."""
+    others checked in ("not checked in"), its host blacklisted, the job went on without it;
+    before declared work, so was the rank waiting for its background writer."""
     me = socket.gethostname()
     job, _, log, events, stop = start(
         tmp_path, f"localhost:1\n127.0.0.1:1\n{me}:1\n", 3, 1, 3,
-        JOINS_BUSY_HOST="localhost", JOINS_BUSY_AT_STEP="20", JOINS_BUSY_SECONDS="15",
+        JOINS_BUSY_HOST="localhost", JOINS_BUSY_AT_STEP="20", JOINS_BUSY_SECONDS="15", JOINS_BUSY_IN=busy_in,
         HOROVOD_ELASTIC_BARRIER_DEADLINE_SECONDS="3", HOROVOD_GLOO_TIMEOUT_SECONDS="300")
     victim = None
     try:
