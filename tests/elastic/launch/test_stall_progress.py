@@ -19,8 +19,10 @@ def test_a_job_that_commits_is_not_stalled(two_pods, tmp_path):
     proc = subprocess.run(
         launcher_args(two_pods, tmp_path, "--stall-timeout", "60", "--elastic-timeout", "600",
                       "--events-file", str(events), "-x", "OMP_NUM_THREADS=1")
-        + ["--", sys.executable, "-m", "training.mnist", "--synthetic", "--synthetic-size", "1024",
-           "--epochs", "3", "--batch-size", "32", "--commit-every", "2", "--debug-step-delay", "2"],
+        # 40 steps of 2 s (1280 samples, 2 ranks of 32, 2 epochs): 80 s of training, past the
+        # 60 s timeout, which must exceed a loaded worker's import gap (worker_start to ready)
+        + ["--", sys.executable, "-m", "training.mnist", "--synthetic", "--synthetic-size", "1280",
+           "--epochs", "2", "--batch-size", "32", "--commit-every", "2", "--debug-step-delay", "2"],
         capture_output=True, text=True, timeout=1100, env=env(), stdin=subprocess.DEVNULL)
     assert "the job stalled" not in proc.stderr, proc.stderr[-3000:]
     assert proc.returncode == 0, proc.stderr[-3000:]
