@@ -21,11 +21,6 @@ from collections.abc import Callable
 
 from shared.worker import Worker
 
-try:  # the fork's hook; a Horovod without it (or none) judges the main thread alone
-    from horovod.runner.elastic.worker import declared_work
-except ImportError:  # pragma: no cover - stock Horovod
-    declared_work = contextlib.nullcontext
-
 
 class BackgroundWriter:
     """At most one write in flight; failures reported, not raised."""
@@ -63,13 +58,25 @@ class BackgroundWriter:
 
     def _run(self, fn: Callable[[], object], what: str) -> None:
         try:
-            with declared_work():
+            with _declared_work():
                 fn()
             self.writes += 1
         except Exception as exc:  # a failed write is reported, never fatal
             self.failures += 1
             self.last_error = f"{what}: {exc}".splitlines()[0]
             self._report(self.last_error)
+
+
+def _declared_work() -> contextlib.AbstractContextManager:
+    """Horovod's ``declared_work()`` (the fork's hook), imported at the first write, not at
+    import time (tests/test_layout.py: Horovod loads only where the training needs it); a
+    Horovod without it, or none, gets a block that does nothing: the main thread is judged
+    alone."""
+    try:
+        from horovod.runner.elastic.worker import declared_work
+    except ImportError:  # pragma: no cover - stock Horovod
+        return contextlib.nullcontext()
+    return declared_work()
 
 
 def _stderr(message: str) -> None:
