@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,6 +25,18 @@ def alive_check(job: Job):
         if job.proc.poll() is not None:
             pytest.fail(f"horovodrun exited ({job.proc.returncode}):\n{job.output()}", pytrace=False)
     return check
+
+
+def paused(pid: int, seconds: float) -> float:
+    """The fault of a paused process (a launcher throttled, a VM paused): SIGSTOP ``pid``, keep
+    it stopped ``seconds`` -- the fault's length, not a wait for anything -- then SIGCONT it.
+    Returns the unix time of the thaw."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(seconds)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    return time.time()
 
 
 def pid_gone(pid: int) -> bool:

@@ -1,5 +1,5 @@
 """Horovod's ``declared_work`` (patch 0108): the work a thread does for the main thread counts
-as the main thread's progress, which the driver's barrier deadline judges (0034)."""
+as the main thread's progress, which the driver's barrier deadline judges."""
 from __future__ import annotations
 
 import threading

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.runtime.liveness import alive_check, kill_quietly, pid_gone
+from tests.runtime.liveness import alive_check, kill_quietly, paused, pid_gone
 from tests.runtime.test_horovod_patches import HOROVODRUN, Job, discovery_script, read_log, run_env
 from tests.waiting import wait_for
 
@@ -101,12 +101,7 @@ def test_a_driver_frozen_for_six_seconds_loses_nobody(tmp_path):
     try:
         wait_for(lambda: any(r["size"] == 3 and r["step"] >= 30 for r in read_log(log)), 420,
                  "the world of three to train", alive=alive_check(job), detail=job.output)
-        os.kill(job.proc.pid, signal.SIGSTOP)
-        try:
-            time.sleep(6.0)  # the fault itself: the driver stopped for 6 s
-        finally:
-            os.kill(job.proc.pid, signal.SIGCONT)
-        thawed = time.time()
+        thawed = paused(job.proc.pid, 6.0)  # the driver stopped for 6 s
         wait_for(lambda: {h for h, size in trained_after(log, thawed + 15) if size == 3}
                  == {"localhost", "127.0.0.1", me} or any(r["kind"] == "worker_lost" for r in read_log(events)),
                  180, "the three to train at world size 3 15 s after the thaw", alive=alive_check(job),

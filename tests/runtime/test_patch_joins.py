@@ -98,7 +98,7 @@ def test_an_abort_during_init_fails_the_init_by_default(tmp_path, monkeypatch):
 @pytest.mark.timeout(500)
 @pytest.mark.parametrize("busy_in", ["main", "background"])
 def test_a_rank_busy_outside_collectives_after_a_failure_is_not_lost(tmp_path, busy_in):
-    """0108 (was 0034; background: declared work): rank 0 (localhost) spends 15 s outside any
+    """0108 (the barrier deadline judges progress; declared work): rank 0 (localhost) spends 15 s outside any
     collective (it saves a checkpoint and computes, again and again; in its main thread, or in
     the trainer's background writer while its main thread waits idle for it, as a trainer's
     restore waits for its write in flight) and meanwhile the worker on 127.0.0.1 is killed: the third
@@ -216,8 +216,8 @@ def test_a_slow_joiner_taken_in_at_min_np_does_not_fail_the_rendezvous(tmp_path)
 
 @pytest.mark.timeout(600)
 def test_a_ready_joiner_joins_without_a_sibling_that_still_starts(tmp_path):
-    """0107 (was 0036): a host with two slots joins a world of two; its slot 1's set-up lasts until
-    the test ends it (a file). Slot 0 waits at the rendezvous for its sibling at most
+    """0107 (a ready joiner's bounded sibling wait): a host with two slots joins a world of two;
+    its slot 1's set-up lasts until the test ends it (a file). Slot 0 waits at the rendezvous for its sibling at most
     HOROVOD_ELASTIC_JOIN_SIBLING_WAIT_SECONDS (5 s by default), then joins alone: the world
     trains at size 3 while slot 1 still starts, and at size 4 once it is in. Before 0036 the
     ready joiner waited for its sibling's whole set-up (up to the 300 s join deadline): the
@@ -231,7 +231,7 @@ def test_a_ready_joiner_joins_without_a_sibling_that_still_starts(tmp_path):
                  alive=alive_check(job), detail=job.output)
         hosts.write_text(f"localhost:1\n127.0.0.1:1\n{me}:2\n")
         wait_for(lambda: steps(log, size=3), 300, "the world to train at size 3 while slot 1 still sets up "
-                 "(before 0036: the ready joiner waits for it)", alive=alive_check(job), detail=job.output)
+                 "(without the sibling wait: the ready joiner waits for it)", alive=alive_check(job), detail=job.output)
         assert not first(log, ev="init_called", host=me, slot=1)
         Path(f"{log}.set-up-done").touch()
         wait_for(lambda: steps(log, size=4, host=me, slot=1), 300, "the slow sibling to join (world size 4)",

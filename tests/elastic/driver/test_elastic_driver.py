@@ -4,16 +4,13 @@ names as distinct hosts, tests/runtime/detector_job.py as the job. A GPU hang is
 the training processes only."""
 from __future__ import annotations
 
-import os
-import signal
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from shared.lease_wire import RUN_ID_ENV
-from tests.runtime.liveness import alive_check, kill_quietly, pid_gone
+from tests.runtime.liveness import alive_check, kill_quietly, paused, pid_gone
 from tests.runtime.test_horovod_patches import Job, discovery_script, read_log, run_env
 from tests.runtime.test_patch_detector import JOB, finish, frozen_pids
 from tests.waiting import wait_for
@@ -126,12 +123,7 @@ def test_a_driver_stalled_six_seconds_loses_none_of_eight_leased_ranks(tmp_path)
     try:
         wait_for(lambda: len(ranks_of_eight(log, since=0)) == 8, 480, "the world of eight to train",
                  alive=alive_check(job), detail=job.output)
-        os.kill(job.proc.pid, signal.SIGSTOP)
-        try:
-            time.sleep(6.0)  # the fault itself: the driver stopped for 6 s
-        finally:
-            os.kill(job.proc.pid, signal.SIGCONT)
-        thawed = time.time()
+        thawed = paused(job.proc.pid, 6.0)  # the driver stopped for 6 s
         wait_for(lambda: len(ranks_of_eight(log, since=thawed + 10)) == 8
                  or any(r["kind"] in ("worker_lost", "worker_exit") for r in read_log(events)),  # fails below
                  240, "the eight to train at world size 8 10 s after the thaw", alive=alive_check(job),
