@@ -1,6 +1,6 @@
 """apps/v1 ReplicaSets for the local cluster: the objects, their ``scale`` subresource and the
 controller that keeps each one's pods at ``spec.replicas`` -- the smallest faithful piece the
-launcher's worker scaler (``elastic.launch.scale_workers``) needs, through the official client.
+launcher's worker scaler (``elastic.scaler.scale_workers``) needs, through the official client.
 
 ``ReplicaSets(service)`` holds the objects in memory (no watch, no history; a resourceVersion
 per object): ``create``, ``get``, ``in_namespace`` (a list), ``patch`` (merge, JSON and

@@ -18,7 +18,7 @@ driver process's CPU time (user + system, ``getrusage``) and the growth of its e
 ``--drivers``: which drivers run, side by side: ``fork`` (the fork's ``ElasticDriver``, with each
 worker's lease wrapper opening a new connection every second, as before the run id) and
 ``project`` (``elastic.driver.elastic_driver``, what elastic-run runs, its lease answers
-installed, each wrapper renewing on one kept connection, ``elastic.launch.lease.Renewer``).
+installed, each wrapper renewing on one kept connection, ``elastic.worker.lease.Renewer``).
 ``--baseline DIR``: a directory holding a ``horovod`` package of another build (e.g. eh3: the
 installed package with its ``runner/`` files from patch 0028) run the same way, side by side.
 Each figure is one run on a shared machine: read them as orders of magnitude, not to 5 %.
@@ -55,7 +55,7 @@ for i in range(n):
     managers.append(manager)
 lease = sys.argv[4]
 if lease == 'kept':
-    from elastic.launch.lease import Renewer
+    from elastic.worker.lease import Renewer
     renewers = [Renewer(addr, port, run_id='bench').start() for _ in range(n)]
 elif lease == 'new':
     import http.client

@@ -1,5 +1,5 @@
 """The push section of scripts/bench-discovery: how soon and how cheaply Horovod's elastic driver
-holds a host change, push discovery (elastic.launch.push.DaemonDiscovery, what ``elastic-run``
+holds a host change, push discovery (elastic.driver.push.DaemonDiscovery, what ``elastic-run``
 gives the driver) beside script mode (``--host-discovery-script discover-hosts``: Horovod runs
 it through ``safe_shell_exec`` once a second).
 
@@ -30,7 +30,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from elastic.launch.push import DaemonDiscovery, parse_hosts
+from elastic.driver.push import DaemonDiscovery, parse_hosts
 from shared import discovery_wire as wire
 from shared.worker import Worker
 

@@ -881,7 +881,7 @@ def driver_pid(root: int) -> int | None:
                 argv = fh.read().split(b"\0")
         except OSError:
             continue
-        if any(a.endswith(b"horovodrun") or a == b"elastic.launch.hvdrun" for a in argv):
+        if any(a.endswith(b"horovodrun") or a == b"elastic.driver.hvdrun" for a in argv):
             return pid
         try:
             with open(f"/proc/{pid}/task/{pid}/children") as fh:

@@ -8,7 +8,7 @@
 - ``EXIT_NO_CAPACITY`` 75 (``EX_TEMPFAIL``): ``elastic-run`` only: the first world did not
   form within ``--first-world-timeout`` (too few slots: a capped pool); try again later
   (``elastic.launch.gang``).
-- ``EXIT_CANNOT_RUN`` 127: a wrapper (``elastic.launch.lease``) could not start its command
+- ``EXIT_CANNOT_RUN`` 127: a wrapper (``elastic.worker.lease``) could not start its command
   (the shell's "command not found").
 - ``EXIT_INTERRUPTED`` 130: Ctrl-C (128 + SIGINT); a command ended by another signal
   returns 128 + that signal (``exit_for_signal``; ``SIGNAL_BASE`` 128 is where those start),

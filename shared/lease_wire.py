@@ -1,5 +1,5 @@
 """The lease's wire format, written once: what a worker's lease wrapper
-(``elastic.launch.lease``) asks the driver's rendezvous server, and what the project's driver
+(``elastic.worker.lease``) asks the driver's rendezvous server, and what the project's driver
 (``elastic.driver.lease_answers``) answers.
 
 - ``GET /elastic-run-lease/<run id>`` (``-`` without a run id), on one kept connection.

@@ -38,7 +38,7 @@ def _console_scripts() -> list[str]:
 
 
 # and the python -m ones
-COMMANDS = _console_scripts() + ["elastic.launch.prepare", "elastic.launch.scale_workers", "training.datagen",
+COMMANDS = _console_scripts() + ["elastic.prepare.hook", "elastic.scaler.scale_workers", "training.datagen",
                                  "training.digits", "elastic.simulation.cli"]
 
 

@@ -1,8 +1,9 @@
 """The project's structure as a contract: the four packages never import each other; the rules
 they must agree on live once, in ``shared`` (standard library only), which any of them may
 import and which imports none of them; no module imports itself back through a cycle; and
-``elastic``'s rooms import only downwards (``launch`` -> ``sync`` -> ``ssh`` ->
-``common``/``errors``)."""
+``elastic``'s rooms, one per process they run in (``ELASTIC_ROOMS``), import only what their
+row allows: code loaded into horovodrun (``driver``), on worker hosts (``worker``) or in the
+Kubernetes controller (``scaler``) never imports the launcher (``launch``)."""
 from __future__ import annotations
 
 import ast
@@ -14,15 +15,18 @@ from tests.projectmodules import project_modules
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = "shared"  # the one package every other may import
-# room -> rooms of elastic it may import (besides itself)
+# room -> rooms of elastic it may import (besides itself), and the process it runs in
 ELASTIC_ROOMS = {
     "errors": set(),
-    "common": {"errors"},
-    "ssh": {"common", "errors"},
-    "sync": {"ssh", "common", "errors"},
-    "launch": {"sync", "ssh", "common", "errors", "driver"},
-    "driver": set(),  # pure decision cores, loaded into horovodrun's process
-    "simulation": {"driver", "common"},
+    "common": {"errors"},  # helpers of every process
+    "ssh": {"common", "errors"},  # ssh-bootstrap, and a library of the launcher and the hook
+    "sync": {"ssh", "common", "errors"},  # dataset-sync, and a library of the hook
+    "prepare": {"sync", "ssh", "common", "errors"},  # the discovery daemon's per-host hook
+    "driver": {"common", "errors"},  # inside horovodrun: hvdrun, push, the driver's cores
+    "worker": set(),  # on each worker host, around the training (standard library, shared)
+    "scaler": {"errors"},  # the Kubernetes controller in the launcher pod
+    "launch": {"prepare", "driver", "worker", "sync", "ssh", "common", "errors"},  # elastic-run
+    "simulation": {"driver", "common"},  # the driver's cores under seeded faults (a tool)
 }
 
 
@@ -155,6 +159,12 @@ def test_shared_imports_only_the_standard_library():
 def _room(module: str) -> str | None:
     parts = module.split(".")
     return parts[1] if parts[0] == "elastic" and len(parts) > 1 else None
+
+
+def test_every_elastic_room_has_a_row():
+    """A new folder of ``elastic`` states which process it runs in and what it may import."""
+    rooms = {_room(m) for m in project_modules()} - {None}
+    assert sorted(rooms - set(ELASTIC_ROOMS)) == []
 
 
 def test_elastic_rooms_import_only_downwards():

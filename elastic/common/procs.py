@@ -22,7 +22,7 @@
 
 Users: ``dataset-sync``'s rsync (``elastic.sync.rsync``), and everything ``elastic-run``
 starts (``elastic.launch``: the discovery daemon, horovodrun, ssh-bootstrap, dataset-sync,
-the reaping ssh; ``elastic.launch.prepare``'s steps; ``elastic.ssh.exec``'s ssh clients).
+the reaping ssh; ``elastic.prepare.hook``'s steps; ``elastic.ssh.exec``'s ssh clients).
 """
 
 from __future__ import annotations

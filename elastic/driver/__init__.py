@@ -1,4 +1,10 @@
-"""The elastic driver's own code: what runs inside horovodrun's process.
+"""The elastic driver's own code: what runs inside horovodrun's process (never imports the
+launcher, ``elastic.launch``: the layout test holds it).
+
+- ``hvdrun``: ``python -m elastic.driver.hvdrun``, horovodrun with this package's driver
+  installed and fed by ``push`` (discovery by long poll of the daemon, no process per poll).
+- ``elastic_driver``: the fork's ``ElasticDriver``, subclassed to ask the cores below.
+- ``lease_answers``: the driver's side of the workers' lease.
 
 The decisions are pure cores with no threads, no clock reads, no sockets and no locks: they
 take timestamped observations and return decisions, which the driver's threads execute.

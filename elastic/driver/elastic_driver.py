@@ -2,7 +2,7 @@
 thread observes and executes, ``elastic.driver.liveness`` decides.
 
 Runs inside horovodrun's process. ``install()`` makes horovodrun's elastic launcher build this
-class instead of Horovod's (``elastic.launch.hvdrun`` calls it: every elastic-run job's
+class instead of Horovod's (``elastic.driver.hvdrun`` calls it: every elastic-run job's
 driver); plain ``horovodrun`` keeps the fork's own detector.
 
 What changes against the fork's detector (the rules are the core's, see its docstring):

@@ -22,14 +22,14 @@ import uuid
 from collections.abc import Sequence
 
 from elastic.common.cli import env_int
+from elastic.common.tools import tool
 from elastic.errors import ConfigError, ElasticError
 from elastic.launch.command import HorovodrunOptions
-from elastic.launch.lease import DEFAULT_LEASE, MAX_LEASE, MIN_LEASE, check_seconds
 from elastic.launch.plan import DEFAULT_TERM_GRACE, LaunchConfig, make_plan, plan_as_dict
 from elastic.launch.plot import check_plot_path
-from elastic.launch.prepare import parse_dataset
 from elastic.launch.runner import run
-from elastic.launch.tools import tool
+from elastic.prepare.hook import parse_dataset
+from elastic.worker.lease import DEFAULT_LEASE, MAX_LEASE, MIN_LEASE, check_seconds
 from shared.argparser import OneLineParser
 from shared.exitcodes import EXIT_OK
 from shared.runner import run_main
@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "discovery sidecar's prepare hook keeps (--keep-run) while it stops the job's other runs")
     g.add_argument("--lease", default=None, metavar="SECONDS",
                    help="a worker whose driver has not answered for this long, or whose ssh session is "
-                        "gone, ends its processes (elastic.launch.lease): a lost launcher leaves no "
+                        "gone, ends its processes (elastic.worker.lease): a lost launcher leaves no "
                         f"world behind (ELASTIC_LEASE; 0: off, else {MIN_LEASE:g}..{MAX_LEASE:g}; "
                         f"default {DEFAULT_LEASE:g}: the 6 s driver stall the job survives, plus 2 s)")
     g.add_argument("--term-grace", default=None, metavar="SECONDS",
@@ -180,7 +180,7 @@ def parse_job_id(raw: str, name: str = "--job-id") -> str:
 
 
 def parse_lease(raw: str, name: str = "--lease") -> float:
-    """``--lease`` -> seconds (``elastic.launch.lease.check_seconds``); ConfigError naming it."""
+    """``--lease`` -> seconds (``elastic.worker.lease.check_seconds``); ConfigError naming it."""
     try:
         return check_seconds(float(raw))
     except ValueError as exc:
@@ -271,7 +271,7 @@ def config_from_args(args: argparse.Namespace, command: list[str]) -> LaunchConf
         ssh_port=ssh_port, ssh_identity_file=identity, network_interfaces=nics,
         start_timeout=args.start_timeout, env=_parse_env(args.env),
         horovodrun=tool("horovodrun"), verbose=args.verbose,
-        launcher=(sys.executable, "-m", "elastic.launch.hvdrun") if mode == "push" else (),
+        launcher=(sys.executable, "-m", "elastic.driver.hvdrun") if mode == "push" else (),
     )
     metrics = args.metrics_file or os.environ.get("ELASTIC_METRICS_FILE") or None
     plot_file = args.plot or os.environ.get("ELASTIC_PLOT") or None

@@ -38,7 +38,7 @@ class HorovodrunOptions:
     env: extra variables for the training processes (exported through the environment).
     horovodrun: the horovodrun executable.
     launcher: argv that runs horovodrun instead of ``horovodrun`` (e.g. ``python -m
-        elastic.launch.hvdrun``: the same arguments, push discovery); empty for the script.
+        elastic.driver.hvdrun``: the same arguments, push discovery); empty for the script.
     verbose: horovodrun's --verbose.
     """
 

@@ -13,7 +13,7 @@
   period) and is safe to call twice. Nothing starts in the constructor. The daemon is tied to
   the thread that started it (``elastic.common.procs.tied_popen``): if the launcher dies, even
   by ``kill -9``, the kernel kills the daemon, and its prepare commands die with it
-  (``elastic.launch.prepare`` ties itself to the daemon). A daemon that exits while it should
+  (``elastic.prepare.hook`` ties itself to the daemon). A daemon that exits while it should
   run (killed, OOM, a crash) is started again on the same port by a watcher thread, with a
   backoff of 1 s doubling to 30 s while it fails to become ready; each restart is one warning
   line and counted in ``restarts``. Meanwhile ``discover-hosts`` fails and horovodrun keeps its

@@ -32,15 +32,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from elastic.common.reap import JOB_ID_ENV, RUN_ID_ENV
+from elastic.common.tools import tool as find_tool
+from elastic.driver.hvdrun import LAUNCHER_GONE_SIGNAL, REAP_SSH_ENV
 from elastic.launch.command import HorovodrunOptions, build_horovodrun_command
 from elastic.launch.daemon import DaemonSpec
 from elastic.launch.events import EVENTS_ENV
-from elastic.launch.hvdrun import LAUNCHER_GONE_SIGNAL, REAP_SSH_ENV
-from elastic.launch.lease import DEFAULT_LEASE
-from elastic.launch.prepare import parse_dataset, prepare_argv
-from elastic.launch.reap import JOB_ID_ENV, RUN_ID_ENV
-from elastic.launch.tools import tool as find_tool
+from elastic.prepare.hook import parse_dataset, prepare_argv
 from elastic.ssh.config import SSH_CONFIG_ENV, BootstrapDir
+from elastic.worker.lease import DEFAULT_LEASE
 
 LEAVE_GRACE_ENV = "HOROVOD_ELASTIC_LEAVE_GRACE_SECONDS"
 DEFAULT_TERM_GRACE = 25.0  # Kubernetes' default grace is 30 s: 5 s are left for the clean-up
@@ -55,10 +55,10 @@ def default_job_id(namespace: str, selector: str | None, discovery_url: str | No
 
 
 def lease_command(python: str, seconds: float, command: tuple[str, ...]) -> list[str]:
-    """``command`` under the lease wrapper (``elastic.launch.lease``), or as it is for 0."""
+    """``command`` under the lease wrapper (``elastic.worker.lease``), or as it is for 0."""
     if not seconds:
         return list(command)
-    return [python, "-m", "elastic.launch.lease", "--seconds", f"{seconds:g}", "--", *command]
+    return [python, "-m", "elastic.worker.lease", "--seconds", f"{seconds:g}", "--", *command]
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,7 @@ class LaunchPlan:
         exit 75 so the workers can be freed (``elastic.launch.gang``); None: wait up to
         ``--elastic-timeout`` as horovodrun does.
     horovodrun_death_signal: the signal the kernel sends horovodrun when the launcher dies
-        (``PR_SET_PDEATHSIG``): ``hvdrun.LAUNCHER_GONE_SIGNAL`` for ``elastic.launch.hvdrun``
+        (``PR_SET_PDEATHSIG``): ``hvdrun.LAUNCHER_GONE_SIGNAL`` for ``elastic.driver.hvdrun``
         (it stops the job, reaps the hosts and exits within seconds), SIGTERM for the plain
         script (Horovod's own shutdown).
     leave_grace: ``--leave-grace`` seconds, passed as ``HOROVOD_ELASTIC_LEAVE_GRACE_SECONDS``
@@ -149,7 +149,7 @@ class LaunchPlan:
         as ``ELASTIC_JOB_ID`` in ``env``; before its world starts on a host (the prepare hook,
         and the hosts served at the start) the launcher stops every other run of it there.
     lease: seconds a worker lives on without an answer from its driver (``--lease``; the
-        training command runs under ``elastic.launch.lease``); 0: off.
+        training command runs under ``elastic.worker.lease``); 0: off.
     term_grace: on SIGTERM, seconds the training gets to commit, checkpoint and leave before
         the clean-up stops what is left (``--term-grace``).
     """
@@ -240,7 +240,7 @@ def make_plan(config: LaunchConfig, *, run_id: str, workdir: str,
     env[REAP_SSH_ENV] = json.dumps(([[wrapper, "-o", "BatchMode=yes"]] if wrapper else []) + [reap_ssh])
     if config.leave_grace is not None:
         env[LEAVE_GRACE_ENV] = repr(float(config.leave_grace))
-    hvdrun = tuple(opts.launcher[-2:]) == ("-m", "elastic.launch.hvdrun")
+    hvdrun = tuple(opts.launcher[-2:]) == ("-m", "elastic.driver.hvdrun")
 
     return LaunchPlan(
         run_id=run_id, workdir=workdir, ssh_dir=ssh_dir,

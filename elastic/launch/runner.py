@@ -9,13 +9,13 @@ side effects) and ``execute(plan)`` carries it out, in these steps (blocks until
    dataset, ``dataset-sync`` to them. Skipped when there are none yet, and when the daemon is
    ours with the prepare hook: it serves only hosts the hook has prepared. An external
    daemon's own hook (the launcher pod in deploy/) covers hosts that come later;
-3. horovodrun (``build_horovodrun_command``; by default through ``elastic.launch.hvdrun``,
+3. horovodrun (``build_horovodrun_command``; by default through ``elastic.driver.hvdrun``,
    whose driver long-polls the daemon in-process instead of running the script every
    second) in its own session, with ``DISCOVERY_URL`` set
    for ``discover-hosts`` and, with an identity, ssh-bootstrap's pinning ``ssh`` wrapper first
    on its PATH (``elastic.ssh.config.horovodrun_env``: checks the job's pinned host keys, keeps
    them out of ``~/.ssh/known_hosts``); before it starts, whatever earlier runs of the job
-   (``plan.job_id``) left on the hosts served then is stopped (``elastic.launch.reap``; the
+   (``plan.job_id``) left on the hosts served then is stopped (``elastic.common.reap``; the
    prepare hook does the same for each host it prepares); SIGINT to the launcher is forwarded
    to it; SIGTERM drains the training first (``_drain``: one SIGTERM to each training process,
    which commits, rank 0 checkpoints, and leaves; up to ``plan.term_grace`` seconds), then
@@ -38,7 +38,7 @@ side effects) and ``execute(plan)`` carries it out, in these steps (blocks until
    arriving meanwhile is noted, not obeyed: this is what stops the job's processes, and
    each step has a deadline): a horovodrun still running is stopped; the host recorder is
    stopped; the job's processes left on the hosts
-   it saw are stopped (``elastic.launch.reap``: workers carry ``ELASTIC_RUN_ID``; horovodrun
+   it saw are stopped (``elastic.common.reap``: workers carry ``ELASTIC_RUN_ID``; horovodrun
    stopped by a signal leaves them running otherwise; hosts still served are checked); a
    daemon we started is stopped; the timeline is printed to stderr (and written as JSON to
    ``config.timeline_file`` if given), the plot drawn (``plan.plot_file``), and one
@@ -47,7 +47,7 @@ side effects) and ``execute(plan)`` carries it out, in these steps (blocks until
 Every process started here is tied to the launcher with ``PR_SET_PDEATHSIG``
 (``elastic.common.procs``): if the launcher dies, ``kill -9`` included, the kernel kills the
 daemon and the steps, and sends horovodrun ``plan.horovodrun_death_signal`` (hvdrun then
-stops the job and reaps the hosts itself, see ``elastic.launch.hvdrun``).
+stops the job and reaps the hosts itself, see ``elastic.driver.hvdrun``).
 
 The exit code is horovodrun's (128+N when it died of signal N; 2 when it failed and every
 training process that ended exited 2: ``bad_input_exit``; 75 when no first world formed within
@@ -77,16 +77,16 @@ from pathlib import Path
 
 from elastic.common.hostlist import split_host_slots
 from elastic.common.procs import tied_popen, tied_run
+from elastic.common.reap import reap_hosts, term_hosts
+from elastic.driver.hvdrun import LAUNCHER_GONE_SIGNAL
 from elastic.errors import ElasticError, Interrupted, LaunchError, SSHError, SyncError
 from elastic.launch import console, events, plot, timeline
 from elastic.launch.badinput import BadInputWatch
 from elastic.launch.daemon import ManagedDaemon, fetch_hosts, probe
 from elastic.launch.gang import EXIT_NO_CAPACITY, FirstWorldDeadline
-from elastic.launch.hvdrun import LAUNCHER_GONE_SIGNAL
 from elastic.launch.outputs import outputs_line
 from elastic.launch.phases import Marks, PhaseReport, first_served
 from elastic.launch.plan import LaunchConfig, LaunchPlan, horovodrun_env, make_plan
-from elastic.launch.reap import reap_hosts, term_hosts
 from elastic.launch.stall import Watchdog
 from elastic.launch.waits import WaitExplainer
 from elastic.launch.watch import HostRecorder
@@ -144,7 +144,7 @@ class _SignalForwarder:
 
 def _relayed_output(plan: LaunchPlan) -> dict:
     """Popen's stdout/stderr for horovodrun: pipes to the console relay when horovodrun is
-    ``elastic.launch.hvdrun``, which goes quiet when the launcher (the pipes' reader) dies;
+    ``elastic.driver.hvdrun``, which goes quiet when the launcher (the pipes' reader) dies;
     plain horovodrun (``--discovery-mode script``) would meet broken pipes in its shutdown, so
     it keeps writing to the launcher's own stdout and stderr, unrelayed."""
     if plan.horovodrun_death_signal == int(LAUNCHER_GONE_SIGNAL):
@@ -470,7 +470,7 @@ def _marks(start: float, daemon_ready: float, recorder: HostRecorder, slots: int
 
 def _reap_earlier_runs(plan: LaunchPlan, hosts: Sequence[str]) -> None:
     """Before this run's world starts on ``hosts``: stop what earlier runs of the job left there
-    (``elastic.launch.reap``, by ``ELASTIC_JOB_ID``; a launcher killed, its node gone). A host
+    (``elastic.common.reap``, by ``ELASTIC_JOB_ID``; a launcher killed, its node gone). A host
     where that fails is named; its old processes end by their lease."""
     started = time.monotonic()
     failed = reap_hosts(hosts, _reap_ssh(plan), plan.run_id, job_id=plan.job_id)
@@ -481,7 +481,7 @@ def _reap_earlier_runs(plan: LaunchPlan, hosts: Sequence[str]) -> None:
 
 def _drain(plan: LaunchPlan, recorder: HostRecorder, proc: subprocess.Popen) -> None:
     """SIGTERM to elastic-run (a drain, an eviction, an autoscaler's consolidation) while the
-    training runs: one SIGTERM to each training process (``elastic.launch.reap.term_hosts``:
+    training runs: one SIGTERM to each training process (``elastic.common.reap.term_hosts``:
     it commits, rank 0 writes a checkpoint, it leaves), a wait of at most ``plan.term_grace``
     seconds for them to end, then horovodrun's session is stopped (the clean-up reaps what is
     left). Says what it did on stderr."""

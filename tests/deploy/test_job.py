@@ -230,7 +230,7 @@ def test_the_scaler_decides_within_the_launcher_pods_grace(objects):
     """After SIGTERM the scaler reads the pod and the Job and scales to zero, with retries,
     within --finish-timeout: shorter than the pod's grace, so the kubelet's SIGKILL never cuts
     the final scale short."""
-    from elastic.launch.scale_workers import parse_args as scaler_args
+    from elastic.scaler.scale_workers import parse_args as scaler_args
 
     job = one(objects, "Job")
     scaler = container(pod_spec(job), "worker-scaler")

@@ -175,7 +175,7 @@ def test_the_prepare_hook_and_launcher_agree_on_paths(objects):
     daemon = container(spec, "discovery-daemon")
     launcher = container(spec, "launcher")
     prepare = prepare_argv(objects)
-    assert prepare[:3] == ["python", "-m", "elastic.launch.prepare"]
+    assert prepare[:3] == ["python", "-m", "elastic.prepare.hook"]
     run_args = launcher["args"][: launcher["args"].index("--")]
     assert flag(prepare, "--dataset") == flag(run_args, "--dataset")
     assert flag(prepare, "--identity") == flag(run_args, "--ssh-identity-file")
@@ -245,7 +245,7 @@ def test_the_launcher_and_prepare_commands_are_valid_for_our_own_parsers(objects
     assert args.network_interface == ["eth0"]
     assert command[:3] == ["python", "-m", "training.mnist"]
     prepare = prepare_argv(objects)
-    from elastic.launch.prepare import build_parser as prepare_parser
+    from elastic.prepare.hook import build_parser as prepare_parser
 
     parsed = prepare_parser().parse_args(prepare[3:] + ["10.0.0.7"])
     assert parsed.host == "10.0.0.7"
@@ -274,12 +274,12 @@ def test_the_training_command_is_valid_for_the_training_parser(objects):
 
 @pytest.mark.parametrize("name", ["worker-start", "worker-scaler"])
 def test_the_worker_scaler_command_is_valid_for_its_parser(objects, name):
-    from elastic.launch.scale_workers import parse_args as scaler_args
+    from elastic.scaler.scale_workers import parse_args as scaler_args
 
     job = one(objects, "Job")
     scaler = container(pod_spec(job), name)
     argv = [expand(a, scaler, pod_labels(job)) for a in scaler["args"]]
-    assert argv[:3] == ["python", "-m", "elastic.launch.scale_workers"]
+    assert argv[:3] == ["python", "-m", "elastic.scaler.scale_workers"]
     args = scaler_args([a.replace("$(POD_NAME)", "launcher-abcde") for a in argv[3:]])
     assert args.workers == ("replicasets", one(objects, "ReplicaSet")["metadata"]["name"])
     assert args.job == job["metadata"]["name"]  # made the workers' owner, read for its retries

@@ -15,8 +15,8 @@ import uuid
 
 import pytest
 
-from elastic.launch.prepare import build_parser
-from elastic.launch.reap import JOB_ID_ENV, RUN_ID_ENV
+from elastic.common.reap import JOB_ID_ENV, RUN_ID_ENV
+from elastic.prepare.hook import build_parser
 from localcluster.testing import running_cluster
 from tests.deploy.render import DEPLOY, JOB_UID, POD_UID, container, expand, one, pod_labels, pod_spec, render
 from tests.waiting import wait_for
@@ -54,7 +54,7 @@ def launcher_args(job: dict) -> tuple[list[str], dict[str, str]]:
 def test_the_hook_reaps_the_jobs_other_runs_and_keeps_the_launchers_run(launcher):
     """The hook stops job ELASTIC_JOB_ID's other runs, keeping the run the launcher says it is."""
     argv = hook_argv(launcher)
-    assert argv[1:3] == ["-m", "elastic.launch.prepare"]
+    assert argv[1:3] == ["-m", "elastic.prepare.hook"]
     hook = build_parser().parse_args([*argv[3:], "--", "10.0.0.1"])
     args, envs = launcher_args(launcher)
     assert hook.reap_job == envs["ELASTIC_JOB_ID"] == JOB_UID

@@ -1,7 +1,7 @@
 """Every client of the daemon's protocol is ``shared.daemon_client``, and each speaks what the
 threat model promises: a real daemon with ``--token``, over TCP and over a ``unix:`` socket,
 read by the launcher's probe and host fetch (``elastic.launch.daemon``), the wait explainer
-(``elastic.launch.waits``), push discovery in Horovod's driver (``elastic.launch.push``) and
+(``elastic.launch.waits``), push discovery in Horovod's driver (``elastic.driver.push``) and
 ``discover-hosts``; without the token each is refused (HTTP 401), never served."""
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from elastic.driver.push import DaemonDiscovery
 from elastic.errors import DaemonUnavailable
 from elastic.launch import daemon as launch_daemon
-from elastic.launch.push import DaemonDiscovery
 from elastic.launch.waits import fetch_hosts_json
 from shared import daemon_client
 from tests.daemons import ROOT, daemon_env, fake_pod

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from elastic.launch.gang import EXIT_NO_CAPACITY, JITTER
-from elastic.launch.scale_workers import stop_decision
+from elastic.scaler.scale_workers import stop_decision
 from localcluster import control
 from localcluster.testing import running_cluster
 from tests.e2e.test_grows_to_max_np import BIN, JOB, env

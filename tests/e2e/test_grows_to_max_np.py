@@ -1,7 +1,7 @@
 """Issue 32, "Done when": a job started with --max-np 4 and two worker pods grows to four pods
 by itself and trains at size 4. The workers are a ReplicaSet of 2 in the local cluster (its
 apps/v1 ReplicaSets and their controller: localcluster.replicasets); the launcher pod's
-worker-start (elastic.launch.scale_workers --phase start, the official client) sets it to
+worker-start (elastic.scaler.scale_workers --phase start, the official client) sets it to
 --replicas 4, what --max-np 4 needs with one slot per pod; the controller makes two pods, the
 discovery daemon serves them once prepared, horovodrun adds them, and the training runs at 4.
 The scale comes once the job trains at size 2, so the growth is seen in a running job."""
@@ -73,7 +73,7 @@ def test_a_job_of_two_pods_and_max_np_4_grows_to_four_pods_by_itself_and_trains_
             wait_for(lambda: sizes.exists() and "size 2 " in sizes.read_text(), 600,
                      "the training at size 2", interval=0.5, alive=lambda: alive(run))
             start = subprocess.run(
-                [sys.executable, "-m", "elastic.launch.scale_workers", "--phase", "start",
+                [sys.executable, "-m", "elastic.scaler.scale_workers", "--phase", "start",
                  "--workers", "replicasets/workers", "--min-replicas", "2", "--replicas", "4",
                  "--namespace", "default", "--kubeconfig", str(c.kubeconfig)],
                 capture_output=True, text=True, timeout=120, env=env())

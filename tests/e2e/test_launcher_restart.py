@@ -43,7 +43,7 @@ def cluster(tmp_path):
 
 def driver_pid(job: Job) -> int:
     procs = processes()
-    found = [pid for pid in launcher_tree(job.proc.pid) if "elastic.launch.hvdrun" in procs.get(pid, (0, {}, []))[2]]
+    found = [pid for pid in launcher_tree(job.proc.pid) if "elastic.driver.hvdrun" in procs.get(pid, (0, {}, []))[2]]
     assert len(found) == 1, f"horovodrun's process among {found}"
     return found[0]
 

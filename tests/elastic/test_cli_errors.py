@@ -24,10 +24,10 @@ BIN = Path(sys.executable).parent
     (["elastic-run", "--min-np", "0", "--", "true"], "--min-np must be a positive integer, got 0"),
     (["elastic-run", "--first-world-timeout", "0", "--", "true"],
      "--first-world-timeout must be a positive number of seconds, got 0"),
-    ([sys.executable, "-m", "elastic.launch.prepare", "--identity", "/nonexistent/key", "--ssh-dir", "{tmp}/ssh",
+    ([sys.executable, "-m", "elastic.prepare.hook", "--identity", "/nonexistent/key", "--ssh-dir", "{tmp}/ssh",
       "bad;host"], "host name 'bad;host' contains characters that are not allowed in a host name"),
-    ([sys.executable, "-m", "elastic.launch.prepare"],
-     "the following arguments are required: --identity, --ssh-dir, host (see python -m elastic.launch.prepare --help)"),
+    ([sys.executable, "-m", "elastic.prepare.hook"],
+     "the following arguments are required: --identity, --ssh-dir, host (see python -m elastic.prepare.hook --help)"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, argv, message):
     argv = [a.format(tmp=tmp_path) for a in argv]

@@ -7,7 +7,8 @@ import threading
 
 import pytest
 
-from elastic.launch import push, stall, waits, watch
+from elastic.driver import push
+from elastic.launch import stall, waits, watch
 from elastic.sync import progress
 from shared.worker import Worker
 from tests.waiting import wait_for

@@ -1,5 +1,5 @@
 """The project's driver (elastic.driver.elastic_driver) with real Horovod: horovodrun through
-the project's entry (``python -m elastic.launch.hvdrun``, what elastic-run starts), local host
+the project's entry (``python -m elastic.driver.hvdrun``, what elastic-run starts), local host
 names as distinct hosts, tests/runtime/detector_job.py as the job. A GPU hang is a SIGSTOP of
 the training processes only."""
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.horovod]
 
-HVDRUN = [sys.executable, "-m", "elastic.launch.hvdrun"]
+HVDRUN = [sys.executable, "-m", "elastic.driver.hvdrun"]
 
 
 def ranks_of_eight(log: Path, since: float) -> set[tuple[str, int]]:
@@ -116,7 +116,7 @@ def test_a_driver_stalled_six_seconds_loses_none_of_eight_leased_ranks(tmp_path)
     log, events = tmp_path / "det.jsonl", tmp_path / "events.jsonl"
     env = run_env(DET_LOG=str(log), HOROVOD_GLOO_TIMEOUT_SECONDS="300", HOROVOD_ELASTIC_EVENTS_FILE=str(events),
                   **{RUN_ID_ENV: "stall-run"})
-    lease = [sys.executable, "-m", "elastic.launch.lease", "--seconds", "8", "--"]
+    lease = [sys.executable, "-m", "elastic.worker.lease", "--seconds", "8", "--"]
     argv = [*HVDRUN, "-np", "8", "--min-np", "8", "--max-np", "8", "--host-discovery-script", str(script),
             "--network-interface", "lo", "--elastic-timeout", "300", *lease, sys.executable, JOB]
     job = Job(tmp_path, argv, env)

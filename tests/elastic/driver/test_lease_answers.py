@@ -1,5 +1,5 @@
 """The driver's lease answers (elastic.driver.lease_answers) with the wrapper's Renewer
-(elastic.launch.lease), on Horovod's real rendezvous server: one kept connection, the run id
+(elastic.worker.lease), on Horovod's real rendezvous server: one kept connection, the run id
 in each question, another run's driver never renews."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from horovod.runner.elastic.rendezvous import create_rendezvous_handler
 from horovod.runner.http.http_server import RendezvousHandler, RendezvousServer
 
 from elastic.driver import lease_answers
-from elastic.launch.lease import Renewer
+from elastic.worker.lease import Renewer
 from tests.waiting import wait_for
 
 

@@ -24,7 +24,7 @@ def daemon_processes(kubeconfig: Path | None = None) -> set[int]:
                 continue
             if kubeconfig is not None and str(kubeconfig).encode() not in cmd:
                 continue
-            if any(b"discovery-daemon" in a for a in cmd[:2]) and b"elastic.launch.prepare" in b" ".join(cmd):
+            if any(b"discovery-daemon" in a for a in cmd[:2]) and b"elastic.prepare.hook" in b" ".join(cmd):
                 out.add(int(proc.name))
     return out
 

@@ -57,7 +57,7 @@ def module(name: str) -> Callable[[list[str]], bool]:
 
 def reaping(found: dict[int, list[str]]) -> bool:
     """The launcher's clean-up is stopping the run's leftover processes on the pods: the reap's
-    ssh clients (``elastic.launch.reap``; tagged, as everything the run starts) are running.
+    ssh clients (``elastic.common.reap``; tagged, as everything the run starts) are running.
     Only this run's: another run's reap on the machine says nothing about this one's stage."""
     return any(Path(argv[0]).name != "ssh" and any("ELASTIC_RUN_ID=" in a and "kill -TERM" in a for a in argv)
                for argv in found.values())
@@ -76,7 +76,7 @@ LEAVE_ONE = "(trap '' TERM; exec sleep 3002) </dev/null >/dev/null 2>&1 & exit 0
 STAGES = {
     "daemon starting": ((), TRAIN, any_process(program("discovery-daemon"))),
     "waiting for hosts": (("--selector", "app=elastic-horovod,role=nobody"), TRAIN,
-                          any_process(module("elastic.launch.hvdrun"))),
+                          any_process(module("elastic.driver.hvdrun"))),
     "syncing": (("--dataset", "DATASET:/data/no-orphans"), TRAIN, any_process(program("dataset-sync"))),
     "training": ((), TRAIN, lambda found: sum(argv == ["sleep", "3001"] for argv in found.values()) == 2),
     "shutting down": ((), LEAVE_ONE, reaping),

@@ -9,11 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from elastic.common.reap import JOB_ID_ENV, RUN_ID_ENV
+from elastic.driver.hvdrun import LAUNCHER_GONE_SIGNAL, REAP_SSH_ENV, reap_ssh_argv
 from elastic.launch.command import HorovodrunOptions
 from elastic.launch.events import EVENTS_ENV
-from elastic.launch.hvdrun import LAUNCHER_GONE_SIGNAL, REAP_SSH_ENV, reap_ssh_argv
 from elastic.launch.plan import LEAVE_GRACE_ENV, LaunchConfig, horovodrun_env, make_plan, plan_as_dict
-from elastic.launch.reap import JOB_ID_ENV, RUN_ID_ENV
 from elastic.ssh.config import SSH_CONFIG_ENV
 
 TRAIN = ("python", "-m", "training.mnist")
@@ -41,7 +41,7 @@ def test_with_a_selector_and_an_identity_our_daemon_prepares_each_host_itself():
     assert plan.daemon.spec.selector == "app=x" and plan.daemon.spec.namespace == "ns"
     assert plan.daemon.log_file == "/tmp/w/discovery-daemon.log"
     assert shlex.split(plan.daemon.spec.prepare_cmd) == [
-        sys.executable, "-m", "elastic.launch.prepare", "--identity", "/id", "--ssh-dir", "/tmp/w/ssh",
+        sys.executable, "-m", "elastic.prepare.hook", "--identity", "/id", "--ssh-dir", "/tmp/w/ssh",
         "--ssh-port", "2222", "--reap-job", plan.job_id, "--keep-run", "r1", "--dataset", "/src:/data"]
     assert [(s.what, s.argv, s.kind) for s in plan.steps] == [
         ("ssh-bootstrap hosts", ("/opt/bin/ssh-bootstrap", "hosts", "--identity", "/id", "--out", "/tmp/w/ssh",
@@ -142,7 +142,7 @@ def test_leave_grace_reaches_horovodrun_as_horovods_variable():
 def test_horovodrun_learns_of_the_launchers_death_by_a_signal_it_handles():
     """hvdrun handles LAUNCHER_GONE_SIGNAL (stops the job, reaps the hosts); the plain script
     gets SIGTERM (Horovod's own shutdown)."""
-    hvdrun = plan_of(config(opts={"launcher": ("/venv/bin/python", "-m", "elastic.launch.hvdrun")}))
+    hvdrun = plan_of(config(opts={"launcher": ("/venv/bin/python", "-m", "elastic.driver.hvdrun")}))
     assert hvdrun.horovodrun_death_signal == LAUNCHER_GONE_SIGNAL
     assert plan_of(config()).horovodrun_death_signal == signal.SIGTERM
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from elastic.common.reap import JOB_ID_ENV
 from elastic.launch.command import HorovodrunOptions
 from elastic.launch.plan import DEFAULT_TERM_GRACE, LaunchConfig, default_job_id, make_plan
-from elastic.launch.reap import JOB_ID_ENV
 
 TRAIN = ("python", "-m", "training.mnist")
 ELASTIC_RUN = str(Path(sys.executable).parent / "elastic-run")
@@ -35,7 +35,7 @@ def test_the_training_runs_under_the_lease_and_the_hook_reaps_the_jobs_other_run
     plan = plan_of(lease=20.0)
     # "python" as the worker's PATH finds it, never the launcher's own path: a container pod
     # has no /venv (tests/images/test_container_cluster.py failed on it)
-    assert plan.horovodrun[-9:] == ("python", "-m", "elastic.launch.lease", "--seconds", "20", "--", *TRAIN)
+    assert plan.horovodrun[-9:] == ("python", "-m", "elastic.worker.lease", "--seconds", "20", "--", *TRAIN)
     assert plan.daemon is not None and f"--reap-job {plan.job_id} --keep-run r1" in plan.daemon.spec.prepare_cmd
     assert plan_of(lease=0.0).horovodrun[-3:] == TRAIN
     assert plan.term_grace == DEFAULT_TERM_GRACE
@@ -67,4 +67,4 @@ def test_the_dry_run_shows_the_lease_and_the_job():
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert (doc["job_id"], doc["lease"], doc["term_grace"]) == ("j-1", 30.0, 40.0)
-    assert doc["horovodrun"][-7:-3] == ["elastic.launch.lease", "--seconds", "30", "--"]
+    assert doc["horovodrun"][-7:-3] == ["elastic.worker.lease", "--seconds", "30", "--"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from elastic.launch.reap import RUN_ID_ENV
+from elastic.common.reap import RUN_ID_ENV
 
 TRAIN = ("python", "-m", "training.mnist")
 ELASTIC_RUN = str(Path(sys.executable).parent / "elastic-run")

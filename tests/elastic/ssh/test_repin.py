@@ -3,7 +3,7 @@
 single-host hooks on one ssh dir keep every pin and every hostfile line.
 
 Real sshd (throwaway servers, because the local cluster avoids reusing pod addresses), real
-``ssh-bootstrap`` and ``python -m elastic.launch.prepare`` processes."""
+``ssh-bootstrap`` and ``python -m elastic.prepare.hook`` processes."""
 from __future__ import annotations
 
 import json
@@ -34,7 +34,7 @@ def _hook(server: Sshd, ssh_dir: Path, uid: str | None, identity: Path | None = 
     if uid is not None:
         env["DISCOVERY_POD_UID"] = uid
     return subprocess.run(
-        [sys.executable, "-m", "elastic.launch.prepare", "--identity", str(identity or server.identity),
+        [sys.executable, "-m", "elastic.prepare.hook", "--identity", str(identity or server.identity),
          "--ssh-dir", str(ssh_dir), "--ssh-port", str(server.port), server.address],
         capture_output=True, text=True, timeout=90, stdin=subprocess.DEVNULL, env=env, cwd=REPO)
 
@@ -182,7 +182,7 @@ def test_merge_hostfile_keeps_other_hosts_replaces_and_drops_the_handled_ones():
 
 
 def test_the_hook_reports_the_cause_not_the_summary_or_stdout():
-    from elastic.launch.prepare import failure_line
+    from elastic.prepare.hook import failure_line
 
     stderr = "error: HOST KEY CHANGED for [h]:22: ...\nerror: 1 of 1 hosts failed: h\n"
     assert failure_line(stderr, "horovodrun env:   X=1\n").startswith("HOST KEY CHANGED for [h]:22")

@@ -110,7 +110,7 @@ def test_late_joiner_is_served_by_a_peer_not_the_launcher(sync_cluster, pod_ips,
 
 
 def test_prepare_hook_passes_the_pinned_hosts_as_peers() -> None:
-    from elastic.launch import prepare
+    from elastic.prepare import hook as prepare
 
     seen = []
     original = prepare._run

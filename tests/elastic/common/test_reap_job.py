@@ -1,4 +1,4 @@
-"""elastic.launch.reap's job reap and SIGTERM path on this machine (each command run by
+"""elastic.common.reap's job reap and SIGTERM path on this machine (each command run by
 ``sh -c``, as a pod's sshd runs it): a retried launcher's reap by ``ELASTIC_JOB_ID`` stops the
 processes of the job's earlier runs and keeps its own run's and other jobs'; the SIGTERM path
 signals each root of the run's process trees once (never a child of the training) and returns
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from elastic.launch.reap import JOB_ID_ENV, RUN_ID_ENV, reap_command, term_command
+from elastic.common.reap import JOB_ID_ENV, RUN_ID_ENV, reap_command, term_command
 from tests.waiting import wait_for
 
 

@@ -1,4 +1,4 @@
-"""elastic.launch.lease, the worker side of "no second world": the rule (``decide``, a table)
+"""elastic.worker.lease, the worker side of "no second world": the rule (``decide``, a table)
 and the wrapper as real processes on this machine. A driver (an HTTP server) that answers
 keeps the worker alive; one that goes silent (accepts, never answers: a frozen launcher, a
 half-open connection) or whose session is gone ends the worker's whole process group within
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from elastic.launch.lease import (
+from elastic.worker.lease import (
     ADDR_ENV,
     DEFAULT_LEASE,
     LATE,
@@ -161,7 +161,7 @@ def _start(tmp_path: Path, port: int | None, lease: float = LEASE, stdout=None) 
     env = dict(os.environ)
     if port is not None:
         env.update({ADDR_ENV: "127.0.0.1", PORT_ENV: str(port)})
-    return subprocess.Popen([sys.executable, "-m", "elastic.launch.lease", "--seconds", f"{lease:g}", "--",
+    return subprocess.Popen([sys.executable, "-m", "elastic.worker.lease", "--seconds", f"{lease:g}", "--",
                              "sh", "-c", WORKER], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
                             stdout=stdout, stderr=subprocess.PIPE, start_new_session=True)
 
@@ -262,7 +262,7 @@ def test_sigterm_reaches_the_command_once_and_its_code_is_kept(tmp_path):
     """A SIGTERM (elastic-run's drain, the reap) reaches the training once, however often the
     wrapper gets it; the wrapper exits with the training's code."""
     script = "trap 'echo term >> terms; exit 7' TERM; echo $$ > pid; touch child; while :; do sleep 0.05; done"
-    proc = subprocess.Popen([sys.executable, "-m", "elastic.launch.lease", "--seconds", "0", "--",
+    proc = subprocess.Popen([sys.executable, "-m", "elastic.worker.lease", "--seconds", "0", "--",
                              "sh", "-c", script], cwd=tmp_path, stdin=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, start_new_session=True)
     try:
@@ -277,7 +277,7 @@ def test_sigterm_reaches_the_command_once_and_its_code_is_kept(tmp_path):
 
 
 def test_bad_usage_is_one_line_and_exit_2():
-    proc = subprocess.run([sys.executable, "-m", "elastic.launch.lease", "--seconds", "2", "--", "true"],
+    proc = subprocess.run([sys.executable, "-m", "elastic.worker.lease", "--seconds", "2", "--", "true"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == ["error: the lease must be 0 (off) or 5..3600 seconds, got 2.0"]
@@ -285,7 +285,7 @@ def test_bad_usage_is_one_line_and_exit_2():
 
 def test_a_port_nobody_listens_on_counts_as_silence():
     """A driver whose port is closed (RST): no answer, so no renewal."""
-    from elastic.launch.lease import Renewer
+    from elastic.worker.lease import Renewer
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -301,7 +301,7 @@ def test_the_drivers_own_server_answers_the_lease_quietly(caplog):
     from horovod.runner.elastic.rendezvous import create_rendezvous_handler
     from horovod.runner.http.http_server import RendezvousServer
 
-    from elastic.launch.lease import Renewer
+    from elastic.worker.lease import Renewer
     server = RendezvousServer()
     port = server.start(create_rendezvous_handler(driver=None))
     try:
@@ -320,7 +320,7 @@ def test_the_renewer_thread_renews_until_stopped():
     from horovod.runner.elastic.rendezvous import create_rendezvous_handler
     from horovod.runner.http.http_server import RendezvousServer
 
-    from elastic.launch.lease import Renewer
+    from elastic.worker.lease import Renewer
     from tests.waiting import wait_for
     server = RendezvousServer()
     port = server.start(create_rendezvous_handler(driver=None))

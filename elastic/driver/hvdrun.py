@@ -1,8 +1,8 @@
-"""``python -m elastic.launch.hvdrun ARGS``: horovodrun, with the driver fed by push discovery.
+"""``python -m elastic.driver.hvdrun ARGS``: horovodrun, with the driver fed by push discovery.
 
 ``elastic-run`` starts this instead of the ``horovodrun`` script. With ``DISCOVERY_URL`` in
 the environment, the Horovod driver's ``--host-discovery-script`` is replaced by an
-in-process ``elastic.launch.push.DaemonDiscovery`` on that daemon: no process per poll, and
+in-process ``elastic.driver.push.DaemonDiscovery`` on that daemon: no process per poll, and
 the driver hears of a change as soon as the daemon serves it (Horovod's own loop runs the
 script once a second; before patch 0023 through a Python middleman). Without ``DISCOVERY_URL`` this is plain
 horovodrun. Everything else (arguments, exit code) is horovodrun's.
@@ -17,7 +17,7 @@ When the launcher dies: ``elastic-run`` starts this with ``PR_SET_PDEATHSIG`` =
 output goes to /dev/null from then on, elastic-run's relay is gone) and stops the job: SIGTERM to
 itself (Horovod's own shutdown: each worker's local ssh client or process is ended through
 its process group, patch 0023), at the same time the job's processes on the hosts it last discovered are
-stopped (``elastic.launch.reap``, through the ssh argv in ``ELASTIC_REAP_SSH``, as
+stopped (``elastic.common.reap``, through the ssh argv in ``ELASTIC_REAP_SSH``, as
 ``elastic-run`` does at a normal end: a command run over ssh without a terminal outlives its
 ssh client), and once more when Horovod's shutdown is over (a worker whose ssh session was
 being set up during the first reap can start after that reap's scan; with Horovod's ssh clients
@@ -34,9 +34,9 @@ import sys
 import threading
 from collections.abc import Sequence
 
+from elastic.common.reap import RUN_ID_ENV, reap_hosts
 from elastic.driver.elastic_driver import install as install_driver
-from elastic.launch.push import DaemonDiscovery
-from elastic.launch.reap import RUN_ID_ENV, reap_hosts
+from elastic.driver.push import DaemonDiscovery
 from shared.exitcodes import EXIT_OK, exit_for_signal
 
 DISCOVERY_URL_ENV = "DISCOVERY_URL"

@@ -1,6 +1,6 @@
 """A worker's processes end when the launcher that started them is gone: the lease wrapper.
 
-    python -m elastic.launch.lease [--seconds N] -- COMMAND ARGS...
+    python -m elastic.worker.lease [--seconds N] -- COMMAND ARGS...
 
 ``elastic-run`` puts this in front of the training command (``--lease``, default
 ``DEFAULT_LEASE`` s; 0 leaves it out), so it runs on every worker host as the first process of
@@ -258,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             seconds = check_seconds(float(args[1]))
             args = args[2:]
         if args[:1] != ["--"] or len(args) < 2:
-            raise ValueError("usage: python -m elastic.launch.lease [--seconds N] -- COMMAND ARGS...")
+            raise ValueError("usage: python -m elastic.worker.lease [--seconds N] -- COMMAND ARGS...")
     except (ValueError, IndexError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

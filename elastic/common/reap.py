@@ -10,7 +10,7 @@ again and SIGKILLs what a stopping process started meanwhile, until a scan finds
 
 ``reap_command(run_id, grace)`` is pure; ``reap_hosts(hosts, ssh_argv, run_id)`` blocks until
 every host answered or ``timeout`` passed and returns the hosts where it failed (never raises).
-The reap is one process of its own (``python -m elastic.launch.reap``, in a session of its
+The reap is one process of its own (``python -m elastic.common.reap``, in a session of its
 own, bounded by coreutils' ``timeout``) that reaches every host: once it is started, every
 host is reaped even if the caller is killed the next moment (a caller that started one ssh
 client per host could be killed between two of them, and a host never reached kept a worker
@@ -157,7 +157,7 @@ def reap_hosts(hosts: Sequence[str], ssh_argv: Sequence[str], run_id: str, grace
     # the reap's own processes do not carry the run's tags: a reap on a host that shares its
     # processes with the caller must not stop itself
     env = _untagged()
-    argv = ["timeout", "-s", "KILL", f"{timeout + 5:g}", sys.executable, "-m", "elastic.launch.reap",
+    argv = ["timeout", "-s", "KILL", f"{timeout + 5:g}", sys.executable, "-m", "elastic.common.reap",
             "--run-id", run_id, "--grace", f"{grace:g}", "--timeout", f"{timeout:g}",
             "--ssh-argv", json.dumps(list(ssh_argv))]
     if job_id is not None:
@@ -176,10 +176,10 @@ def reap_hosts(hosts: Sequence[str], ssh_argv: Sequence[str], run_id: str, grace
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m elastic.launch.reap --run-id ID [--job-id JOB] --ssh-argv JSON [--grace S]
+    """``python -m elastic.common.reap --run-id ID [--job-id JOB] --ssh-argv JSON [--grace S]
     [--timeout S] HOST...``: reap every HOST (with ``--job-id``: the job's other runs); prints
     the hosts where it failed, one a line; exit 0."""
-    parser = argparse.ArgumentParser(prog="python -m elastic.launch.reap")
+    parser = argparse.ArgumentParser(prog="python -m elastic.common.reap")
     parser.add_argument("--run-id", required=True)
     parser.add_argument("--job-id", default=None)
     parser.add_argument("--ssh-argv", required=True, help="the ssh command, a JSON list of strings")

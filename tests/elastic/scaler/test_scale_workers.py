@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from elastic.errors import LaunchError
-from elastic.launch.scale_workers import (
+from elastic.scaler.scale_workers import (
     being_deleted,
     capped_replicas,
     owner_reference,
@@ -255,7 +255,7 @@ class StandIn:
 
 def start(kubeconfig: str, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "elastic.launch.scale_workers", "--workers", f"replicasets/{STS}", "--min-replicas",
+        [sys.executable, "-m", "elastic.scaler.scale_workers", "--workers", f"replicasets/{STS}", "--min-replicas",
          "2", "--pod", POD, "--namespace", NS, "--kubeconfig", kubeconfig, *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -389,7 +389,7 @@ def test_an_api_error_is_one_line_and_exit_1(tmp_path):
     with StandIn(replicas=1, pod=pod_json()) as api:
         config = api.kubeconfig(tmp_path / "kubeconfig")
         proc = subprocess.run(
-            [sys.executable, "-m", "elastic.launch.scale_workers", "--workers", "replicasets/other",
+            [sys.executable, "-m", "elastic.scaler.scale_workers", "--workers", "replicasets/other",
              "--min-replicas", "2", "--pod", POD, "--namespace", NS, "--kubeconfig", config],
             capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
@@ -411,7 +411,7 @@ def test_an_api_error_is_one_line_and_exit_1(tmp_path):
       "--kubeconfig", "/nonexistent/kubeconfig"], "no cluster configuration"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message):
-    proc = subprocess.run([sys.executable, "-m", "elastic.launch.scale_workers", *args],
+    proc = subprocess.run([sys.executable, "-m", "elastic.scaler.scale_workers", *args],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert message in proc.stderr and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr

@@ -1,6 +1,6 @@
 """Prepare one host before the discovery daemon serves it (the daemon's ``--prepare-cmd``).
 
-    python -m elastic.launch.prepare --identity FILE --ssh-dir DIR [--ssh-port P]
+    python -m elastic.prepare.hook --identity FILE --ssh-dir DIR [--ssh-port P]
                                   [--dataset SRC:DEST] -- HOST
 
 HOST comes from a pod (the daemon appends ``-- HOST``): it must be an IPv4 address or an
@@ -16,7 +16,7 @@ RFC 1123 name (``hostlist.validate_host_name``); anything else -- an option such
    sets it), ``--repin-for-uid UID`` is passed: an address reused by a new pod gets its new
    host key pinned; a changed key for the same pod is still refused;
 2. with ``--reap-job JOB --keep-run RUN`` (what elastic-run passes, and deploy/'s sidecar), the
-   processes of job JOB's other runs on HOST are stopped (``elastic.launch.reap.reap_job_here``,
+   processes of job JOB's other runs on HOST are stopped (``elastic.common.reap.reap_job_here``,
    in this process: an earlier launcher of the same job was killed, its workers may still
    train); a host where that fails is not served;
 3. with ``--dataset``, ``dataset-sync SRC DEST --host HOST --ssh-config DIR/ssh_config
@@ -41,9 +41,9 @@ import time
 
 from elastic.common.hostlist import validate_host_name
 from elastic.common.procs import tie_to_parent, tied_run
+from elastic.common.reap import reap_command, reap_job_here
+from elastic.common.tools import tool
 from elastic.errors import ConfigError, ElasticError, SSHError, SyncError
-from elastic.launch.reap import reap_command, reap_job_here
-from elastic.launch.tools import tool
 from elastic.ssh.config import BootstrapDir
 from shared.argparser import OneLineParser
 from shared.exitcodes import EXIT_OK
@@ -62,7 +62,7 @@ def prepare_argv(identity: str, ssh_dir: str, ssh_port: int | None, dataset: str
                  reap_job: tuple[str, str] | None = None) -> list[str]:
     """The daemon's ``--prepare-cmd`` (without the host the daemon appends), as argv;
     ``reap_job``: (job id, this run's id) to stop the job's other runs on the host."""
-    argv = [sys.executable, "-m", "elastic.launch.prepare", "--identity", identity, "--ssh-dir", ssh_dir]
+    argv = [sys.executable, "-m", "elastic.prepare.hook", "--identity", identity, "--ssh-dir", ssh_dir]
     if ssh_port is not None:
         argv += ["--ssh-port", str(ssh_port)]
     if reap_job is not None:
@@ -119,7 +119,7 @@ def prepare(host: str, identity: str, ssh_dir: str, ssh_port: int | None, datase
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="python -m elastic.launch.prepare", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="python -m elastic.prepare.hook", description=__doc__.split("\n\n")[0])
     parser.add_argument("--identity", required=True, help="the job's private SSH key")
     parser.add_argument("--ssh-dir", required=True, help="where pinned host keys and ssh configs go")
     parser.add_argument("--ssh-port", type=int, default=None, help="the hosts' sshd port")

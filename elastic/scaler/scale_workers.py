@@ -1,7 +1,7 @@
 """The launcher pod's worker scaler: the job's workers at their desired size when a launcher
 pod starts, at zero when the launcher Job is over or suspended (deploy/job/launcher.yaml).
 
-    python -m elastic.launch.scale_workers --workers KIND/NAME --min-replicas FLOOR \\
+    python -m elastic.scaler.scale_workers --workers KIND/NAME --min-replicas FLOOR \\
         --replicas DESIRED [--max-replicas CAP] --pod POD --container launcher [--job JOB] \\
         [--phase start|stop|both] [--namespace NS] [--kubeconfig FILE]
 
@@ -306,7 +306,7 @@ def _workload(value: str) -> tuple[str, str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog="python -m elastic.launch.scale_workers",
+    p = OneLineParser(prog="python -m elastic.scaler.scale_workers",
                 description="Set the job's workers to --replicas when a launcher pod starts; scale them "
                             "to zero on SIGTERM once --container of --pod has ended and the Job is over.")
     p.add_argument("--workers", type=_workload, required=True, metavar="KIND/NAME",

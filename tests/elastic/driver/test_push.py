@@ -13,8 +13,8 @@ from aiohttp import web
 from yarl import URL
 
 from discovery.server import LONG_POLL_MAX, wait_for_generation
+from elastic.driver.push import DaemonDiscovery, parse_hosts
 from elastic.errors import BadAnswer
-from elastic.launch.push import DaemonDiscovery, parse_hosts
 from tests.daemons import fake_pod
 from tests.waiting import wait_for
 

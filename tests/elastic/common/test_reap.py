@@ -1,6 +1,6 @@
-"""elastic.launch.reap on this machine (its command run by ``sh -c``, as a pod's sshd runs it):
+"""elastic.common.reap on this machine (its command run by ``sh -c``, as a pod's sshd runs it):
 a process the job starts while the reap stops it -- after the reap's scan -- is stopped too;
-and ``python -m elastic.launch.reap`` (the process ``reap_hosts`` starts) reaps every host it
+and ``python -m elastic.common.reap`` (the process ``reap_hosts`` starts) reaps every host it
 is given and names the ones it could not reach."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from elastic.launch.reap import RUN_ID_ENV, reap_command, reap_hosts
+from elastic.common.reap import RUN_ID_ENV, reap_command, reap_hosts
 from tests.waiting import wait_for
 
 
