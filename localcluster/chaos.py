@@ -38,6 +38,7 @@ import time
 from dataclasses import dataclass
 
 from shared.driver_events import Record, read_records
+from shared.event_kinds import Kind
 from shared.exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from shared.metrics_record import MetricsRecord
 from shared.metrics_record import read_records as read_metrics  # rank 0's metrics file
@@ -73,9 +74,9 @@ def world_sizes(records: list[MetricsRecord], events: list[Record]) -> list[tupl
     seen = [(r.time, r.world_size) for r in records]
     size = None
     for e in events:
-        if e.kind == "reset":
+        if e.kind == Kind.RESET:
             size = e.detail.get("world_size")
-        elif e.kind == "progress" and isinstance(size, int):
+        elif e.kind == Kind.PROGRESS and isinstance(size, int):
             seen.append((e.time, size))
     return sorted(seen)
 
@@ -86,7 +87,7 @@ def next_step(steps: tuple[str, ...], progress: Progress, records: list[MetricsR
     if progress.done >= len(steps):
         return None
     if progress.done == 0:
-        started = any(e.kind == "worker_start" for e in events or [])
+        started = any(e.kind == Kind.WORKER_START for e in events or [])
         return steps[0] if started or not wait_for_start else None
     return steps[progress.done] if took_effect(progress, records, events or []) else None
 
@@ -102,7 +103,7 @@ def after_step(step: str, progress: Progress, records: list[MetricsRecord], now:
     """The progress once ``step`` has run at ``now``."""
     seen = world_sizes(records, events or [])
     resets = [e.detail["world_size"] for e in events or []
-              if e.kind == "reset" and isinstance(e.detail.get("world_size"), int)]
+              if e.kind == Kind.RESET and isinstance(e.detail.get("world_size"), int)]
     base = progress.expected_world if progress.expected_world is not None else (
         seen[-1][1] if seen else resets[-1] if resets else (start_world or 0))
     return Progress(done=progress.done + 1, last_time=now,

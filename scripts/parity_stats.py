@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 
 from localcluster.chaos import Progress, took_effect
 from shared.driver_events import Record
+from shared.event_kinds import Kind
 from shared.metrics_record import MetricsRecord
 
 
@@ -43,7 +44,7 @@ def settled(progress: Progress, records: list[MetricsRecord], events: list[Recor
     hold file) takes no step at the new size until the schedule is done."""
     if took_effect(progress, records, events):
         return True
-    return any(e.kind == "reset" and e.time > progress.last_time
+    return any(e.kind == Kind.RESET and e.time > progress.last_time
                and e.detail.get("world_size") == progress.expected_world for e in events)
 
 

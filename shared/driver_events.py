@@ -2,11 +2,11 @@
 reader of that format (``elastic.launch.events`` re-exports it; ``localcluster.chaos``
 reads the same file with it).
 
-The patched driver (``horovod-fork/patches/0105``, old 0004) appends one JSON line per event to
+The patched driver (``horovod-fork/patches/0105``) appends one JSON line per event to
 ``$HOROVOD_ELASTIC_EVENTS_FILE``: ``{"time": unix seconds, "kind": str, "detail": {...}}``.
 ``elastic-run`` points that at a file of its own and reads it for the timeline
-(``timeline.driver_events``) and the stall watchdog (``stall``). The record format is
-described in ``elastic.launch.timeline``'s docstring.
+(``timeline.driver_events``) and its watchers (``stall``, ``badinput``, ``gang``, ``phases``).
+The kinds and each one's detail are ``shared.event_kinds``.
 
 ``parse_line(text) -> Record | None`` (None for anything that is not a record: the file is
 written by another process and may end in a partial line); ``read_records(path)`` reads a
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shared.event_kinds import Kind, kind_of
 from shared.jsonlines import parse_json_object, read_json_lines
 
 EVENTS_ENV = "HOROVOD_ELASTIC_EVENTS_FILE"
@@ -26,11 +27,15 @@ EVENTS_ENV = "HOROVOD_ELASTIC_EVENTS_FILE"
 
 @dataclass(frozen=True)
 class Record:
-    """One driver event: unix time, kind (``reset``, ``worker_start``...), its detail."""
+    """One driver event: unix time, kind (``Kind.RESET``...: ``shared.event_kinds`` lists them
+    and each one's detail; a kind this version does not know stays its string), its detail."""
 
     time: float
-    kind: str
+    kind: Kind | str
     detail: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", kind_of(self.kind))  # a known kind as its Kind
 
 
 def parse_line(text: str) -> Record | None:
@@ -44,7 +49,7 @@ def _record(doc: dict) -> Record | None:
     when, kind, detail = doc.get("time"), doc.get("kind"), doc.get("detail", {})
     if not isinstance(when, (int, float)) or isinstance(when, bool) or not isinstance(kind, str):
         return None
-    return Record(float(when), kind, detail if isinstance(detail, dict) else {})
+    return Record(float(when), kind_of(kind), detail if isinstance(detail, dict) else {})
 
 
 def read_records(path: str | Path | None) -> list[Record]:

@@ -46,6 +46,7 @@ from horovod.runner.elastic import driver as horovod_driver
 from elastic.driver import lease_answers
 from elastic.driver.cooldowns import Cooldowns
 from elastic.driver.liveness import Liveness, Lose, Ping, Rebaseline, Settings
+from shared.event_kinds import Kind
 
 # The rendezvous server's listen backlog (the standard library's is 5). Every worker's lease
 # wrapper connects once a second; through a driver stall the connections wait in this queue,
@@ -147,7 +148,7 @@ class ElasticDriver(horovod_driver.ElasticDriver):
 
     def _refusal_ended(self, host: str, after: float) -> None:
         logging.info('host %s: its refusal is over (%.1f s): it gets joiners again', host, after)
-        self._events.emit('refusal_ended', host=host, after=round(after, 3))
+        self._events.emit(Kind.REFUSAL_ENDED.value, host=host, after=round(after, 3))
 
     # -- quarantine: decided by Cooldowns, kept in the fork's HostManager -------------------------
     def _quarantine(self, host: str, reason: str) -> None:
@@ -164,7 +165,7 @@ class ElasticDriver(horovod_driver.ElasticDriver):
             count = self._quarantines.in_a_row(host)
         cooldown = round(until - now, 3)
         self._host_manager.quarantine(host, cooldown)
-        self._events.emit('quarantine', host=host, reason=reason, cooldown=cooldown, count=count)
+        self._events.emit(Kind.QUARANTINE.value, host=host, reason=reason, cooldown=cooldown, count=count)
 
     def _end_quarantines(self) -> bool:
         """Probation (caller holds ``_wait_hosts_cond``): ``Cooldowns.due`` releases each host
@@ -184,7 +185,7 @@ class ElasticDriver(horovod_driver.ElasticDriver):
             after = round(release.after, 3)
             logging.info('quarantined host %s is still listed and its workers have ended: it gets a '
                          'worker again (%s s after its quarantine)', release.host, after)
-            self._events.emit('quarantine_ended', host=release.host, after=after)
+            self._events.emit(Kind.QUARANTINE_ENDED.value, host=release.host, after=after)
         return bool(releases)
 
     # -- the liveness thread: observe, decide (the core), execute --------------------------------

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from elastic.launch.events import Follower, Record
+from shared.event_kinds import Kind
 from shared.worker import Worker
 
 BAD_INPUT = 2
@@ -39,13 +40,13 @@ class FirstWorld:
         for r in records:
             if self.settled or self.rejected is not None:
                 break
-            if r.kind == "reset" and self.world_size is None:
+            if r.kind == Kind.RESET and self.world_size is None:
                 self.world_size = _count(r.detail.get("world_size"))
                 if self.world_size is None:
                     self.settled = True  # a reset we cannot read: do not guess
-            elif r.kind == "progress":
+            elif r.kind == Kind.PROGRESS:
                 self.settled = True
-            elif r.kind == "worker_exit" and self.world_size is not None:
+            elif r.kind == Kind.WORKER_EXIT and self.world_size is not None:
                 code = r.detail.get("exit_code")
                 if not (isinstance(code, int) and not isinstance(code, bool) and code == BAD_INPUT):
                     self.settled = True

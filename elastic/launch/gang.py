@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from elastic.launch.events import Follower, Record
+from shared.event_kinds import Kind
 from shared.exitcodes import EXIT_NO_CAPACITY
 from shared.worker import Worker
 
@@ -35,7 +36,7 @@ JITTER = 0.25
 def first_world_formed(records: Iterable[Record]) -> bool:
     """True when the records hold the driver's first ``reset`` (a world of ``--min-np`` or
     more slots was formed). Pure."""
-    return any(r.kind == "reset" for r in records)
+    return any(r.kind == Kind.RESET for r in records)
 
 
 def deadline_for(timeout: float, draw: float) -> float:

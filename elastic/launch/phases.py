@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from elastic.launch.events import Follower, Record
+from shared.event_kinds import Kind
 from shared.worker import Worker
 
 PHASES = ("discovery daemon", "hosts prepared", "workers started", "imports and setup", "first step")
@@ -45,7 +46,7 @@ class Marks:
     trained: float | None = None
 
 
-def _nth(records: Sequence[Record], kind: str, n: int) -> float | None:
+def _nth(records: Sequence[Record], kind: Kind, n: int) -> float | None:
     """When the ``n``-th worker (host, slot) first had a ``kind`` event; None before that."""
     firsts: dict[tuple, float] = {}
     for r in records:
@@ -60,8 +61,8 @@ def phases(marks: Marks, records: Sequence[Record], workers: int) -> list[tuple[
     """The phases of the module docstring for a first world of ``workers`` workers, in order:
     (name, seconds); None for a phase whose end is not known (and every later one counts from
     the last known end)."""
-    ends = [marks.daemon, marks.served, _nth(records, "worker_start", workers),
-            _nth(records, "worker_registered", workers), marks.trained]
+    ends = [marks.daemon, marks.served, _nth(records, Kind.WORKER_START, workers),
+            _nth(records, Kind.WORKER_REGISTERED, workers), marks.trained]
     out: list[tuple[str, float | None]] = []
     previous = marks.start
     for name, end in zip(PHASES, ends, strict=True):

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from elastic.errors import ConfigError, PlotError
+from shared.event_kinds import Kind
 from shared.metrics_record import MetricsRecord
 
 FORMATS = (".png", ".svg")
@@ -176,7 +177,7 @@ def plot_data(start: float, end: float, snapshots: Sequence[tuple[float, Sequenc
         t, kind, detail = fields
         low = kind.lower()
         size = _world_size(detail)
-        if low == "reset":  # the driver's: new assignments in effect; the first one is the start
+        if low == Kind.RESET:  # the driver's: new assignments in effect; the first one is the start
             if size is not None:
                 _step(driver_world, t, size)
             if not first_reset:

@@ -90,6 +90,7 @@ from elastic.launch.plan import LaunchConfig, LaunchPlan, horovodrun_env, make_p
 from elastic.launch.stall import Watchdog
 from elastic.launch.waits import WaitExplainer
 from elastic.launch.watch import HostRecorder
+from shared.event_kinds import Kind
 from shared.exitcodes import EXIT_OK, EXIT_USAGE, SIGNAL_BASE, exit_for_returncode, exit_for_signal
 
 log = logging.getLogger("elastic.run")
@@ -198,7 +199,7 @@ def bad_input_exit(code: int, driver: Sequence[events.Record]) -> int:
     ``code``. Pure."""
     if not EXIT_OK < code < SIGNAL_BASE:
         return code
-    exits = [r.detail.get("exit_code") for r in driver if r.kind == "worker_exit"]
+    exits = [r.detail.get("exit_code") for r in driver if r.kind == Kind.WORKER_EXIT]
     return EXIT_USAGE if exits and all(e == EXIT_USAGE for e in exits) else code
 
 

@@ -20,16 +20,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from elastic.launch.events import Follower, Record
+from shared.event_kinds import Kind
 from shared.worker import Worker
 
-PROGRESS_KINDS = frozenset({"progress", "worker_ready", "worker_start", "reset", "worker_registered"})
+PROGRESS_KINDS = frozenset({Kind.PROGRESS, Kind.WORKER_READY, Kind.WORKER_START, Kind.RESET, Kind.WORKER_REGISTERED})
 
-_DOING = {
-    "worker_start": "started",
-    "worker_registered": "training (notification service up)",
-    "worker_ready": "rendezvous (asked for its rank)",
-    "progress": "committed",
-    "worker_exit": "exited",
+_DOING: dict[Kind | str, str] = {
+    Kind.WORKER_START: "started",
+    Kind.WORKER_REGISTERED: "training (notification service up)",
+    Kind.WORKER_READY: "rendezvous (asked for its rank)",
+    Kind.PROGRESS: "committed",
+    Kind.WORKER_EXIT: "exited",
 }
 
 
@@ -55,29 +56,30 @@ class Activity:
             d = r.detail
             if r.kind in PROGRESS_KINDS:
                 self.last_progress = max(self.last_progress, r.time)
-            if r.kind == "hosts":
+            if r.kind == Kind.HOSTS:
                 self.hosts = [str(h) for h in d.get("hosts", [])]
             if "host" in d and "slot" in d:
                 key = (str(d["host"]), int(d["slot"]) if str(d["slot"]).isdigit() else 0)
-                if r.kind == "worker_start" and isinstance(d.get("rank"), int):
+                if r.kind == Kind.WORKER_START and isinstance(d.get("rank"), int):
                     self.ranks[key] = d["rank"]
-                if r.kind == "worker_start":
+                if r.kind == Kind.WORKER_START:
                     self.running.add(key)
-                elif r.kind == "worker_exit":
+                elif r.kind == Kind.WORKER_EXIT:
                     self.running.discard(key)
                 text = _DOING.get(r.kind, r.kind)
-                if r.kind == "progress":
+                if r.kind == Kind.PROGRESS:
                     text = f"committed (commit #{d.get('commits')})"
-                elif r.kind == "worker_exit":
+                elif r.kind == Kind.WORKER_EXIT:
                     text = f"exited with {d.get('exit_code')}"
                 self.workers[key] = _Seen(r.time, text)
-            elif r.kind == "reset":
+            elif r.kind == Kind.RESET:
                 self.driver = _Seen(r.time, f"reset to world size {d.get('world_size')}")
-            elif r.kind in ("abort", "notify", "stop", "hosts"):
-                self.driver = _Seen(r.time, {"abort": f"aborted collectives: {d.get('reason')}",
-                                             "notify": "told the coordinator of a host change",
-                                             "stop": "stopping",
-                                             "hosts": f"hosts changed ({d.get('update')})"}[r.kind])
+            elif r.kind in (Kind.ABORT, Kind.NOTIFY, Kind.STOP, Kind.HOSTS):
+                said: dict[Kind | str, str] = {Kind.ABORT: f"aborted collectives: {d.get('reason')}",
+                                               Kind.NOTIFY: "told the coordinator of a host change",
+                                               Kind.STOP: "stopping",
+                                               Kind.HOSTS: f"hosts changed ({d.get('update')})"}
+                self.driver = _Seen(r.time, said[r.kind])
 
     def stalled(self, now: float, timeout: float) -> bool:
         """A worker runs and none made progress for more than ``timeout`` seconds."""

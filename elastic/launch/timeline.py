@@ -11,26 +11,12 @@ Inputs are plain values, so a test builds them by hand:
   ``$HOROVOD_ELASTIC_EVENTS_FILE``) and as the timeline JSON keeps it (``driver_events``):
 
       {"time": 1700000000.123,      # unix seconds
-       "kind": "reset",             # what happened, one of the kinds below
+       "kind": "reset",             # what happened: a shared.event_kinds.Kind
        "detail": {"world_size": 3, "rendezvous": 2, "hosts": ["10.0.0.5:1", ...],
                   "new_workers": 1}}
 
-  kinds (and their detail): ``hosts`` the driver's host set changed {hosts: [host:slots],
-  update: added|removed|mixed}; ``notify`` a host change delivered to the coordinator
-  {timestamp, to}; ``reset`` new assignments in effect {world_size, rendezvous, hosts,
-  new_workers}; ``worker_start`` {host, slot, rank, joiner} (a joiner, patch 0020, is started
-  while the world trains, rank None); ``joiner_ready`` it waits in hvd.init {host, slot,
-  startup}; ``joiner_taken`` a reset took it in {host, slot, rank, rendezvous, waited};
-  ``joiner_dropped`` it died, hung or lost its host first {host, slot, reason};
-  ``worker_registered`` (its
-  notification service is up) {host, slot}; ``worker_ready`` (asked for its rank, i.e.
-  hvd.init / rendezvous) {host, slot}; ``progress`` a worker's commits {host, slot,
-  commits}; ``worker_exit`` {host, slot, exit_code}; ``abort`` collectives aborted because
-  a worker is gone {reason, workers}; ``worker_lost`` the driver gave a worker up (silent,
-  its host gone after the leave grace, or past the registration deadline) {host, slot,
-  reason}; ``quarantine`` a silent host gets no new worker until it leaves discovery {host,
-  reason}; ``worker_leaving`` a worker announced a graceful leave (SIGTERM) {host, slot};
-  ``stop`` {error}.
+  The kinds, and what each one's detail holds, are ``shared.event_kinds`` (``Kind``,
+  ``DETAILS``).
 
 ``build_timeline`` turns them into ``Event``s sorted by time: the host set changing
 (``hosts``: who came, who went), the world size or reset count changing in the metrics
@@ -47,6 +33,7 @@ from pathlib import Path
 
 from elastic.common.hostlist import split_host_slots
 from elastic.launch.events import Record
+from shared.event_kinds import Kind
 from shared.metrics_record import MetricsRecord, read_records
 
 
@@ -136,21 +123,21 @@ def driver_events(start: float, driver: Sequence[Record]) -> list[Event]:
     events, resets = [], 0
     for rec in driver:
         t = round(rec.time - start, 3)
-        if rec.kind == "reset":
+        if rec.kind == Kind.RESET:
             text = f"world size {rec.detail.get('world_size')}"
             if resets:
                 text += f" after reset {resets}"
             text += f" ({rec.detail.get('new_workers', 0)} new workers)"
             events.append(Event(t, "world", text))
             resets += 1
-        elif rec.kind == "abort":
+        elif rec.kind == Kind.ABORT:
             events.append(Event(t, "abort", f"collectives aborted: {rec.detail.get('reason')}"))
-        elif rec.kind == "worker_lost":
+        elif rec.kind == Kind.WORKER_LOST:
             events.append(Event(t, "lost", f"{rec.detail.get('host')}[{rec.detail.get('slot')}] lost: "
                                            f"{rec.detail.get('reason')}"))
-        elif rec.kind == "quarantine":
+        elif rec.kind == Kind.QUARANTINE:
             events.append(Event(t, "lost", f"{rec.detail.get('host')} quarantined: {rec.detail.get('reason')}"))
-        elif rec.kind == "worker_leaving":
+        elif rec.kind == Kind.WORKER_LEAVING:
             events.append(Event(t, "leave", f"{rec.detail.get('host')}[{rec.detail.get('slot')}] is leaving"))
     return events
 
@@ -160,7 +147,7 @@ def _driver_world(driver: Sequence[Record]) -> tuple[list[int], int]:
     sizes: list[int] = []
     resets = -1
     for rec in driver:
-        if rec.kind != "reset" or not isinstance(rec.detail.get("world_size"), int):
+        if rec.kind != Kind.RESET or not isinstance(rec.detail.get("world_size"), int):
             continue
         resets += 1
         if not sizes or sizes[-1] != rec.detail["world_size"]:
@@ -171,7 +158,7 @@ def _driver_world(driver: Sequence[Record]) -> tuple[list[int], int]:
 def build_timeline(start: float, end: float, snapshots: Sequence[tuple[float, Sequence[str]]],
                    records: Sequence[MetricsRecord], exit_code: int, driver: Sequence[Record] = ()) -> list[Event]:
     """All events, sorted by time (stable: hosts before training at the same instant)."""
-    if any(r.kind == "reset" for r in driver):
+    if any(r.kind == Kind.RESET for r in driver):
         training = [e for e in training_events(start, records) if e.kind == "epoch"]
         events = host_events(start, snapshots) + driver_events(start, driver) + training
     else:
