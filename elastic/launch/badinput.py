@@ -8,18 +8,19 @@ event) are all 2 and no rank has committed (no ``progress`` event), the input is
 launcher stops horovodrun and exits 2 (bad input: the launcher Job fails without a retry).
 
 ``first_world_rejected(records)`` is pure: the first world's size when that holds, else None.
-``BadInputWatch(path, on_bad_input)`` follows the events file in one thread
-(``start()``/``stop()``) and calls ``on_bad_input(world_size)`` once.
+``BadInputPolicy`` is the launcher monitor's policy (``elastic.launch.monitor``): one
+``Stop`` (exit 2) when that holds; done once it cannot hold any more.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Sequence
 
-from elastic.launch.events import Follower, Record
+from elastic.launch.decisions import Decision, Stop, Tick
+from elastic.launch.events import Record
 from shared.event_kinds import Kind
-from shared.worker import Worker
+from shared.exitcodes import EXIT_USAGE
 
-BAD_INPUT = 2
+BAD_INPUT = EXIT_USAGE  # 2
 
 
 def _count(value: object) -> int | None:
@@ -62,37 +63,21 @@ def first_world_rejected(records: Iterable[Record]) -> int | None:
     return FirstWorld().observe(records)
 
 
-class BadInputWatch:
-    """Follows the driver's events file; calls ``on_bad_input(world_size)`` once (module
-    docstring)."""
+class BadInputPolicy:
+    """Decides ``Stop(..., 2)`` once the first world's ranks all exited 2 before any commit."""
 
-    def __init__(self, path: str, on_bad_input: Callable[[int], None], interval: float = 0.5):
-        self._follower = Follower(path)
+    def __init__(self) -> None:
         self._world = FirstWorld()
-        self._on_bad_input, self._interval = on_bad_input, interval
-        self._worker = Worker(self._run, "bad-input-watch")
-        self._stop = self._worker.stopping
         self.fired = False
 
-    def start(self) -> None:
-        """Start following the events file (once; ``shared.worker``)."""
-        self._worker.start()
+    @property
+    def done(self) -> bool:
+        return self.fired or self._world.settled
 
-    def stop(self, timeout: float | None = 10.0) -> bool:
-        """Stop following; True when the thread has ended (``shared.worker``)."""
-        return self._worker.stop(timeout)
-
-    def check(self) -> bool:
-        """Read new events; fire when the first world rejected its input. True once fired."""
-        if self.fired:
-            return True
-        size = self._world.observe(self._follower.poll())
-        if size is not None:
-            self.fired = True
-            self._on_bad_input(size)
-        return self.fired
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval):
-            if self.check() or self._world.settled:
-                return
+    def step(self, records: Sequence[Record], tick: Tick) -> list[Decision]:
+        size = self._world.observe(records)
+        if size is None or self.fired:
+            return []
+        self.fired = True
+        return [Stop(f"all {size} ranks of the first world exited 2 (bad input) before any commit: stopping",
+                     BAD_INPUT)]

@@ -13,22 +13,21 @@ from giving up together and retrying in step.
 
 - ``first_world_formed(records)`` (pure): whether the driver's records hold a ``reset``.
 - ``deadline_for(timeout, draw)`` (pure): the run's deadline in seconds, ``draw`` in [0, 1).
-- ``FirstWorldDeadline(path, seconds, on_timeout)``: follows the events file in one thread
-  (``start()``/``stop()``); calls ``on_timeout(seconds)`` once when the deadline passes with
-  no world formed, and stops following once one has.
+- ``FirstWorldPolicy(seconds, min_slots, started)``: the launcher monitor's policy
+  (``elastic.launch.monitor``): one ``Stop`` (exit 75) when the deadline passes with no world
+  formed; done once one has.
 """
 from __future__ import annotations
 
 import random
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Sequence
 
-from elastic.launch.events import Follower, Record
+from elastic.launch.decisions import Decision, Stop, Tick
+from elastic.launch.events import Record
 from shared.event_kinds import Kind
 from shared.exitcodes import EXIT_NO_CAPACITY
-from shared.worker import Worker
 
-__all__ = ["EXIT_NO_CAPACITY", "JITTER", "FirstWorldDeadline", "deadline_for", "first_world_formed"]
+__all__ = ["EXIT_NO_CAPACITY", "JITTER", "FirstWorldPolicy", "deadline_for", "first_world_formed"]
 
 JITTER = 0.25
 
@@ -45,48 +44,33 @@ def deadline_for(timeout: float, draw: float) -> float:
     return timeout * (1.0 + JITTER * min(max(draw, 0.0), 1.0))
 
 
-class FirstWorldDeadline:
-    """Follows the driver's events file; calls ``on_timeout(seconds)`` once when no world
-    formed within ``seconds`` of ``start()`` (module docstring)."""
+class FirstWorldPolicy:
+    """Decides ``Stop(..., EXIT_NO_CAPACITY)`` when no world formed within ``seconds`` of
+    ``started`` (monotonic seconds; module docstring)."""
 
-    def __init__(self, path: str, seconds: float, on_timeout: Callable[[float], None],
-                 interval: float = 0.5, clock: Callable[[], float] = time.monotonic):
-        self.seconds = seconds
-        self._follower = Follower(path)
-        self._on_timeout, self._interval, self._clock = on_timeout, interval, clock
-        self._worker = Worker(self._run, "first-world-deadline")
-        self._stop = self._worker.stopping
-        self._started = 0.0
+    def __init__(self, seconds: float, min_slots: int, started: float):
+        self.seconds, self._min_slots, self._started = seconds, min_slots, started
         self.formed = False
         self.fired = False
 
     @classmethod
-    def jittered(cls, path: str, timeout: float, on_timeout: Callable[[float], None]) -> FirstWorldDeadline:
+    def jittered(cls, timeout: float, min_slots: int, started: float) -> FirstWorldPolicy:
         """A deadline for ``timeout`` with this run's own jitter (``deadline_for``)."""
-        return cls(path, deadline_for(timeout, random.random()), on_timeout)
+        return cls(deadline_for(timeout, random.random()), min_slots, started)
 
-    def start(self) -> None:
-        """Start the clock and follow the events file (once; ``shared.worker``)."""
-        self._started = self._clock()
-        self._worker.start()
-
-    def stop(self, timeout: float | None = 10.0) -> bool:
-        """Stop following; True when the thread has ended (``shared.worker``)."""
-        return self._worker.stop(timeout)
-
-    def check(self) -> bool:
-        """Read new events; fire when the deadline passed with no world. True once settled
-        (a world formed, or fired)."""
-        if self.formed or self.fired:
-            return True
-        if first_world_formed(self._follower.poll()):
-            self.formed = True
-        elif self._clock() - self._started >= self.seconds:
-            self.fired = True
-            self._on_timeout(self.seconds)
+    @property
+    def done(self) -> bool:
         return self.formed or self.fired
 
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval):
-            if self.check():
-                return
+    def step(self, records: Sequence[Record], tick: Tick) -> list[Decision]:
+        if self.done:
+            return []
+        if first_world_formed(records):
+            self.formed = True
+            return []
+        if tick.monotonic - self._started < self.seconds:
+            return []
+        self.fired = True
+        return [Stop(f"no world of --min-np {self._min_slots} slots formed within {self.seconds:.0f} s "
+                     f"(--first-world-timeout): exiting {EXIT_NO_CAPACITY} (no capacity) so the workers can be "
+                     "freed and the job tried again later", EXIT_NO_CAPACITY)]

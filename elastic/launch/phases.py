@@ -19,18 +19,18 @@ the one before still ran: they overlap). Ends (unix seconds):
   set up, ``hvd.init``'s rendezvous done; on a loaded node mostly torch's import);
 - ``first step``: the training's first progress record (``Marks.trained``: its metrics file).
 
-``phases`` and ``render`` are pure (records and times in, values out); ``PhaseReport`` follows
-the driver's events file in a thread (``start()``/``stop()``) and calls ``say(line)`` once, when
-the first progress record is there.
+``phases`` and ``render`` are pure (records and times in, values out); ``PhasePolicy`` is the
+launcher monitor's policy (``elastic.launch.monitor``): one ``Note`` with the line, at the first
+step.
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from elastic.launch.events import Follower, Record
+from elastic.launch.decisions import Decision, Note, Tick
+from elastic.launch.events import Record
 from shared.event_kinds import Kind
-from shared.worker import Worker
 
 PHASES = ("discovery daemon", "hosts prepared", "workers started", "imports and setup", "first step")
 HOSTS_NOTE = " (ssh pinning, earlier runs stopped, dataset)"
@@ -85,38 +85,25 @@ def render(marks: Marks, records: Sequence[Record], workers: int) -> str | None:
     return f"training {marks.trained - marks.start:.1f} s after the start: {', '.join(parts)}"
 
 
-class PhaseReport:
-    """Follows the driver's events file (``path``) and calls ``say(line)`` once, at the first
-    step; ``marks()`` gives the launcher's own times (the first step's included) at that moment."""
+class PhasePolicy:
+    """Decides ``Note(line)`` once, at the first step; ``marks()`` gives the launcher's own times
+    (the first step's included) when asked."""
 
-    def __init__(self, path: str, marks: Callable[[], Marks], workers: int, say: Callable[[str], None],
-                 interval: float = 0.5):
-        self._follower = Follower(path)
-        self._marks, self._workers, self._say, self._interval = marks, workers, say, interval
+    def __init__(self, marks: Callable[[], Marks], workers: int):
+        self._marks, self._workers = marks, workers
         self._records: list[Record] = []
-        self._worker = Worker(self._run, "phase-report")
         self.line: str | None = None
 
-    def start(self) -> None:
-        self._worker.start()
-
-    def stop(self, timeout: float | None = 10.0) -> bool:
-        return self._worker.stop(timeout)
-
-    def check(self) -> bool:
-        """Read new events; say the line at the first step. True once it was said."""
-        if self.line is None:
-            self._records.extend(self._follower.poll())
-            line = render(self._marks(), self._records, self._workers)
-            if line is not None:
-                self.line = line
-                self._say(line)
+    @property
+    def done(self) -> bool:
         return self.line is not None
 
-    def _run(self) -> None:
-        while not self._worker.stopping.wait(self._interval):
-            if self.check():
-                return
+    def step(self, records: Sequence[Record], tick: Tick) -> list[Decision]:
+        if self.line is not None:
+            return []
+        self._records.extend(records)
+        self.line = render(self._marks(), self._records, self._workers)
+        return [] if self.line is None else [Note(self.line)]
 
 
 def first_served(snapshots: Sequence[tuple[float, Sequence[str]]], slots: int,

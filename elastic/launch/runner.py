@@ -21,19 +21,20 @@ side effects) and ``execute(plan)`` carries it out, in these steps (blocks until
    which commits, rank 0 checkpoints, and leaves; up to ``plan.term_grace`` seconds), then
    stops horovodrun's session;
    while fewer than ``plan.min_slots`` slots are served, which pods it waits for and why is
-   logged (``elastic.launch.waits``); the driver's events go to ``plan.events_file``, which
-   the stall watchdog follows (hvdrun's output is relayed through
-   ``elastic.launch.console``: the training's metrics lines as a live view on a terminal,
-   plain lines otherwise, Horovod's expected abort as one info line); when no rank made
-   progress for ``plan.stall_timeout`` seconds it prints what each was last seen doing and
-   stops horovodrun's whole session (exit 1); when every rank of the first world exited 2
-   before any commit (``elastic.launch.badinput``: a bad training flag) it stops it at once
-   (exit 2) instead of waiting for other hosts up to ``--elastic-timeout``; with
-   ``plan.first_world_timeout``, when the driver formed no world by its (jittered) deadline
-   it stops it and exits 75 (``elastic.launch.gang``: a capped pool; free the workers); at the
-   first step of the training it logs where the start-up went, phase by phase
-   (``elastic.launch.phases``: the daemon, the hosts' preparation, the workers' start, their
-   imports, the first step);
+   logged (``elastic.launch.waits``); hvdrun's output is relayed through
+   ``elastic.launch.console`` (the training's metrics lines as a live view on a terminal,
+   plain lines otherwise, Horovod's expected abort as one info line); the driver's events go
+   to ``plan.events_file``, which one monitor reads (``elastic.launch.monitor``) for the
+   policies, each deciding a ``Stop(reason, exit_code)`` or a ``Note(line)`` that only this
+   module acts on (``_act``): the stall watchdog (when no rank made progress for
+   ``plan.stall_timeout`` seconds, what each was last seen doing; exit 1); bad input (every
+   rank of the first world exited 2 before any commit, ``elastic.launch.badinput``: a bad
+   training flag; exit 2 at once instead of waiting for other hosts up to
+   ``--elastic-timeout``); with ``plan.first_world_timeout``, no world formed by its
+   (jittered) deadline (``elastic.launch.gang``: a capped pool; free the workers; exit 75);
+   and at the first step of the training, where the start-up went, phase by phase
+   (``elastic.launch.phases``). A stop says why, stops horovodrun's whole session, and its
+   exit code is the launcher's;
 4. at the end (always; each step runs even when one before it failed, and a SIGINT/SIGTERM
    arriving meanwhile is noted, not obeyed: this is what stops the job's processes, and
    each step has a deadline): a horovodrun still running is stopped; the host recorder is
@@ -49,9 +50,9 @@ Every process started here is tied to the launcher with ``PR_SET_PDEATHSIG``
 daemon and the steps, and sends horovodrun ``plan.horovodrun_death_signal`` (hvdrun then
 stops the job and reaps the hosts itself, see ``elastic.driver.hvdrun``).
 
-The exit code is horovodrun's (128+N when it died of signal N; 2 when it failed and every
-training process that ended exited 2: ``bad_input_exit``; 75 when no first world formed within
-``--first-world-timeout``), or 128+N when the launcher
+The exit code is a policy's stop's (1 stalled, 2 bad input, 75 no first world), else
+horovodrun's (128+N when it died of signal N; 2 when it failed and every training process
+that ended exited 2: ``bad_input_exit``), or 128+N when the launcher
 itself was ended by signal N (forwarded to horovodrun, which then exits as it likes; the
 timeline still shows horovodrun's code). Errors before horovodrun starts raise
 ``ElasticError`` subclasses; the CLI turns them into one line (``Interrupted``: 128+N).
@@ -81,13 +82,15 @@ from elastic.common.reap import reap_hosts, term_hosts
 from elastic.driver.hvdrun import LAUNCHER_GONE_SIGNAL
 from elastic.errors import ElasticError, Interrupted, LaunchError, SSHError, SyncError
 from elastic.launch import console, events, plot, timeline
-from elastic.launch.badinput import BadInputWatch
+from elastic.launch.badinput import BadInputPolicy
 from elastic.launch.daemon import ManagedDaemon, fetch_hosts, probe
-from elastic.launch.gang import EXIT_NO_CAPACITY, FirstWorldDeadline
+from elastic.launch.decisions import Decision, Note
+from elastic.launch.gang import FirstWorldPolicy
+from elastic.launch.monitor import Monitor, Policy
 from elastic.launch.outputs import outputs_line
-from elastic.launch.phases import Marks, PhaseReport, first_served
+from elastic.launch.phases import Marks, PhasePolicy, first_served
 from elastic.launch.plan import LaunchConfig, LaunchPlan, horovodrun_env, make_plan
-from elastic.launch.stall import Watchdog
+from elastic.launch.stall import StallPolicy
 from elastic.launch.waits import WaitExplainer
 from elastic.launch.watch import HostRecorder
 from shared.event_kinds import Kind
@@ -295,24 +298,10 @@ def _execute(plan: LaunchPlan) -> int:
         explainer = WaitExplainer(url, plan.min_slots)  # says which pods it waits for, and why
         cleanup.step("stopping the wait explainer", explainer.stop)
         explainer.start()
-        watchdog: Watchdog | None = None
-        if plan.stall_timeout:
-            watchdog = Watchdog(plan.events_file, plan.stall_timeout, lambda report: _stop_stalled(proc, report))
-            cleanup.step("stopping the stall watchdog", watchdog.stop)
-            watchdog.start()
-        marks = functools.partial(_marks, start, daemon_ready, recorder, plan.min_slots, relay)
-        phases = PhaseReport(plan.events_file, marks, plan.min_slots, lambda line: log.info("%s", line))
-        cleanup.step("stopping the phase report", phases.stop)
-        phases.start()
-        bad_input = BadInputWatch(plan.events_file, lambda size: _stop_bad_input(proc, size))
-        cleanup.step("stopping the bad-input watch", bad_input.stop)
-        bad_input.start()
-        first_world: FirstWorldDeadline | None = None
-        if plan.first_world_timeout:
-            first_world = FirstWorldDeadline.jittered(
-                plan.events_file, plan.first_world_timeout, lambda seconds: _stop_no_capacity(proc, plan, seconds))
-            cleanup.step("stopping the first-world deadline", first_world.stop)
-            first_world.start()
+        monitor = Monitor(plan.events_file, _policies(plan, start, daemon_ready, recorder, relay),
+                          functools.partial(_act, proc))  # the driver's events, read once
+        cleanup.step("stopping the monitor", monitor.stop)
+        monitor.start()
         _raise_if_lost()  # the forks since (none of ours, but any library's)
         with _SignalForwarder(proc, on_term=lambda: _drain(plan, recorder, proc)) as forwarder:
             while True:
@@ -323,13 +312,9 @@ def _execute(plan: LaunchPlan) -> int:
                     continue
         if forwarder.received:  # ended by a signal: 128+N, whatever horovodrun made of it
             return exit_for_signal(forwarder.received[0])
-        if bad_input.fired:  # every rank of the first world exited 2: stopped at once
-            return EXIT_USAGE
-        if first_world is not None and first_world.fired:  # no world: free the workers, retry later
-            outcome.returncode = EXIT_NO_CAPACITY  # what the timeline's summary reports
-            return EXIT_NO_CAPACITY
-        if watchdog is not None and watchdog.fired:
-            outcome.returncode = 1
+        if monitor.stopped is not None:  # a policy ended the job: its exit code
+            outcome.returncode = monitor.stopped.exit_code  # what the timeline's summary reports
+            return monitor.stopped.exit_code
         return bad_input_exit(exit_code(outcome.returncode), events.read_records(plan.events_file))
     raise AssertionError("unreachable")  # pragma: no cover - the with block returns or raises
 
@@ -401,24 +386,27 @@ class _Shielded:
 STALL_KILL_GRACE = 10.0
 
 
-def _stop_stalled(proc: subprocess.Popen, report: str) -> None:
-    """The watchdog fired: say why, then stop horovodrun's session."""
-    print(f"elastic-run: error: the job stalled (--stall-timeout): {report}", file=sys.stderr, flush=True)
-    _stop_session(proc)
+def _policies(plan: LaunchPlan, start: float, daemon_ready: float, recorder: HostRecorder,
+              relay: console.Relay) -> list[Policy]:
+    """What the monitor asks at every round (``elastic.launch.monitor``), from the plan."""
+    policies: list[Policy] = [
+        PhasePolicy(functools.partial(_marks, start, daemon_ready, recorder, plan.min_slots, relay), plan.min_slots),
+        BadInputPolicy(),
+    ]
+    if plan.stall_timeout:
+        policies.append(StallPolicy(plan.stall_timeout, started=time.time()))
+    if plan.first_world_timeout:
+        policies.append(FirstWorldPolicy.jittered(plan.first_world_timeout, plan.min_slots, time.monotonic()))
+    return policies
 
 
-def _stop_bad_input(proc: subprocess.Popen, world_size: int) -> None:
-    """Every rank of the first world exited 2 before any commit: say so, stop horovodrun."""
-    print(f"elastic-run: error: all {world_size} ranks of the first world exited 2 (bad input) before any "
-          "commit: stopping", file=sys.stderr, flush=True)
-    _stop_session(proc)
-
-
-def _stop_no_capacity(proc: subprocess.Popen, plan: LaunchPlan, seconds: float) -> None:
-    """No first world within the deadline (``elastic.launch.gang``): say so, stop horovodrun."""
-    print(f"elastic-run: error: no world of --min-np {plan.min_slots} slots formed within {seconds:.0f} s "
-          f"(--first-world-timeout): exiting {EXIT_NO_CAPACITY} (no capacity) so the workers can be freed "
-          "and the job tried again later", file=sys.stderr, flush=True)
+def _act(proc: subprocess.Popen, decision: Decision) -> None:
+    """Carry out a policy's decision (in the monitor's thread): a note is logged; a stop says
+    why on stderr and stops horovodrun's session (the exit code is read after it ends)."""
+    if isinstance(decision, Note):
+        log.info("%s", decision.line)
+        return
+    print(f"elastic-run: error: {decision.reason}", file=sys.stderr, flush=True)
     _stop_session(proc)
 
 

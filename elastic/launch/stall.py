@@ -10,18 +10,17 @@ that wait -- so it is never stopped as stalled.
 
 ``Activity`` is pure: ``observe(records)`` folds records in; ``stalled(now, timeout)`` says
 whether the last progress is older than ``timeout``; ``report(now)`` is the text naming what
-each rank and host was last seen doing. ``Watchdog(path, timeout, on_stall)`` follows the
-events file in one thread (``start()``/``stop()``) and calls ``on_stall(report)`` once.
+each rank and host was last seen doing. ``StallPolicy(timeout, started)`` is the launcher
+monitor's policy (``elastic.launch.monitor``): one ``Stop`` (exit 1) with the report.
 """
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from elastic.launch.events import Follower, Record
+from elastic.launch.decisions import Decision, Stop, Tick
+from elastic.launch.events import Record
 from shared.event_kinds import Kind
-from shared.worker import Worker
 
 PROGRESS_KINDS = frozenset({Kind.PROGRESS, Kind.WORKER_READY, Kind.WORKER_START, Kind.RESET, Kind.WORKER_REGISTERED})
 
@@ -99,41 +98,23 @@ class Activity:
         return "\n".join(lines)
 
 
-class Watchdog:
-    """Follows the driver's events file; calls ``on_stall(report)`` once when stalled."""
+STALLED_EXIT = 1
 
-    def __init__(self, path: str, timeout: float, on_stall: Callable[[str], None],
-                 interval: float = 1.0, clock: Callable[[], float] = time.time):
+
+class StallPolicy:
+    """Decides ``Stop(report, 1)`` once no rank made progress for ``timeout`` seconds while a
+    worker runs (module docstring); ``started``: unix seconds the clock starts from."""
+
+    def __init__(self, timeout: float, started: float):
         if timeout <= 0:
             raise ValueError(f"stall timeout must be positive, got {timeout}")
-        self._follower = Follower(path)
-        self._timeout, self._on_stall, self._interval, self._clock = timeout, on_stall, interval, clock
-        self._activity = Activity(clock())
-        self._worker = Worker(self._run, "stall-watchdog")
-        self._stop = self._worker.stopping
-        self.fired = False
+        self._timeout = timeout
+        self._activity = Activity(started)
+        self.done = False
 
-    def start(self) -> None:
-        """Start following the events file (once; ``shared.worker``)."""
-        self._worker.start()
-
-    def stop(self, timeout: float | None = 10.0) -> bool:
-        """Stop following; waits up to ``timeout`` for the thread (not from ``on_stall``, which
-        runs in it). True when it has ended; raises what ended the thread, if anything did."""
-        return self._worker.stop(timeout)
-
-    def check(self) -> bool:
-        """Read new events; fire when stalled. Returns True when it fired (now or before)."""
-        if self.fired:
-            return True
-        self._activity.observe(self._follower.poll())
-        now = self._clock()
-        if self._activity.stalled(now, self._timeout):
-            self.fired = True
-            self._on_stall(self._activity.report(now))
-        return self.fired
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval):
-            if self.check():
-                return
+    def step(self, records: Sequence[Record], tick: Tick) -> list[Decision]:
+        self._activity.observe(records)
+        if self.done or not self._activity.stalled(tick.wall, self._timeout):
+            return []
+        self.done = True
+        return [Stop(f"the job stalled (--stall-timeout): {self._activity.report(tick.wall)}", STALLED_EXIT)]

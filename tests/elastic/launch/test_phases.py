@@ -2,10 +2,9 @@
 times and the driver's events (built by hand here; the e2e restart test reads the real one)."""
 from __future__ import annotations
 
-import json
-
+from elastic.launch.decisions import Note, Tick
 from elastic.launch.events import Record
-from elastic.launch.phases import Marks, PhaseReport, first_served, phases, render
+from elastic.launch.phases import Marks, PhasePolicy, first_served, phases, render
 
 
 def rec(t: float, kind: str, host: str = "h1", slot: int = 0) -> Record:
@@ -47,16 +46,11 @@ def test_served_is_when_the_hosts_first_held_the_slots():
     assert first_served(snaps, 3, count) is None
 
 
-def test_the_report_follows_the_events_file_and_says_the_line_once(tmp_path):
-    path = tmp_path / "events.jsonl"
-    said: list[str] = []
+def test_the_policy_notes_the_line_once_at_the_first_step():
     trained: list[float] = []
-    report = PhaseReport(str(path), lambda: Marks(100.0, 101.0, 103.0, trained[0] if trained else None), 2,
-                         said.append)
-    with path.open("w") as f:
-        for r in WORLD:
-            f.write(json.dumps({"time": r.time, "kind": r.kind, "detail": r.detail}) + "\n")
-    assert not report.check()
+    policy = PhasePolicy(lambda: Marks(100.0, 101.0, 103.0, trained[0] if trained else None), 2)
+    assert policy.step(WORLD, Tick(0.0, 0.0)) == [] and not policy.done
     trained.append(126.0)
-    assert report.check() and report.check()
-    assert len(said) == 1 and said[0].startswith("training 26.0 s after the start")
+    [note] = policy.step([], Tick(0.0, 0.0))
+    assert isinstance(note, Note) and note.line.startswith("training 26.0 s after the start") and policy.done
+    assert policy.step([], Tick(0.0, 0.0)) == []

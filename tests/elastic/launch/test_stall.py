@@ -2,8 +2,9 @@
 none came for the timeout it fires once with what each rank and host was last seen doing."""
 import pytest
 
+from elastic.launch.decisions import Stop, Tick
 from elastic.launch.events import Record
-from elastic.launch.stall import Activity, Watchdog
+from elastic.launch.stall import STALLED_EXIT, Activity, StallPolicy
 
 T0 = 1000.0
 RUNNING = [
@@ -54,20 +55,18 @@ def test_report_names_each_rank_and_host_and_what_it_did_last():
     assert "hosts discovered: 10.0.0.1:1 10.0.0.2:1" in text
 
 
-def test_watchdog_fires_once_from_the_file(tmp_path):
-    now = [T0]
-    fired = []
-    path = tmp_path / "events.jsonl"
-    path.write_text('{"time": 1001.0, "kind": "worker_start", "detail": {"host": "h", "slot": 0, "rank": 0}}\n'
-                    '{"time": 1005.0, "kind": "progress", "detail": {"host": "h", "slot": 0, "commits": 1}}\n')
-    dog = Watchdog(str(path), 30, fired.append, clock=lambda: now[0])
-    now[0] = T0 + 34
-    assert not dog.check()
-    now[0] = T0 + 36
-    assert dog.check() and dog.check()
-    assert len(fired) == 1 and "worker h[0] (rank 0): committed (commit #1), 31s ago" in fired[0]
+def test_the_policy_stops_the_job_once_with_the_report():
+    policy = StallPolicy(30, started=T0)
+    records = [Record(1001.0, "worker_start", {"host": "h", "slot": 0, "rank": 0}),
+               Record(1005.0, "progress", {"host": "h", "slot": 0, "commits": 1})]
+    assert policy.step(records, Tick(T0 + 34, 0.0)) == [] and not policy.done
+    [stop] = policy.step([], Tick(T0 + 36, 0.0))
+    assert stop == Stop(stop.reason, STALLED_EXIT) and policy.done
+    assert stop.reason.startswith("the job stalled (--stall-timeout): no rank made progress for 31s")
+    assert "worker h[0] (rank 0): committed (commit #1), 31s ago" in stop.reason
+    assert policy.step([], Tick(T0 + 99, 0.0)) == []  # once
 
 
-def test_watchdog_wants_a_positive_timeout(tmp_path):
+def test_the_policy_wants_a_positive_timeout():
     with pytest.raises(ValueError, match="stall timeout must be positive"):
-        Watchdog(str(tmp_path / "e"), 0, print)
+        StallPolicy(0, started=T0)
