@@ -39,12 +39,11 @@ from discovery.errors import ConfigError, DiscoveryError, Failure, UsageError
 from shared import daemon_client
 from shared import discovery_wire as wire
 from shared.exitcodes import EXIT_FAILURE, EXIT_OK
-from shared.hosts import host_ok  # the one host rule (discovery.hosts and elastic use it too)
+from shared.hosts import MAX_SLOTS, host_ok  # the one host rule (discovery.hosts and elastic use it too)
 from shared.runner import run_main
 
 EXIT_NO_ANSWER = EXIT_FAILURE
 FALLBACKS = ("none", "cache", "api")
-MAX_SLOTS = 1024           # as discovery.hosts.MAX_SLOTS (not imported: start-up time)
 MAX_BODY = 16 << 20        # bytes of an answer we read at most
 MAX_WARNINGS = 5           # bad lines reported one by one; the rest counted
 

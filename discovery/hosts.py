@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from discovery.errors import BadHost
-from shared.hosts import host_ok
+from shared.hosts import MAX_SLOTS, host_ok
 
 if TYPE_CHECKING:  # annotations only
     from collections.abc import Iterable, Mapping
@@ -51,7 +51,6 @@ WAIT_TERMINATING = "terminating"
 WAIT_NO_IP = "no pod IP"
 WAIT_NO_GROUP = "no group label"
 
-MAX_SLOTS = 1024  # slots per host served (discover-hosts refuses more, like a typo would deserve)
 # Host names: RFC 1123 labels; at most 253 characters in all.
 MAX_NAME = 253
 MAX_LABEL = 63

@@ -6,11 +6,13 @@ zeros, no short forms) whose first octet is 1..223 (not ``0.0.0.0/8``, multicast
 reserved: nothing to ssh to), or an RFC 1123 name: labels of ASCII letters, digits and inner
 ``-``, 1..63 characters, 253 in all, no trailing dot, the last label not all digits (so no
 resolver reads it as a number). No IPv6 literal: Horovod's ``host:slots`` has no room for
-one. The daemon (``discovery.hosts``), ``discover-hosts`` and ``elastic`` all decide with it.
+one. The daemon (``discovery.hosts``), ``discover-hosts`` and ``elastic`` all decide with it,
+and bound a host's slots by ``MAX_SLOTS``.
 """
 from __future__ import annotations
 
 MAX_NAME = 253
+MAX_SLOTS = 1024  # slots on one host: more is refused everywhere, as a typo deserves
 MAX_LABEL = 63
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.")
 

@@ -23,12 +23,11 @@ import re
 from dataclasses import dataclass
 
 from elastic.errors import ConfigError
-from shared.hosts import host_ok
+from shared.hosts import MAX_SLOTS, host_ok
 
 # RFC 1123 labels, plus "_" (found in /etc/hosts and ssh_config aliases; inert for a shell)
 _LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?", re.ASCII)
 _SLOTS_KW = re.compile(r"slots=(\S+)")
-MAX_SLOTS = 1024
 
 
 @dataclass(frozen=True)
