@@ -36,6 +36,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from discovery.service import DiscoveryService
 from shared import discovery_wire as wire
+from shared.hosts_document import HostsDocument, PreparingHost, ServedHost, SkippedPod, WaitingPod, WatchStatus
 
 WAITING_PODS_SHOWN = 100  # /hosts.json names this many waiting pods; "waiting" counts them all
 ROUTES, OPEN_ROUTES = wire.ROUTES, wire.OPEN_ROUTES
@@ -154,24 +155,23 @@ def make_app(svc: DiscoveryService, token: str | None = None) -> web.Application
     async def hosts_json(request: web.Request) -> web.Response:
         group = group_of(request)
         table, s = svc.table, svc.status
-        doc = {
-            "synced": table.synced, "stale": svc.stale, "age_seconds": round(svc.age(), 3),
-            "stale_after_seconds": svc.stale_after, "generation": table.generation,
-            "resource_version": s.resource_version, "pods_seen": table.pods_seen,
-            "group_by": svc.rules.group_by, "group": group,
-            "group_known": None if group is None else group in svc.known_groups,
-            "hosts": [{"host": h.host, "slots": h.slots, "pod": h.pod, "namespace": h.namespace,
-                       "uid": h.uid, "ip": h.ip, "group": h.group} for h in table.hosts_in(group)],
-            "skipped": [{"pod": k.pod, "namespace": k.namespace, "uid": k.uid, "reason": k.reason}
-                        for k in table.skipped],
-            "waiting": dict(table.waiting),
-            "preparing": [{"host": h.host, "pod": h.pod, "uid": h.uid} for h in table.preparing],
-            "waiting_pods": [{"pod": w.pod, "namespace": w.namespace, "reason": w.reason}
-                             for w in table.waiting_pods[:WAITING_PODS_SHOWN]],
-            "watch": {"connected": s.connected, "lists": s.lists, "relists": s.relists,
-                      "restarts": s.restarts, "events": s.events, "last_error": s.last_error,
-                      "fatal": s.fatal},
-        }
+        doc = HostsDocument(
+            synced=table.synced, stale=svc.stale, age_seconds=round(svc.age(), 3),
+            stale_after_seconds=svc.stale_after, generation=table.generation,
+            resource_version=s.resource_version, pods_seen=table.pods_seen,
+            group_by=svc.rules.group_by, group=group,
+            group_known=None if group is None else group in svc.known_groups,
+            hosts=tuple(ServedHost(host=h.host, slots=h.slots, pod=h.pod, namespace=h.namespace, uid=h.uid,
+                                   ip=h.ip, group=h.group) for h in table.hosts_in(group)),
+            skipped=tuple(SkippedPod(pod=k.pod, namespace=k.namespace, uid=k.uid, reason=k.reason)
+                          for k in table.skipped),
+            waiting=dict(table.waiting),
+            preparing=tuple(PreparingHost(host=h.host, pod=h.pod, uid=h.uid) for h in table.preparing),
+            waiting_pods=tuple(WaitingPod(pod=w.pod, namespace=w.namespace, reason=w.reason)
+                               for w in table.waiting_pods[:WAITING_PODS_SHOWN]),
+            watch=WatchStatus(connected=s.connected, lists=s.lists, relists=s.relists, restarts=s.restarts,
+                              events=s.events, last_error=s.last_error, fatal=s.fatal),
+        ).to_json()
         return web.Response(text=json.dumps(doc, indent=1) + "\n", content_type="application/json",
                             headers=headers(group))
 

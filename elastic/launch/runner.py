@@ -37,9 +37,10 @@ side effects) and ``execute(plan)`` carries it out, in these steps (blocks until
    exit code is the launcher's;
 4. at the end (always; each step runs even when one before it failed, and a SIGINT/SIGTERM
    arriving meanwhile is noted, not obeyed: this is what stops the job's processes, and
-   each step has a deadline): a horovodrun still running is stopped; the host recorder is
-   stopped; the job's processes left on the hosts
-   it saw are stopped (``elastic.common.reap``: workers carry ``ELASTIC_RUN_ID``; horovodrun
+   each step has a deadline): a horovodrun still running is stopped; the daemon watch (the
+   host recorder's and the wait explainer's one subscription, ``elastic.launch.watch``) is
+   stopped; the job's processes left on the hosts it saw are stopped (``elastic.common.reap``:
+   workers carry ``ELASTIC_RUN_ID``; horovodrun
    stopped by a signal leaves them running otherwise; hosts still served are checked); a
    daemon we started is stopped; the timeline is printed to stderr (and written as JSON to
    ``config.timeline_file`` if given), the plot drawn (``plan.plot_file``), and one
@@ -92,7 +93,7 @@ from elastic.launch.phases import Marks, PhasePolicy, first_served
 from elastic.launch.plan import LaunchConfig, LaunchPlan, horovodrun_env, make_plan
 from elastic.launch.stall import StallPolicy
 from elastic.launch.waits import WaitExplainer
-from elastic.launch.watch import HostRecorder
+from elastic.launch.watch import DaemonWatch, HostRecorder
 from shared.event_kinds import Kind
 from shared.exitcodes import EXIT_OK, EXIT_USAGE, SIGNAL_BASE, exit_for_returncode, exit_for_signal
 
@@ -277,10 +278,12 @@ def _execute(plan: LaunchPlan) -> int:
 
         argv = list(plan.horovodrun)
         env = horovodrun_env(plan, os.environ, url)
-        recorder = outcome.recorder = HostRecorder(url, plan.poll_interval)
+        daemon_watch = DaemonWatch(url, plan.poll_interval)  # the one subscription to the daemon
+        recorder = outcome.recorder = HostRecorder()
+        daemon_watch.subscribe(recorder.see)
         cleanup.step("stopping leftover workers", _reap, plan, recorder)
-        cleanup.step("stopping the host recorder", recorder.stop)
-        recorder.start()
+        cleanup.step("stopping the daemon watch", daemon_watch.stop)  # its last look is recorded
+        daemon_watch.start()
         _raise_if_lost()  # one that landed in the daemon's or the steps' forks
         log.info("running: %s", " ".join(argv))
         try:  # its own session; if we die, the kernel tells it (plan.horovodrun_death_signal)
@@ -295,9 +298,7 @@ def _execute(plan: LaunchPlan) -> int:
         _raise_if_lost()  # a signal that landed in the fork's hooks
         if daemon_ready is None:  # spawn first: horovodrun started while our daemon starts
             daemon_ready = _ready(daemon, plan)
-        explainer = WaitExplainer(url, plan.min_slots)  # says which pods it waits for, and why
-        cleanup.step("stopping the wait explainer", explainer.stop)
-        explainer.start()
+        daemon_watch.subscribe(WaitExplainer(url, plan.min_slots).see)  # which pods it waits for, and why
         monitor = Monitor(plan.events_file, _policies(plan, start, daemon_ready, recorder, relay),
                           functools.partial(_act, proc))  # the driver's events, read once
         cleanup.step("stopping the monitor", monitor.stop)

@@ -44,7 +44,7 @@ def test_every_client_speaks_token_and_unix_urls_to_a_real_daemon(cluster, daemo
     wait_for(lambda: launch_daemon.probe(url), 60, "the daemon's /healthz")
     wait_for(lambda: _served(url) == ["10.9.0.1:1"], 60, "the host served")
     doc = fetch_hosts_json(url)
-    assert [h["host"] for h in doc["hosts"]] == ["10.9.0.1"]
+    assert doc.host_lines() == ("10.9.0.1:1",) and doc.synced  # parsed: a typed document
     found = DaemonDiscovery(url, poll_timeout=5, first_timeout=30)
     found.start()
     try:

@@ -8,8 +8,9 @@ import threading
 import pytest
 
 from elastic.driver import push
-from elastic.launch import monitor, stall, waits, watch
+from elastic.launch import monitor, stall, watch
 from elastic.sync import progress
+from shared.hosts_document import HostsDocument
 from shared.worker import Worker
 from tests.waiting import wait_for
 
@@ -68,13 +69,11 @@ def _threads(prefix: str) -> list[threading.Thread]:
     (lambda tmp: push.DaemonDiscovery("http://127.0.0.1:9", retry=0.05, poll_timeout=0.2), "push-discovery"),
     (lambda tmp: monitor.Monitor(str(tmp / "events.jsonl"), [stall.StallPolicy(60, started=0.0)],
                                  lambda decision: None, interval=0.05), "launcher-monitor"),
-    (lambda tmp: waits.WaitExplainer("http://x", 2, interval=0.05, fetch=lambda url: {"hosts": []},
-                                     emit=lambda line: None), "wait-explainer"),
-    (lambda tmp: watch.HostRecorder("http://x", 0.05, fetch=lambda url: []), "host-recorder"),
+    (lambda tmp: watch.DaemonWatch("http://x", 0.05, fetch=lambda url: HostsDocument(synced=True)), "daemon-watch"),
     (lambda tmp: progress.ProgressReporter(progress.ProgressBoard(["h1"], 1, 1), io.StringIO(), 0.05, tty=False),
      "dataset-sync-progress"),
-], ids=["push", "monitor", "waits", "watch", "progress"])
-def test_the_five_threads_share_the_lifecycle(tmp_path, make, name):
+], ids=["push", "monitor", "daemon-watch", "progress"])
+def test_the_background_threads_share_the_lifecycle(tmp_path, make, name):
     """Each starts one named thread however often start() is called, and its stop() ends it."""
     before = len(_threads(name))
     thing = make(tmp_path)

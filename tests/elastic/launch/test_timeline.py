@@ -85,24 +85,19 @@ def test_the_empty_list_before_the_first_hosts_is_not_a_host_set_change():
     assert timeline.host_events(START, [(1000.2, ()), (1001.0, ())]) == []
 
 
-def test_a_daemon_answering_503_is_not_recorded():
-    from elastic.launch.daemon import DaemonUnavailable
+def test_a_daemon_not_synced_or_not_answering_is_not_recorded():
     from elastic.launch.watch import HostRecorder
+    from shared.hosts_document import HostsDocument, ServedHost
 
-    answers = iter([DaemonUnavailable("HTTP 503"), ["127.0.1.2:1", "127.0.1.1:1"],
-                    DaemonUnavailable("HTTP 503"), ["127.0.1.1:1"]])
-    clock = iter(range(1, 10))
+    def served(*hosts: str) -> HostsDocument:
+        return HostsDocument(synced=True, hosts=tuple(ServedHost(h, 1) for h in hosts))
 
-    def fetch(url):
-        answer = next(answers)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
-
-    recorder = HostRecorder("http://127.0.0.1:9", fetch=fetch, clock=lambda: float(next(clock)))
-    for _ in range(4):
-        recorder.poll_once()
-    assert recorder.snapshots() == [(1.0, ("127.0.1.1:1", "127.0.1.2:1")), (2.0, ("127.0.1.1:1",))]
+    recorder = HostRecorder()
+    for when, answer in enumerate([HostsDocument(synced=False), served("127.0.1.2", "127.0.1.1"),
+                                   OSError("unreachable"), served("127.0.1.1", "127.0.1.2"),
+                                   HostsDocument(synced=False), served("127.0.1.1")], start=1):
+        recorder.see(float(when), answer)
+    assert recorder.snapshots() == [(2.0, ("127.0.1.1:1", "127.0.1.2:1")), (6.0, ("127.0.1.1:1",))]
 
 
 # what the patched Horovod driver wrote for a script that writes no metrics (Horovod's own

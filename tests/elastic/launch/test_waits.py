@@ -2,6 +2,7 @@
 why each is not served yet; end to end, a run that waited also leaves a plot and says where
 its outputs are."""
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -11,8 +12,10 @@ import pytest
 
 from discovery.hosts import pods_to_hosts
 from elastic.launch import plot
-from elastic.launch.waits import PREPARING_TEXT, WaitExplainer, explain
+from elastic.launch.waits import PREPARING_TEXT, WaitExplainer, describe, explain
+from elastic.launch.watch import DaemonWatch
 from localcluster.testing import running_cluster
+from shared.hosts_document import BadDocument, HostsDocument
 from tests.elastic.launch.plothelp import svg_ids
 from tests.waiting import wait_for
 
@@ -32,14 +35,14 @@ DOC = {
 
 
 def test_explain_names_every_pod_not_served_and_why():
-    assert explain(DOC, 3) == [
+    assert explain(HostsDocument.parse(DOC), 3) == [
         "waiting for hosts: 1 of the 3 slots --min-np needs are served (1 host)",
         "  worker-1: not ready",
         "  worker-2: not running",
         "  worker-3: skipped: bad annotation elastic-horovod/slots: 'many'",
         f"  worker-4 (10.0.0.4): {PREPARING_TEXT}",
     ]
-    assert explain(DOC, 1) is None  # enough: nothing to explain
+    assert explain(HostsDocument.parse(DOC), 1) is None  # enough: nothing to explain
 
 
 @pytest.mark.parametrize("doc, lines", [
@@ -55,7 +58,30 @@ def test_explain_names_every_pod_not_served_and_why():
      ["waiting for hosts: 0 of the 2 slots --min-np needs are served (0 hosts)", "  evil?[2J: not ready?"]),
 ])
 def test_explain_edge_cases(doc, lines):
-    assert explain(doc, 2) == lines
+    assert explain(HostsDocument.parse(doc), 2) == lines
+
+
+@pytest.mark.parametrize("doc, field", [
+    ([], "the document is not a JSON object"),
+    ({"hosts": [{"host": "10.0.0.1; rm -rf /", "slots": 1}]}, "hosts[0].host"),
+    ({"hosts": [{"host": "10.0.0.1", "slots": 0}]}, "hosts[0].slots"),
+    ({"hosts": [{"host": "10.0.0.1", "slots": True}]}, "hosts[0].slots"),
+    ({"hosts": "10.0.0.1:1"}, "hosts is not a list"),
+    ({"waiting_pods": [{"pod": 7, "reason": "x"}]}, "waiting_pods[0].pod"),
+    ({"waiting": {"not ready": -1}}, "waiting['not ready']"),
+    ({"synced": "yes"}, "synced"),
+])
+def test_a_malformed_document_is_refused_naming_its_field(doc, field):
+    with pytest.raises(BadDocument, match=re.escape(field)):
+        HostsDocument.parse(doc)
+    assert describe(BadDocument(field), "http://d", 2) == [
+        "waiting for hosts: the discovery daemon at http://d answered something that is not a hosts document "
+        f"({field})"]
+
+
+def test_the_document_round_trips():
+    doc = HostsDocument.parse(DOC)
+    assert HostsDocument.parse(doc.to_json()) == doc and doc.host_lines() == ("10.0.0.1:1",)
 
 
 def test_the_daemon_rule_lists_the_waiting_pods_by_name():
@@ -70,27 +96,41 @@ def test_the_daemon_rule_lists_the_waiting_pods_by_name():
 
 
 def test_the_explainer_says_a_state_once_and_stops_when_enough_hosts_are_served():
-    answers = [DOC, DOC, {**DOC, "hosts": DOC["hosts"] * 3}]
     said: list[str] = []
-    explainer = WaitExplainer("http://daemon", 3, interval=0.01, fetch=lambda url: answers.pop(0) if len(answers) > 1
-                              else answers[0], emit=said.append)
-    explainer.start()
-    assert explainer.satisfied.wait(30)
-    explainer.stop()
+    explainer = WaitExplainer("http://daemon", 3, emit=said.append)
+    waiting, enough = HostsDocument.parse(DOC), HostsDocument.parse({**DOC, "hosts": DOC["hosts"] * 3})
+    explainer.see(1.0, waiting)
+    explainer.see(2.0, waiting)
     assert said.count("  worker-1: not ready") == 1
+    explainer.see(3.0, enough)
+    assert explainer.satisfied and said[-1] == "enough hosts are served; horovodrun starts the workers"
+    explainer.see(4.0, OSError("gone"))
     assert said[-1] == "enough hosts are served; horovodrun starts the workers"
 
 
-def test_a_job_that_ends_before_the_next_poll_still_hears_that_enough_hosts_came():
-    """stop() takes one last look: the hosts came, the job ran and ended between two polls."""
-    current = {"doc": DOC}
+def test_one_subscription_feeds_every_subscriber_and_its_stop_takes_one_last_look():
+    """The host recorder and the explainer read the same answers; stop() looks once more: the
+    hosts came, the job ran and ended between two looks."""
+    from elastic.launch.watch import HostRecorder
+    current: dict = {"doc": HostsDocument.parse(DOC)}
+    looks: list[int] = []
+
+    def fetch(url):
+        looks.append(1)
+        return current["doc"]
+
     said: list[str] = []
-    explainer = WaitExplainer("http://daemon", 3, interval=3600, fetch=lambda url: current["doc"], emit=said.append)
-    explainer.start()
+    watch = DaemonWatch("http://daemon", 3600, fetch=fetch)
+    recorder, explainer = HostRecorder(), WaitExplainer("http://daemon", 3, emit=said.append)
+    watch.subscribe(recorder.see)
+    watch.subscribe(explainer.see)
+    watch.start()
     wait_for(lambda: "  worker-1: not ready" in said, 30, "the first explanation")
-    current["doc"] = {**DOC, "hosts": DOC["hosts"] * 3}
-    explainer.stop()  # long before the next poll
+    current["doc"] = HostsDocument.parse({**DOC, "hosts": DOC["hosts"] * 3})
+    watch.stop()  # long before the next look
     assert said[-1] == "enough hosts are served; horovodrun starts the workers"
+    assert [hosts for _, hosts in recorder.snapshots()] == [("10.0.0.1:1",), ("10.0.0.1:1",) * 3]
+    assert len(looks) == 2
 
 
 @pytest.fixture(scope="module")
