@@ -40,12 +40,12 @@ from __future__ import annotations
 import io
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from shared.atomicfile import replacing
 from training.errors import CheckpointError, ConfigError, StaleWriter
 
 NAME = re.compile(r"^ckpt-(?:g(\d{6,})-)?(\d{5,})-(\d{10,})\.pt$")
@@ -182,22 +182,12 @@ def latest_key(directory: str | Path) -> tuple[tuple[int, int, int], Path] | Non
 
 
 def write_torch_atomic(final: Path, payload: Any, prefix: str) -> None:
-    """``torch.save(payload)`` to a temporary file beside ``final`` (``prefix`` names it),
-    flushed to disk and renamed over ``final``: a reader sees the old file or the new one.
-    The temporary file is removed on any failure, which is raised as it is."""
-    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=final.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(payload, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, final)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """``torch.save(payload)`` into ``final``, atomically (``shared.atomicfile.replacing``: a
+    reader sees the old file or the new one); the temporary file beside it starts with
+    ``prefix`` (so a cleaner can find one a killed writer left) and is removed on any failure,
+    which is raised as it is."""
+    with replacing(final, prefix=prefix) as f:
+        torch.save(payload, f)
 
 
 def save(directory: str | Path, payload: dict, epoch: int, processed: int, keep: int = 3,

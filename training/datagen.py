@@ -10,7 +10,6 @@ OUT_DIR, each through a temporary file and a rename. Deterministic for a given s
 """
 from __future__ import annotations
 
-import os
 import struct
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from shared.argparser import OneLineParser
+from shared.atomicfile import write_atomic
 from shared.exitcodes import EXIT_OK
 from shared.runner import run_main
 
@@ -67,15 +67,6 @@ def idx_bytes(array: np.ndarray) -> bytes:
     return struct.pack(f">HBB{array.ndim}I", 0, 0x08, array.ndim, *array.shape) + array.tobytes()
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    tmp.replace(path)
-
-
 def generate(out_dir: str | Path, train: int = 6000, test: int = 1000, seed: int = 0) -> Path:
     """Write the four IDX files into ``out_dir`` (made if missing); returns it."""
     if train < 10 or test < 10:
@@ -87,8 +78,8 @@ def generate(out_dir: str | Path, train: int = 6000, test: int = 1000, seed: int
         labels = np.arange(count, dtype=np.uint8) % 10
         rng.shuffle(labels)
         images_name, labels_name = FILES[split]
-        _write_atomic(out / images_name, idx_bytes(draw(labels, rng)))
-        _write_atomic(out / labels_name, idx_bytes(labels))
+        write_atomic(out / images_name, idx_bytes(draw(labels, rng)))
+        write_atomic(out / labels_name, idx_bytes(labels))
     return out
 
 
