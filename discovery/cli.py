@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from discovery.errors import ConfigError, DiscoveryError
 from shared.argparser import OneLineParser
-from shared.envvars import env_default
+from shared.envvars import env_default, parse_int, parse_positive, parse_seconds
 from shared.exitcodes import EXIT_OK
 from shared.runner import run_main
 
@@ -26,33 +26,16 @@ log = logging.getLogger("discovery.daemon")
 
 
 def _int(name: str, value: str | None) -> int | None:
-    if value is None:
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise ConfigError(f"{name} must be an integer, got {value!r}") from None
+    return parse_int(name, value, ConfigError)
 
 
 def _float(name: str, value: str | None) -> float:
-    try:
-        v = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ConfigError(f"{name} must be a number, got {value!r}") from None
-    if v <= 0:
-        raise ConfigError(f"{name} must be > 0, got {value!r}")
-    return v
+    return parse_positive(name, value, ConfigError)
 
 
 def _seconds_or_zero(name: str, value: str | None) -> float:
     """``value`` as seconds >= 0 (0: off); ``ConfigError`` naming ``name`` otherwise."""
-    try:
-        v = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ConfigError(f"{name} must be a number, got {value!r}") from None
-    if not 0 <= v < float("inf"):
-        raise ConfigError(f"{name} must be >= 0, got {value!r}")
-    return v
+    return parse_seconds(name, value, ConfigError)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from shared import envvars
 from shared.envvars import env_default, env_int
 
 
@@ -45,3 +46,26 @@ def test_local_cluster_exits_2_with_one_line(tmp_path):
                        text=True, timeout=60, cwd=str(Path(__file__).parents[2]))
     assert r.returncode == 2, r.stderr
     assert r.stderr.count("\n") == 1 and "LOCAL_CLUSTER_WORKERS must be an integer, got 'many'" in r.stderr
+
+
+@pytest.mark.parametrize("parse, value, expected", [
+    (envvars.parse_int, "7", 7), (envvars.parse_int, None, None),
+    (envvars.parse_positive, "0.5", 0.5), (envvars.parse_seconds, "0", 0.0),
+    (envvars.parse_seconds, "2.5", 2.5),
+])
+def test_a_flag_value_as_a_number(parse, value, expected):
+    assert parse("--flag", value, ValueError) == expected
+
+
+@pytest.mark.parametrize("parse, value, message", [
+    (envvars.parse_int, "1.5", "--flag must be an integer, got '1.5'"),
+    (envvars.parse_positive, "0", "--flag must be > 0, got '0'"),
+    (envvars.parse_positive, "inf", "--flag must be > 0, got 'inf'"),
+    (envvars.parse_positive, "soon", "--flag must be a number, got 'soon'"),
+    (envvars.parse_seconds, "-1", "--flag must be >= 0, got '-1'"),
+    (envvars.parse_seconds, "nan", "--flag must be >= 0, got 'nan'"),
+])
+def test_a_bad_flag_value_raises_the_callers_error_naming_it(parse, value, message):
+    with pytest.raises(UsageError) as info:
+        parse("--flag", value, UsageError)
+    assert str(info.value) == message
