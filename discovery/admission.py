@@ -43,10 +43,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from discovery.environment import DISCOVERY_POD_NAME, DISCOVERY_POD_NAMESPACE
 from discovery.errors import ConfigError
 from discovery.hosts import Host, escape, servable
 from discovery.table import ADMITTED, PREPARING
 from shared.atomicfile import write_atomic
+from shared.environment import DISCOVERY_POD_UID
 
 log = logging.getLogger("discovery.admission")
 UID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,127}$")  # what Kubernetes' uids (RFC 4122) and ours look like
@@ -89,8 +91,8 @@ class PrepareSettings:
 
 def prepare_env(host: Host, base: Mapping[str, str]) -> dict[str, str]:
     """``base`` plus ``DISCOVERY_POD_UID``/``_NAME``/``_NAMESPACE`` naming ``host``'s pod (pure)."""
-    return {**base, "DISCOVERY_POD_UID": host.uid, "DISCOVERY_POD_NAME": host.pod,
-            "DISCOVERY_POD_NAMESPACE": host.namespace}
+    return {**base, DISCOVERY_POD_UID: host.uid, DISCOVERY_POD_NAME: host.pod,
+            DISCOVERY_POD_NAMESPACE: host.namespace}
 
 
 class Admission:

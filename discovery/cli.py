@@ -16,8 +16,29 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from discovery.environment import (
+    DISCOVERY_ADDRESS,
+    DISCOVERY_ADMITTED_FILE,
+    DISCOVERY_CLUSTER_DOMAIN,
+    DISCOVERY_DEFAULT_SLOTS,
+    DISCOVERY_FIELD_SELECTOR,
+    DISCOVERY_GROUP_BY,
+    DISCOVERY_HOST,
+    DISCOVERY_HOSTFILE,
+    DISCOVERY_LOG_LEVEL,
+    DISCOVERY_PODS_FILE,
+    DISCOVERY_PREPARE_CMD,
+    DISCOVERY_PREPARE_CONCURRENCY,
+    DISCOVERY_PREPARE_RECHECK,
+    DISCOVERY_PREPARE_RETRIES,
+    DISCOVERY_PREPARE_TIMEOUT,
+    DISCOVERY_SOCKET,
+    DISCOVERY_STALE_AFTER,
+    DISCOVERY_WATCH_TIMEOUT,
+)
 from discovery.errors import ConfigError, DiscoveryError
 from shared.argparser import OneLineParser
+from shared.environment import DISCOVERY_NAMESPACE, DISCOVERY_PORT, DISCOVERY_SELECTOR, DISCOVERY_TOKEN
 from shared.envvars import env_default, parse_int, parse_positive, parse_seconds
 from shared.exitcodes import EXIT_OK
 from shared.runner import run_main
@@ -44,60 +65,60 @@ def build_parser() -> argparse.ArgumentParser:
         description="Watch the pods of a Horovod job and serve them as host:slots lines "
                     "(GET /hosts, /hosts.json, /healthz, /readyz, /metrics).")
     a = p.add_argument
-    a("--namespace", default=env_default("DISCOVERY_NAMESPACE", "default"),
+    a("--namespace", default=env_default(DISCOVERY_NAMESPACE, "default"),
       help="namespace to watch; '' for all (env DISCOVERY_NAMESPACE, default 'default')")
-    a("--selector", default=env_default("DISCOVERY_SELECTOR"),
+    a("--selector", default=env_default(DISCOVERY_SELECTOR),
       help="label selector of the job's pods, required unless --pods-file (env DISCOVERY_SELECTOR)")
-    a("--pods-file", default=env_default("DISCOVERY_PODS_FILE"), metavar="FILE",
+    a("--pods-file", default=env_default(DISCOVERY_PODS_FILE), metavar="FILE",
       help="serve the pods of this JSON file (kubectl get pods -o json, or a list of pods), read "
            "once, instead of watching the API server: a fixed set of hosts (env DISCOVERY_PODS_FILE)")
-    a("--field-selector", default=env_default("DISCOVERY_FIELD_SELECTOR", ""),
+    a("--field-selector", default=env_default(DISCOVERY_FIELD_SELECTOR, ""),
       help="optional field selector (env DISCOVERY_FIELD_SELECTOR)")
     a("--kubeconfig", default=env_default("KUBECONFIG"),
       help="kubeconfig file (env KUBECONFIG; default ~/.kube/config, else in-cluster)")
-    a("--host", default=env_default("DISCOVERY_HOST", "127.0.0.1"),
+    a("--host", default=env_default(DISCOVERY_HOST, "127.0.0.1"),
       help="address to listen on (env DISCOVERY_HOST, default 127.0.0.1); "
            "anything but loopback requires --token")
-    a("--port", default=env_default("DISCOVERY_PORT", "8642"),
+    a("--port", default=env_default(DISCOVERY_PORT, "8642"),
       help="TCP port, 0 for any free one (env DISCOVERY_PORT, default 8642)")
-    a("--socket", default=env_default("DISCOVERY_SOCKET"),
+    a("--socket", default=env_default(DISCOVERY_SOCKET),
       help="listen on this unix socket instead of TCP (env DISCOVERY_SOCKET)")
-    a("--token", default=env_default("DISCOVERY_TOKEN"),
+    a("--token", default=env_default(DISCOVERY_TOKEN),
       help="bearer token clients must send (env DISCOVERY_TOKEN)")
-    a("--default-slots", default=env_default("DISCOVERY_DEFAULT_SLOTS", "1"),
+    a("--default-slots", default=env_default(DISCOVERY_DEFAULT_SLOTS, "1"),
       help="slots when a pod has neither the elastic-horovod/slots annotation nor a "
            "nvidia.com/gpu limit (env DISCOVERY_DEFAULT_SLOTS, default 1)")
-    a("--address", default=env_default("DISCOVERY_ADDRESS", "ip"), choices=("ip", "dns", "name"),
+    a("--address", default=env_default(DISCOVERY_ADDRESS, "ip"), choices=("ip", "dns", "name"),
       help="serve pods by IP, by DNS name (headless service) or by name (env DISCOVERY_ADDRESS)")
-    a("--cluster-domain", default=env_default("DISCOVERY_CLUSTER_DOMAIN", "cluster.local"),
+    a("--cluster-domain", default=env_default(DISCOVERY_CLUSTER_DOMAIN, "cluster.local"),
       help="cluster DNS domain for --address dns (env DISCOVERY_CLUSTER_DOMAIN)")
-    a("--group-by", default=env_default("DISCOVERY_GROUP_BY"),
+    a("--group-by", default=env_default(DISCOVERY_GROUP_BY),
       help="serve each value of this pod label separately: /hosts?group=VALUE (env DISCOVERY_GROUP_BY)")
-    a("--hostfile", default=env_default("DISCOVERY_HOSTFILE"),
+    a("--hostfile", default=env_default(DISCOVERY_HOSTFILE),
       help="also write 'host slots=N' lines (every group's hosts) here, atomically, on every "
            "change (env DISCOVERY_HOSTFILE)")
-    a("--prepare-cmd", default=env_default("DISCOVERY_PREPARE_CMD"),
+    a("--prepare-cmd", default=env_default(DISCOVERY_PREPARE_CMD),
       help="run 'CMD HOST' once per pod uid, with DISCOVERY_POD_UID, DISCOVERY_POD_NAME and "
            "DISCOVERY_POD_NAMESPACE in its environment; serve the host only after it exits 0 "
            "(env DISCOVERY_PREPARE_CMD)")
-    a("--admitted-file", default=env_default("DISCOVERY_ADMITTED_FILE"),
+    a("--admitted-file", default=env_default(DISCOVERY_ADMITTED_FILE),
       help="keep the uids the prepare command admitted in this file, and admit them at once when "
            "started again with it (a restarted daemon; env DISCOVERY_ADMITTED_FILE)")
-    a("--prepare-concurrency", default=env_default("DISCOVERY_PREPARE_CONCURRENCY", "4"),
+    a("--prepare-concurrency", default=env_default(DISCOVERY_PREPARE_CONCURRENCY, "4"),
       help="prepare commands at once (env DISCOVERY_PREPARE_CONCURRENCY, default 4)")
-    a("--prepare-retries", default=env_default("DISCOVERY_PREPARE_RETRIES", "2"),
+    a("--prepare-retries", default=env_default(DISCOVERY_PREPARE_RETRIES, "2"),
       help="retries after a failed prepare command (env DISCOVERY_PREPARE_RETRIES, default 2)")
-    a("--prepare-recheck", default=env_default("DISCOVERY_PREPARE_RECHECK", "30"),
+    a("--prepare-recheck", default=env_default(DISCOVERY_PREPARE_RECHECK, "30"),
       help="seconds before a pod whose preparation failed is tried again, doubling up to 300 "
            "(env DISCOVERY_PREPARE_RECHECK, default 30; 0: never again until its uid changes)")
-    a("--prepare-timeout", default=env_default("DISCOVERY_PREPARE_TIMEOUT", "600"),
+    a("--prepare-timeout", default=env_default(DISCOVERY_PREPARE_TIMEOUT, "600"),
       help="seconds before a prepare command is killed (env DISCOVERY_PREPARE_TIMEOUT, default 600)")
-    a("--stale-after", default=env_default("DISCOVERY_STALE_AFTER", "10"),
+    a("--stale-after", default=env_default(DISCOVERY_STALE_AFTER, "10"),
       help="seconds without the API before the list is reported stale "
            "(env DISCOVERY_STALE_AFTER, default 10)")
-    a("--watch-timeout", default=env_default("DISCOVERY_WATCH_TIMEOUT", "300"),
+    a("--watch-timeout", default=env_default(DISCOVERY_WATCH_TIMEOUT, "300"),
       help="server-side timeout of one watch call, seconds (env DISCOVERY_WATCH_TIMEOUT)")
-    a("--log-level", default=env_default("DISCOVERY_LOG_LEVEL", "info"),
+    a("--log-level", default=env_default(DISCOVERY_LOG_LEVEL, "info"),
       choices=("debug", "info", "warning", "error"), help="(env DISCOVERY_LOG_LEVEL)")
     return p
 

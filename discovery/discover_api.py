@@ -24,6 +24,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+from discovery.environment import KUBERNETES_EXEC_INFO, KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT
 from discovery.errors import Failure, UsageError
 
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -100,7 +101,7 @@ def exec_credential(spec: Any, cluster: dict[str, Any], base: str, path: str, ti
             if isinstance(ext, dict) and ext.get("name") == "client.authentication.k8s.io/exec":
                 info["config"] = ext.get("extension")
         request["spec"]["cluster"] = info
-    env["KUBERNETES_EXEC_INFO"] = json.dumps(request)
+    env[KUBERNETES_EXEC_INFO] = json.dumps(request)
     args = [str(a) for a in spec.get("args") or ()]
     try:
         proc = subprocess.run([cmd, *args], env=env, stdin=subprocess.DEVNULL, capture_output=True,
@@ -218,7 +219,7 @@ def _from_kubeconfig(path: str, timeout: float) -> _Target:
 
 
 def _in_cluster() -> _Target:
-    host, port = os.environ.get("KUBERNETES_SERVICE_HOST"), os.environ.get("KUBERNETES_SERVICE_PORT")
+    host, port = os.environ.get(KUBERNETES_SERVICE_HOST), os.environ.get(KUBERNETES_SERVICE_PORT)
     if not host or not os.path.exists(f"{SA_DIR}/token"):
         raise UsageError("no kubeconfig (--kubeconfig, KUBECONFIG, ~/.kube/config) and not in a cluster")
     t = _Target()

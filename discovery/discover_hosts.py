@@ -35,9 +35,29 @@ from __future__ import annotations
 
 import sys
 
+from discovery.environment import (
+    DISCOVERY_ADDRESS,
+    DISCOVERY_CACHE_FILE,
+    DISCOVERY_CLUSTER_DOMAIN,
+    DISCOVERY_DEFAULT_SLOTS,
+    DISCOVERY_FALLBACK,
+    DISCOVERY_GROUP,
+    DISCOVERY_GROUP_BY,
+    DISCOVERY_MAX_AGE,
+    DISCOVERY_MAX_CACHE_AGE,
+    DISCOVERY_TIMEOUT,
+)
 from discovery.errors import ConfigError, DiscoveryError, Failure, UsageError
 from shared import daemon_client
 from shared import discovery_wire as wire
+from shared.environment import (
+    DISCOVERY_NAMESPACE,
+    DISCOVERY_PORT,
+    DISCOVERY_SELECTOR,
+    DISCOVERY_TOKEN,
+    DISCOVERY_URL,
+    XDG_CACHE_HOME,
+)
 from shared.exitcodes import EXIT_FAILURE, EXIT_OK
 from shared.hosts import MAX_SLOTS, host_ok  # the one host rule (discovery.hosts and elastic use it too)
 from shared.runner import run_main
@@ -77,15 +97,15 @@ exit codes: 0 hosts printed, 1 no trustworthy answer (one line on stderr), 2 bad
 """
 
 OPTIONS = {  # flag -> (environment variable, default)
-    "--url": ("DISCOVERY_URL", None), "--group": ("DISCOVERY_GROUP", None),
-    "--token": ("DISCOVERY_TOKEN", None), "--timeout": ("DISCOVERY_TIMEOUT", "2"),
-    "--max-age": ("DISCOVERY_MAX_AGE", "30"), "--fallback": ("DISCOVERY_FALLBACK", "none"),
-    "--cache-file": ("DISCOVERY_CACHE_FILE", None),
-    "--max-cache-age": ("DISCOVERY_MAX_CACHE_AGE", "300"),
-    "--namespace": ("DISCOVERY_NAMESPACE", "default"), "--selector": ("DISCOVERY_SELECTOR", None),
-    "--kubeconfig": ("KUBECONFIG", None), "--default-slots": ("DISCOVERY_DEFAULT_SLOTS", "1"),
-    "--address": ("DISCOVERY_ADDRESS", "ip"), "--group-by": ("DISCOVERY_GROUP_BY", None),
-    "--cluster-domain": ("DISCOVERY_CLUSTER_DOMAIN", "cluster.local"),
+    "--url": (DISCOVERY_URL, None), "--group": (DISCOVERY_GROUP, None),
+    "--token": (DISCOVERY_TOKEN, None), "--timeout": (DISCOVERY_TIMEOUT, "2"),
+    "--max-age": (DISCOVERY_MAX_AGE, "30"), "--fallback": (DISCOVERY_FALLBACK, "none"),
+    "--cache-file": (DISCOVERY_CACHE_FILE, None),
+    "--max-cache-age": (DISCOVERY_MAX_CACHE_AGE, "300"),
+    "--namespace": (DISCOVERY_NAMESPACE, "default"), "--selector": (DISCOVERY_SELECTOR, None),
+    "--kubeconfig": ("KUBECONFIG", None), "--default-slots": (DISCOVERY_DEFAULT_SLOTS, "1"),
+    "--address": (DISCOVERY_ADDRESS, "ip"), "--group-by": (DISCOVERY_GROUP_BY, None),
+    "--cluster-domain": (DISCOVERY_CLUSTER_DOMAIN, "cluster.local"),
 }
 
 
@@ -124,7 +144,7 @@ def parse_args(argv: list[str]) -> dict:
             v = getenv(env) or default
         s[flag[2:].replace("-", "_")] = v
     if s["url"] is None:
-        port = getenv("DISCOVERY_PORT") or "8642"
+        port = getenv(DISCOVERY_PORT) or "8642"
         s["url"] = f"http://127.0.0.1:{port}"
     for key in ("timeout", "max_age", "max_cache_age"):
         try:
@@ -222,7 +242,7 @@ def cache_path(s: dict) -> str:
     import os  # the cache only: kept off the fast path
     if s["cache_file"]:
         return s["cache_file"]
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    base = os.environ.get(XDG_CACHE_HOME) or os.path.join(os.path.expanduser("~"), ".cache")
     key = s["url"] + (f"-{s['group']}" if s["group"] else "")
     safe = "".join(c if c.isalnum() or c in "-." else "_" for c in key)
     return os.path.join(base, "elastic-horovod", f"discover-hosts-{safe}")

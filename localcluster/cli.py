@@ -27,6 +27,15 @@ import os
 import sys
 from pathlib import Path
 
+from localcluster.environment import (
+    LOCAL_CLUSTER_IMAGE,
+    LOCAL_CLUSTER_ISOLATION,
+    LOCAL_CLUSTER_RUNTIME,
+    LOCAL_CLUSTER_SLOTS,
+    LOCAL_CLUSTER_SSH_PORT,
+    LOCAL_CLUSTER_STATE_DIR,
+    LOCAL_CLUSTER_WORKERS,
+)
 from shared.argparser import OneLineParser
 from shared.envvars import env_int
 from shared.exitcodes import EXIT_OK
@@ -38,7 +47,7 @@ from .statefiles import StatePaths, default_state_dir
 
 
 def build_parser() -> argparse.ArgumentParser:
-    default_dir = os.environ.get("LOCAL_CLUSTER_STATE_DIR") or str(default_state_dir())
+    default_dir = os.environ.get(LOCAL_CLUSTER_STATE_DIR) or str(default_state_dir())
     helptext = f"state directory (env LOCAL_CLUSTER_STATE_DIR; default {default_dir})"
     p = OneLineParser(prog="local-cluster", description="A loopback Kubernetes pod API whose pods "
                                 "are sshd hosts on this machine.")
@@ -48,23 +57,23 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def pod_opts(sp):
-        sp.add_argument("--slots", type=int, default=env_int("LOCAL_CLUSTER_SLOTS", None, UsageError),
+        sp.add_argument("--slots", type=int, default=env_int(LOCAL_CLUSTER_SLOTS, None, UsageError),
                         help="set the elastic-horovod/slots annotation (env LOCAL_CLUSTER_SLOTS)")
         sp.add_argument("--gpus", type=int, default=0, help="nvidia.com/gpu limit of each pod")
 
     up = sub.add_parser("up", parents=[common], help="start the cluster (or report the running one)")
-    up.add_argument("--workers", type=int, default=env_int("LOCAL_CLUSTER_WORKERS", 2, UsageError),
+    up.add_argument("--workers", type=int, default=env_int(LOCAL_CLUSTER_WORKERS, 2, UsageError),
                     help="worker pods to start (env LOCAL_CLUSTER_WORKERS; default %(default)s)")
     pod_opts(up)
-    up.add_argument("--ssh-port", type=int, default=env_int("LOCAL_CLUSTER_SSH_PORT", 2222, UsageError),
+    up.add_argument("--ssh-port", type=int, default=env_int(LOCAL_CLUSTER_SSH_PORT, 2222, UsageError),
                     help="sshd port of every pod (env LOCAL_CLUSTER_SSH_PORT; default %(default)s)")
     up.add_argument("--isolation", choices=["namespaces", "none"],
-                    default=os.environ.get("LOCAL_CLUSTER_ISOLATION") or "namespaces",
+                    default=os.environ.get(LOCAL_CLUSTER_ISOLATION) or "namespaces",
                     help="namespaces (root: own hostname and /data) or none (env LOCAL_CLUSTER_ISOLATION)")
     up.add_argument("--runtime", choices=["processes", "containers"],
-                    default=os.environ.get("LOCAL_CLUSTER_RUNTIME") or "processes",
+                    default=os.environ.get(LOCAL_CLUSTER_RUNTIME) or "processes",
                     help="processes (the host's sshd; default) or containers of --image (env LOCAL_CLUSTER_RUNTIME)")
-    up.add_argument("--image", default=os.environ.get("LOCAL_CLUSTER_IMAGE") or None,
+    up.add_argument("--image", default=os.environ.get(LOCAL_CLUSTER_IMAGE) or None,
                     help="worker image of --runtime containers, e.g. elastic-horovod:0.1.0 (env LOCAL_CLUSTER_IMAGE)")
     up.add_argument("--shared-dir", action="append", default=[], metavar="DIR",
                     help="with --runtime containers: a host directory mounted at the same path in every pod "

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shared.atomicfile import write_atomic as _write_atomic
+from shared.environment import XDG_CACHE_HOME
 
 
 def default_state_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    base = os.environ.get(XDG_CACHE_HOME) or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "elastic-horovod" / "local-cluster"
 
 

@@ -21,8 +21,10 @@ from __future__ import annotations
 import _socket  # the C module: ``socket`` would pull in ``enum`` and more (start-up time)
 import time
 
-URL_ENV = "DISCOVERY_URL"
-TOKEN_ENV = "DISCOVERY_TOKEN"
+from shared.environment import DISCOVERY_TOKEN, DISCOVERY_URL
+
+URL_ENV = DISCOVERY_URL
+TOKEN_ENV = DISCOVERY_TOKEN
 MAX_BODY = 16 << 20  # bytes of an answer read at most
 
 

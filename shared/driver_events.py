@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shared.environment import HOROVOD_ELASTIC_EVENTS_FILE
 from shared.event_kinds import Kind, kind_of
 from shared.jsonlines import parse_json_object, read_json_lines
 
-EVENTS_ENV = "HOROVOD_ELASTIC_EVENTS_FILE"
+EVENTS_ENV = HOROVOD_ELASTIC_EVENTS_FILE
 
 
 @dataclass(frozen=True)

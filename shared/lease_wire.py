@@ -10,8 +10,9 @@
 
 Plain constants, standard library only: the wrapper runs before anything else on a worker.
 """
+from shared.environment import ELASTIC_RUN_ID
 
-RUN_ID_ENV = "ELASTIC_RUN_ID"  # elastic-run's run id, in horovodrun's and every worker's environment
+RUN_ID_ENV = ELASTIC_RUN_ID  # elastic-run's run id, in horovodrun's and every worker's environment
 SCOPE = "elastic-run-lease"
 NO_RUN_ID = "-"
 OTHER_RUN = 410

@@ -18,6 +18,7 @@ SHARED = "shared"  # the one package every other may import
 # room -> rooms of elastic it may import (besides itself), and the process it runs in
 ELASTIC_ROOMS = {
     "errors": set(),
+    "environment": set(),  # the package's environment variables (every room may import it)
     "common": {"errors"},  # helpers of every process
     "ssh": {"common", "errors"},  # ssh-bootstrap, and a library of the launcher and the hook
     "sync": {"ssh", "common", "errors"},  # dataset-sync, and a library of the hook
@@ -170,7 +171,7 @@ def test_every_elastic_room_has_a_row():
 def test_elastic_rooms_import_only_downwards():
     wrong = sorted(f"{m} -> {t}" for m, ts in _import_graph().items() for t in ts
                    if _room(m) and _room(t) and _room(t) != _room(m)
-                   and _room(t) not in ELASTIC_ROOMS[_room(m)])
+                   and _room(t) not in ELASTIC_ROOMS[_room(m)] | {"environment"})
     assert wrong == []
 
 
@@ -209,7 +210,7 @@ def test_client_side_modules_import_only_the_standard_library(module):
 # only modules of its own layer or of lower ones
 TRAINING_LAYERS = (
     # settings, errors and pure helpers: no data, no model
-    ("base", {"errors", "options", "cpus", "seeding", "schedule", "accounting", "metrics",
+    ("base", {"errors", "environment", "options", "cpus", "seeding", "schedule", "accounting", "metrics",
               "signals", "fingerprint", "trace", "commits", "gpu_defaults", "cuda_arch"}),
     # finding, reading, decoding and ordering samples
     ("data", {"idx", "imagefolder", "datasets", "device_augment", "datagen", "digits", "loaders",

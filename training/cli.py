@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from shared.runner import run_main
 from training import options
+from training.environment import TRAINING_TRACEBACK
 from training.errors import InputError, TrainingError
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ def guarded(prog: str, body: Callable[[], int]) -> int:
         except TrainingError:
             raise
         except Exception:  # a runtime failure we did not foresee: still one line, exit 1
-            if os.environ.get("TRAINING_TRACEBACK") == "1":
+            if os.environ.get(TRAINING_TRACEBACK) == "1":
                 traceback.print_exc()
             raise
     return run_main(prog, traced, usage=InputError, failure=Exception, interrupted="interrupted",

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shared.atomicfile import write_atomic
+from shared.environment import XDG_CACHE_HOME
 from training.errors import DatasetError
 
 CACHE_NAME = ".training-scan.json"
@@ -338,7 +339,7 @@ def _root_dirs(root: Path) -> list[str]:
 def cache_paths(root: Path) -> list[Path]:
     """Where the scan cache of ``root`` is looked for, in order: next to the data, then in the
     user's cache directory (for read-only data)."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    base = os.environ.get(XDG_CACHE_HOME) or os.path.expanduser("~/.cache")
     key = hashlib.sha256(os.path.realpath(root).encode()).hexdigest()[:32]
     return [root / CACHE_NAME, Path(base) / "elastic-horovod" / "training-scan" / f"{key}.json"]
 

@@ -70,6 +70,7 @@ from torch.utils.data import DataLoader
 from training import cpus, loaders, metrics, snapshots
 from training.background import BackgroundWriter
 from training.checkpointing import CheckpointPart
+from training.environment import HOROVOD_LOCAL_SIZE, HOROVOD_RANK, OMP_NUM_THREADS
 from training.errors import CheckpointError, ConfigError, DeviceError
 from training.evaluation import EvalPart
 from training.options import TrainConfig
@@ -211,7 +212,7 @@ class Trainer(WorldPart, StepPart, EvalPart, CheckpointPart):
         ``loaders-ready`` (``workers``, ``batches``), ``first-batch``, ``autotuned``."""
         from training.warmup import autotune_pass
 
-        self.workers = self.loader_workers(env_hint("HOROVOD_LOCAL_SIZE", 1, 1))
+        self.workers = self.loader_workers(env_hint(HOROVOD_LOCAL_SIZE, 1, 1))
         if self.workers == 0 and not self.cuda:
             return
         if self.n == 0:
@@ -273,7 +274,7 @@ class Trainer(WorldPart, StepPart, EvalPart, CheckpointPart):
         if self._train_loader is None:
             # the processes' seeds: this worker's own stream (per rank), whenever started
             seeds = torch.Generator().manual_seed(
-                stream_seed(self.args.seed, env_hint("HOROVOD_RANK", 0, 0), -1, 0))
+                stream_seed(self.args.seed, env_hint(HOROVOD_RANK, 0, 0), -1, 0))
             self._train_plan = loaders.Planned(self.sampler)
             self._train_loader = loaders.make_loader(self.task.train_set, self._train_plan,
                                                      self.workers or 0, pin_memory=self.pin,
@@ -506,8 +507,8 @@ def run(task: Task, args: TrainConfig) -> int:
     note = nccl_missing_line(gpu_path(args), bool(hvd.nccl_built()))
     if note:
         log(note)
-    if not use_cuda(args) and not os.environ.get("OMP_NUM_THREADS"):  # for the warm-up; set again below
-        torch.set_num_threads(cpus.threads_per_worker(env_hint("HOROVOD_LOCAL_SIZE", 1, 1),
+    if not use_cuda(args) and not os.environ.get(OMP_NUM_THREADS):  # for the warm-up; set again below
+        torch.set_num_threads(cpus.threads_per_worker(env_hint(HOROVOD_LOCAL_SIZE, 1, 1),
                                                       cpus.usable_cpus(), cpus.cgroup_cpu_limit()))
     trainer = Trainer(task, args, flags, tracer)
     tracer.event("prepared", dynamo=dynamo_imported())
@@ -515,7 +516,7 @@ def run(task: Task, args: TrainConfig) -> int:
     tracer.event("init", dynamo=dynamo_imported())
     hvd.init()
     tracer.event("initialized", rank=hvd.rank(), size=hvd.size())
-    if not use_cuda(args) and not os.environ.get("OMP_NUM_THREADS"):  # share the cores among this host's workers
+    if not use_cuda(args) and not os.environ.get(OMP_NUM_THREADS):  # share the cores among this host's workers
         torch.set_num_threads(cpus.threads_per_worker(hvd.local_size(), cpus.usable_cpus(),
                                                       cpus.cgroup_cpu_limit()))
     state = trainer.attach(hvd)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from shared.argparser import OneLineParser
+from training.environment import TRAINING_DEBUG_GPU_PATH, TRAINING_TRACE_DIR
 from training.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -323,7 +324,7 @@ _FLAGS = (
     Flag("--term-grace", float, 20.0, "after SIGTERM, seconds to reach the next commit before leaving "
          "anyway (default %(default)s; keep it below the pod's termination grace period)", _positive),
     Flag("--trace-dir", str, None, "debug: each worker writes the sample indices it commits and its "
-         "final parameter checksum here (also TRAINING_TRACE_DIR)", env="TRAINING_TRACE_DIR"),
+         "final parameter checksum here (also TRAINING_TRACE_DIR)", env=TRAINING_TRACE_DIR),
     Flag("--debug-step-delay", float, 0.0, "debug: sleep this many seconds after every step, to watch "
          "or test elastic events on tiny data (default 0)", _non_negative),
     Flag("--debug-hold-file", str, None, "debug: while this file exists, apply --debug-step-delay and "
@@ -415,7 +416,7 @@ def parse(argv: list[str] | None, d: Defaults) -> TrainConfig:
     if args.norm_weight_decay is None:
         args.norm_weight_decay = args.weight_decay
     if not args.debug_gpu_path:
-        args.debug_gpu_path = _env_flag("TRAINING_DEBUG_GPU_PATH")
+        args.debug_gpu_path = _env_flag(TRAINING_DEBUG_GPU_PATH)
     if getattr(args, "augment_on_device", False) is None and not args.data_dir:
         args.augment_on_device = False  # nothing to decode: not the device's choice
     if getattr(args, "augment_on_device", False) and not args.data_dir:

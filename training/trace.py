@@ -44,6 +44,7 @@ import torch
 
 from shared.atomicfile import write_atomic
 from training import commits
+from training.environment import HOROVOD_HOSTNAME
 
 
 def params_checksum(model: torch.nn.Module) -> str:
@@ -75,7 +76,7 @@ def dynamo_imported() -> bool:
 
 def host_name() -> str:
     """The name Horovod gave this worker's host, else the system host name."""
-    return os.environ.get("HOROVOD_HOSTNAME") or socket.gethostname()
+    return os.environ.get(HOROVOD_HOSTNAME) or socket.gethostname()
 
 
 def write_json_atomic(path: Path, payload: dict) -> None:

@@ -26,6 +26,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from training import loaders, metrics, snapshots
 from training.background import BackgroundWriter
+from training.environment import HOROVOD_LOCAL_RANK
 from training.options import TrainConfig
 from training.signals import StopFlags
 from training.trace import Tracer
@@ -116,7 +117,7 @@ def local_rank_hint() -> int:
     """This worker's local rank before ``hvd.init()``: ``HOROVOD_LOCAL_RANK``, set by
     horovodrun for each worker it starts (the slot it runs in, kept for the worker's life,
     which is what ``hvd.local_rank()`` returns after the rendezvous), else 0."""
-    return env_hint("HOROVOD_LOCAL_RANK", 0, 0)
+    return env_hint(HOROVOD_LOCAL_RANK, 0, 0)
 
 
 def env_hint(name: str, default: int, least: int) -> int:

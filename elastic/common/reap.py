@@ -35,10 +35,11 @@ import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from elastic.environment import ELASTIC_JOB_ID
 from shared.exitcodes import EXIT_OK
 from shared.lease_wire import RUN_ID_ENV
 
-JOB_ID_ENV = "ELASTIC_JOB_ID"
+JOB_ID_ENV = ELASTIC_JOB_ID
 _ID = re.compile(r"^[A-Za-z0-9-]+$")
 KILL_ROUNDS = 50  # scans after the SIGKILL, 0.1 s apart, before the host counts as failed
 

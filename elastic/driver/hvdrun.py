@@ -37,10 +37,12 @@ from collections.abc import Sequence
 from elastic.common.reap import RUN_ID_ENV, reap_hosts
 from elastic.driver.elastic_driver import install as install_driver
 from elastic.driver.push import DaemonDiscovery
+from elastic.environment import ELASTIC_REAP_SSH
+from shared.environment import DISCOVERY_URL
 from shared.exitcodes import EXIT_OK, exit_for_signal
 
-DISCOVERY_URL_ENV = "DISCOVERY_URL"
-REAP_SSH_ENV = "ELASTIC_REAP_SSH"
+DISCOVERY_URL_ENV = DISCOVERY_URL
+REAP_SSH_ENV = ELASTIC_REAP_SSH
 LAUNCHER_GONE_SIGNAL = signal.SIGUSR2
 GONE_EXIT_AFTER = 20.0
 

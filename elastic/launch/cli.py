@@ -23,6 +23,24 @@ from collections.abc import Sequence
 
 from elastic.common.cli import env_int
 from elastic.common.tools import tool
+from elastic.environment import (
+    ELASTIC_DATASET,
+    ELASTIC_DISCOVERY_MODE,
+    ELASTIC_JOB_ID,
+    ELASTIC_LEASE,
+    ELASTIC_LEAVE_GRACE,
+    ELASTIC_LOG_DIR,
+    ELASTIC_MAX_NP,
+    ELASTIC_METRICS_FILE,
+    ELASTIC_MIN_NP,
+    ELASTIC_NETWORK_INTERFACE,
+    ELASTIC_PLOT,
+    ELASTIC_SSH_IDENTITY,
+    ELASTIC_SSH_PORT,
+    ELASTIC_STALL_TIMEOUT,
+    ELASTIC_TERM_GRACE,
+    ELASTIC_TIMEOUT,
+)
 from elastic.errors import ConfigError, ElasticError
 from elastic.launch.command import HorovodrunOptions
 from elastic.launch.plan import DEFAULT_TERM_GRACE, LaunchConfig, make_plan, plan_as_dict
@@ -31,6 +49,7 @@ from elastic.launch.runner import run
 from elastic.prepare.hook import parse_dataset
 from elastic.worker.lease import DEFAULT_LEASE, MAX_LEASE, MIN_LEASE, check_seconds
 from shared.argparser import OneLineParser
+from shared.environment import DISCOVERY_NAMESPACE, DISCOVERY_PORT, DISCOVERY_SELECTOR, DISCOVERY_URL
 from shared.exitcodes import EXIT_OK
 from shared.runner import run_main
 
@@ -210,36 +229,36 @@ def config_from_args(args: argparse.Namespace, command: list[str]) -> LaunchConf
     """Check the flags and environment; ConfigError names the first bad value."""
     if not command:
         raise ConfigError("no training command given: elastic-run [options] -- COMMAND ...")
-    min_np = args.min_np if args.min_np is not None else (env_int("ELASTIC_MIN_NP") or 1)
-    max_np = args.max_np if args.max_np is not None else env_int("ELASTIC_MAX_NP")
-    timeout = args.elastic_timeout if args.elastic_timeout is not None else (env_int("ELASTIC_TIMEOUT") or 600)
-    ssh_port = args.ssh_port if args.ssh_port is not None else env_int("ELASTIC_SSH_PORT")
-    identity = args.ssh_identity_file or os.environ.get("ELASTIC_SSH_IDENTITY") or None
+    min_np = args.min_np if args.min_np is not None else (env_int(ELASTIC_MIN_NP) or 1)
+    max_np = args.max_np if args.max_np is not None else env_int(ELASTIC_MAX_NP)
+    timeout = args.elastic_timeout if args.elastic_timeout is not None else (env_int(ELASTIC_TIMEOUT) or 600)
+    ssh_port = args.ssh_port if args.ssh_port is not None else env_int(ELASTIC_SSH_PORT)
+    identity = args.ssh_identity_file or os.environ.get(ELASTIC_SSH_IDENTITY) or None
     if identity is not None:
         identity = os.path.abspath(identity)
         if not os.path.isfile(identity):
             raise ConfigError(f"--ssh-identity-file {identity}: no such file")
-    nics_raw = args.network_interface or [os.environ.get("ELASTIC_NETWORK_INTERFACE", "")]
+    nics_raw = args.network_interface or [os.environ.get(ELASTIC_NETWORK_INTERFACE, "")]
     nics = tuple(n for item in nics_raw for n in item.split(",") if n)
-    dataset = args.dataset or os.environ.get("ELASTIC_DATASET") or None
+    dataset = args.dataset or os.environ.get(ELASTIC_DATASET) or None
     if dataset:
         src, dest = parse_dataset(dataset)
         if not os.path.isdir(src):
             raise ConfigError(f"--dataset source {src}: no such directory")
         dataset = f"{os.path.abspath(src)}:{dest}"
-    selector = args.selector or os.environ.get("DISCOVERY_SELECTOR") or None
-    namespace = args.namespace or os.environ.get("DISCOVERY_NAMESPACE") or "default"
-    url = args.discovery_url or os.environ.get("DISCOVERY_URL") or None
+    selector = args.selector or os.environ.get(DISCOVERY_SELECTOR) or None
+    namespace = args.namespace or os.environ.get(DISCOVERY_NAMESPACE) or "default"
+    url = args.discovery_url or os.environ.get(DISCOVERY_URL) or None
     if url is None and selector is None:
-        url = f"http://127.0.0.1:{os.environ.get('DISCOVERY_PORT') or DEFAULT_PORT}"
+        url = f"http://127.0.0.1:{os.environ.get(DISCOVERY_PORT) or DEFAULT_PORT}"
     if args.kubeconfig and not os.path.isfile(args.kubeconfig):
         raise ConfigError(f"--kubeconfig {args.kubeconfig}: no such file")
-    mode = args.discovery_mode or os.environ.get("ELASTIC_DISCOVERY_MODE") or "push"
+    mode = args.discovery_mode or os.environ.get(ELASTIC_DISCOVERY_MODE) or "push"
     if mode not in ("push", "script"):
         raise ConfigError(f"ELASTIC_DISCOVERY_MODE must be push or script, got {mode!r}")
     stall = args.stall_timeout
     if stall is None:
-        raw = os.environ.get("ELASTIC_STALL_TIMEOUT")
+        raw = os.environ.get(ELASTIC_STALL_TIMEOUT)
         try:
             stall = float(raw) if raw else 900.0
         except ValueError:
@@ -252,16 +271,16 @@ def config_from_args(args: argparse.Namespace, command: list[str]) -> LaunchConf
     leave_grace = None
     if args.leave_grace is not None:
         leave_grace = parse_leave_grace(args.leave_grace)
-    elif os.environ.get("ELASTIC_LEAVE_GRACE"):
-        leave_grace = parse_leave_grace(os.environ["ELASTIC_LEAVE_GRACE"], "ELASTIC_LEAVE_GRACE")
-    raw, env_name = _flag_or_env(args.job_id, "ELASTIC_JOB_ID")
+    elif os.environ.get(ELASTIC_LEAVE_GRACE):
+        leave_grace = parse_leave_grace(os.environ[ELASTIC_LEAVE_GRACE], ELASTIC_LEAVE_GRACE)
+    raw, env_name = _flag_or_env(args.job_id, ELASTIC_JOB_ID)
     job_id = parse_job_id(raw, env_name or "--job-id") if raw is not None else None
     run_id = parse_job_id(args.run_id, "--run-id") if args.run_id is not None else None
     if run_id is not None and run_id == job_id:
         raise ConfigError(f"--run-id must differ from the job's id, got {run_id!r} for both")
-    raw, env_name = _flag_or_env(args.lease, "ELASTIC_LEASE")
+    raw, env_name = _flag_or_env(args.lease, ELASTIC_LEASE)
     lease = parse_lease(raw, env_name or "--lease") if raw is not None else DEFAULT_LEASE
-    raw, env_name = _flag_or_env(args.term_grace, "ELASTIC_TERM_GRACE")
+    raw, env_name = _flag_or_env(args.term_grace, ELASTIC_TERM_GRACE)
     term_grace = parse_term_grace(raw, env_name or "--term-grace") if raw is not None else DEFAULT_TERM_GRACE
     options = HorovodrunOptions(
         discovery_script=tool("discover-hosts"),
@@ -273,11 +292,11 @@ def config_from_args(args: argparse.Namespace, command: list[str]) -> LaunchConf
         horovodrun=tool("horovodrun"), verbose=args.verbose,
         launcher=(sys.executable, "-m", "elastic.driver.hvdrun") if mode == "push" else (),
     )
-    metrics = args.metrics_file or os.environ.get("ELASTIC_METRICS_FILE") or None
-    plot_file = args.plot or os.environ.get("ELASTIC_PLOT") or None
+    metrics = args.metrics_file or os.environ.get(ELASTIC_METRICS_FILE) or None
+    plot_file = args.plot or os.environ.get(ELASTIC_PLOT) or None
     if plot_file:
         plot_file = check_plot_path(plot_file)
-    log_dir = args.log_dir or os.environ.get("ELASTIC_LOG_DIR") or None
+    log_dir = args.log_dir or os.environ.get(ELASTIC_LOG_DIR) or None
     if log_dir:
         log_dir = os.path.abspath(log_dir)  # made by the run (the daemon's log goes there)
         if not (os.path.isdir(log_dir) or (not os.path.exists(log_dir) and os.path.isdir(os.path.dirname(log_dir)))):

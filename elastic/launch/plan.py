@@ -35,14 +35,16 @@ from pathlib import Path
 from elastic.common.reap import JOB_ID_ENV, RUN_ID_ENV
 from elastic.common.tools import tool as find_tool
 from elastic.driver.hvdrun import LAUNCHER_GONE_SIGNAL, REAP_SSH_ENV
+from elastic.environment import HOROVOD_ELASTIC_LEAVE_GRACE_SECONDS
 from elastic.launch.command import HorovodrunOptions, build_horovodrun_command
 from elastic.launch.daemon import DaemonSpec
 from elastic.launch.events import EVENTS_ENV
 from elastic.prepare.hook import parse_dataset, prepare_argv
 from elastic.ssh.config import SSH_CONFIG_ENV, BootstrapDir
 from elastic.worker.lease import DEFAULT_LEASE
+from shared.environment import DISCOVERY_URL
 
-LEAVE_GRACE_ENV = "HOROVOD_ELASTIC_LEAVE_GRACE_SECONDS"
+LEAVE_GRACE_ENV = HOROVOD_ELASTIC_LEAVE_GRACE_SECONDS
 DEFAULT_TERM_GRACE = 25.0  # Kubernetes' default grace is 30 s: 5 s are left for the clean-up
 
 
@@ -268,7 +270,7 @@ def horovodrun_env(plan: LaunchPlan, base: Mapping[str, str], discovery_url: str
     ``plan.path_prepend`` before PATH, and ``plan.env_defaults`` where still unset."""
     env = dict(base)
     env.update(plan.env)
-    env["DISCOVERY_URL"] = discovery_url
+    env[DISCOVERY_URL] = discovery_url
     env["PATH"] = os.pathsep.join([*plan.path_prepend, env.get("PATH", "")])
     for name, value in plan.env_defaults.items():
         env.setdefault(name, value)

@@ -46,6 +46,7 @@ from elastic.common.tools import tool
 from elastic.errors import ConfigError, ElasticError, SSHError, SyncError
 from elastic.ssh.config import BootstrapDir
 from shared.argparser import OneLineParser
+from shared.environment import DISCOVERY_POD_UID
 from shared.exitcodes import EXIT_OK
 from shared.runner import run_main
 
@@ -147,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             except ValueError as exc:
                 raise ConfigError(str(exc)) from None
         took = prepare(args.host, args.identity, args.ssh_dir, args.ssh_port, args.dataset,
-                       os.environ.get("DISCOVERY_POD_UID") or None, reap_job)
+                       os.environ.get(DISCOVERY_POD_UID) or None, reap_job)
         steps = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in took.items())
         print(f"prepared {args.host} in {sum(took.values()):.1f} s ({steps})", file=sys.stderr)
         return EXIT_OK

@@ -29,6 +29,18 @@ import shlex
 import sys
 
 from elastic.common.cli import env_default, env_int, hosts_from_args, setup_logging
+from elastic.environment import (
+    DISCOVER_HOSTS_CMD,
+    ELASTIC_HOSTS,
+    ELASTIC_HOSTS_FILE,
+    ELASTIC_NAMESPACE,
+    ELASTIC_SSH_DIR,
+    ELASTIC_SSH_IDENTITY,
+    ELASTIC_SSH_JOBS,
+    ELASTIC_SSH_PORT,
+    ELASTIC_SSH_TIMEOUT,
+    ELASTIC_SSH_USER,
+)
 from elastic.errors import ConfigError, ElasticError
 from elastic.ssh.config import BootstrapDir, horovodrun_args, horovodrun_env_delta
 from elastic.ssh.keys import DEFAULT_SECRET_NAME, apply_secret, generate_keypair, public_fingerprint, write_keys
@@ -43,9 +55,9 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     keys = sub.add_parser("keys", help="generate the job's ed25519 key pair and Secret manifest")
-    keys.add_argument("--out", default=env_default("ELASTIC_SSH_DIR"), help="output directory [ELASTIC_SSH_DIR]")
+    keys.add_argument("--out", default=env_default(ELASTIC_SSH_DIR), help="output directory [ELASTIC_SSH_DIR]")
     keys.add_argument("--secret-name", default=DEFAULT_SECRET_NAME, help="Secret name (default %(default)s)")
-    keys.add_argument("--namespace", default=env_default("ELASTIC_NAMESPACE"),
+    keys.add_argument("--namespace", default=env_default(ELASTIC_NAMESPACE),
                       help="Secret namespace [ELASTIC_NAMESPACE]")
     keys.add_argument("--comment", default="elastic-horovod", help="public key comment")
     keys.add_argument("--apply", action="store_true", help="also create the Secret through the Kubernetes API")
@@ -53,16 +65,16 @@ def _parser() -> argparse.ArgumentParser:
     keys.add_argument("--force", action="store_true", help="replace an existing key / Secret")
 
     hosts = sub.add_parser("hosts", help="pin host keys, write ssh_config and hostfile, check every host")
-    hosts.add_argument("--identity", default=env_default("ELASTIC_SSH_IDENTITY"),
+    hosts.add_argument("--identity", default=env_default(ELASTIC_SSH_IDENTITY),
                        help="private key [ELASTIC_SSH_IDENTITY]")
-    hosts.add_argument("--out", default=env_default("ELASTIC_SSH_DIR"), help="output directory [ELASTIC_SSH_DIR]")
+    hosts.add_argument("--out", default=env_default(ELASTIC_SSH_DIR), help="output directory [ELASTIC_SSH_DIR]")
     hosts.add_argument("--port", type=int, default=None,
                        help="SSH port of every host (default 2222) [ELASTIC_SSH_PORT]")
-    hosts.add_argument("--user", default=env_default("ELASTIC_SSH_USER", "root"), help="login user [ELASTIC_SSH_USER]")
-    hosts.add_argument("--hosts", default=env_default("ELASTIC_HOSTS"), help="h1,h2:slots,... [ELASTIC_HOSTS]")
-    hosts.add_argument("--hosts-file", default=env_default("ELASTIC_HOSTS_FILE"),
+    hosts.add_argument("--user", default=env_default(ELASTIC_SSH_USER, "root"), help="login user [ELASTIC_SSH_USER]")
+    hosts.add_argument("--hosts", default=env_default(ELASTIC_HOSTS), help="h1,h2:slots,... [ELASTIC_HOSTS]")
+    hosts.add_argument("--hosts-file", default=env_default(ELASTIC_HOSTS_FILE),
                        help="file of host[:slots] lines [ELASTIC_HOSTS_FILE]")
-    hosts.add_argument("--discover-cmd", default=env_default("DISCOVER_HOSTS_CMD", "discover-hosts"),
+    hosts.add_argument("--discover-cmd", default=env_default(DISCOVER_HOSTS_CMD, "discover-hosts"),
                        help="command printing host:slots lines, used when no hosts are given (default %(default)s)")
     hosts.add_argument("--slots", type=int, default=1, help="slots for hosts given without them (default 1)")
     hosts.add_argument("--jobs", type=int, default=None, help="hosts handled at once (default 16) [ELASTIC_SSH_JOBS]")
@@ -74,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="seconds per connection (default 10) [ELASTIC_SSH_TIMEOUT]")
 
     args = sub.add_parser("horovodrun-args", help="print the horovodrun flags and environment for DIR")
-    args.add_argument("--out", default=env_default("ELASTIC_SSH_DIR"),
+    args.add_argument("--out", default=env_default(ELASTIC_SSH_DIR),
                       help="the hosts --out directory [ELASTIC_SSH_DIR]")
     args.add_argument("--hostfile", action="store_true", help="include --hostfile DIR/hostfile")
     args.add_argument("--json", action="store_true", help='print {"args": [...], "env": {...}}')
@@ -115,9 +127,9 @@ def _hosts(ns: argparse.Namespace) -> int:
 
     identity = _require(ns.identity, "--identity")
     out = _require(ns.out, "--out")
-    port = ns.port if ns.port is not None else env_int("ELASTIC_SSH_PORT", 2222)
-    jobs = ns.jobs if ns.jobs is not None else env_int("ELASTIC_SSH_JOBS", 16)
-    timeout = ns.timeout if ns.timeout is not None else float(env_int("ELASTIC_SSH_TIMEOUT", 10))
+    port = ns.port if ns.port is not None else env_int(ELASTIC_SSH_PORT, 2222)
+    jobs = ns.jobs if ns.jobs is not None else env_int(ELASTIC_SSH_JOBS, 16)
+    timeout = ns.timeout if ns.timeout is not None else float(env_int(ELASTIC_SSH_TIMEOUT, 10))
     if jobs < 1:
         raise ConfigError(f"--jobs must be >= 1, got {jobs}")
     if ns.slots < 1:

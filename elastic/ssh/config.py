@@ -28,9 +28,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from elastic.environment import ELASTIC_SSH_CONFIG
 from elastic.errors import ConfigError
 
-SSH_CONFIG_ENV = "ELASTIC_SSH_CONFIG"
+SSH_CONFIG_ENV = ELASTIC_SSH_CONFIG
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,20 @@ import signal
 import sys
 
 from elastic.common.cli import env_default, env_int, hosts_from_args, setup_logging
+from elastic.environment import (
+    DISCOVER_HOSTS_CMD,
+    ELASTIC_HOSTS,
+    ELASTIC_HOSTS_FILE,
+    ELASTIC_REMOTE_RSYNC,
+    ELASTIC_SYNC_ALLOWED_ROOTS,
+    ELASTIC_SYNC_JOBS,
+    ELASTIC_SYNC_LOCK_TIMEOUT,
+    ELASTIC_SYNC_RELAY,
+    ELASTIC_SYNC_RETRIES,
+    ELASTIC_SYNC_SYMLINKS,
+    ELASTIC_SYNC_TRANSPORT,
+    ELASTIC_SYNC_VERIFY,
+)
 from elastic.errors import ConfigError, ElasticError
 from elastic.ssh.config import SSH_CONFIG_ENV
 from elastic.sync.cancel import CancelToken
@@ -48,11 +62,11 @@ def _parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="dataset-sync", description=__doc__.split("\n\n")[0].replace("``", ""))
     parser.add_argument("src", metavar="SRC", help="local dataset directory")
     parser.add_argument("dest", metavar="DEST", help="directory on every host, inside an allowed root")
-    parser.add_argument("--hosts", default=env_default("ELASTIC_HOSTS"), help="h1,h2,... [ELASTIC_HOSTS]")
-    parser.add_argument("--hosts-file", default=env_default("ELASTIC_HOSTS_FILE"),
+    parser.add_argument("--hosts", default=env_default(ELASTIC_HOSTS), help="h1,h2,... [ELASTIC_HOSTS]")
+    parser.add_argument("--hosts-file", default=env_default(ELASTIC_HOSTS_FILE),
                         help="file of host[:slots] lines [ELASTIC_HOSTS_FILE]")
     parser.add_argument("--host", help="a single host (the discovery daemon's --prepare-cmd form)")
-    parser.add_argument("--discover-cmd", default=env_default("DISCOVER_HOSTS_CMD", "discover-hosts"),
+    parser.add_argument("--discover-cmd", default=env_default(DISCOVER_HOSTS_CMD, "discover-hosts"),
                         help="command printing host:slots lines when no host flag is given (default %(default)s)")
     parser.add_argument("--ssh-config", default=env_default(SSH_CONFIG_ENV),
                         help=f"ssh_config from ssh-bootstrap hosts [{SSH_CONFIG_ENV}]")
@@ -60,16 +74,16 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--allowed-root", action="append", default=None,
                         help="DEST must be inside this directory; repeatable (default /data) "
                              "[ELASTIC_SYNC_ALLOWED_ROOTS]")
-    parser.add_argument("--transport", default=env_default("ELASTIC_SYNC_TRANSPORT", "auto"),
+    parser.add_argument("--transport", default=env_default(ELASTIC_SYNC_TRANSPORT, "auto"),
                         choices=("auto", "rsync", "sftp"),
                         help="auto: rsync where the host has it, else SFTP (default %(default)s) "
                              "[ELASTIC_SYNC_TRANSPORT]")
-    parser.add_argument("--remote-rsync", default=env_default("ELASTIC_REMOTE_RSYNC", "rsync"),
+    parser.add_argument("--remote-rsync", default=env_default(ELASTIC_REMOTE_RSYNC, "rsync"),
                         help="rsync command on the hosts (default %(default)s) [ELASTIC_REMOTE_RSYNC]")
     parser.add_argument("--retries", type=int, default=None,
                         help="attempts per host (default 3) [ELASTIC_SYNC_RETRIES]")
     parser.add_argument("--retry-delay", type=float, default=1.0, help="first backoff in seconds, doubling (default 1)")
-    parser.add_argument("--verify-unchanged", default=env_default("ELASTIC_SYNC_VERIFY", "quick"),
+    parser.add_argument("--verify-unchanged", default=env_default(ELASTIC_SYNC_VERIFY, "quick"),
                         choices=("quick", "checksum"),
                         help="how to check a host that already has this dataset: quick (paths, sizes, mtimes; "
                              "the content was checksummed when copied) or checksum (default %(default)s) "
@@ -82,12 +96,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--lock-timeout", type=float, default=None,
                         help="seconds to wait for another dataset-sync to the same DEST on a host "
                              "(default 600) [ELASTIC_SYNC_LOCK_TIMEOUT]")
-    parser.add_argument("--symlinks", default=env_default("ELASTIC_SYNC_SYMLINKS", "refuse"),
+    parser.add_argument("--symlinks", default=env_default(ELASTIC_SYNC_SYMLINKS, "refuse"),
                         choices=SYMLINK_MODES,
                         help="symlinks pointing out of SRC: refuse them (default), copy-unsafe: copy their "
                              "target's content (rsync --copy-unsafe-links), keep: keep every link as a link "
                              "(rsync --links); links inside SRC stay links [ELASTIC_SYNC_SYMLINKS]")
-    parser.add_argument("--relay", default=env_default("ELASTIC_SYNC_RELAY", "auto"), choices=("auto", "on", "off"),
+    parser.add_argument("--relay", default=env_default(ELASTIC_SYNC_RELAY, "auto"), choices=("auto", "on", "off"),
                         help="hosts with a verified copy serve the next ones; auto: above 4 hosts or with peers "
                              "(default %(default)s) [ELASTIC_SYNC_RELAY]")
     peers = parser.add_mutually_exclusive_group()
@@ -102,21 +116,21 @@ def _parser() -> argparse.ArgumentParser:
 def _options(ns: argparse.Namespace):
     from elastic.sync.service import SyncOptions
 
-    env_roots = env_default("ELASTIC_SYNC_ALLOWED_ROOTS")
+    env_roots = env_default(ELASTIC_SYNC_ALLOWED_ROOTS)
     if ns.allowed_root:
         roots = tuple(normalize_root(r) for r in ns.allowed_root)
     elif env_roots:
         roots = parse_allowed_roots(env_roots)
     else:
         roots = DEFAULT_ALLOWED_ROOTS
-    retries = ns.retries if ns.retries is not None else env_int("ELASTIC_SYNC_RETRIES", 3)
+    retries = ns.retries if ns.retries is not None else env_int(ELASTIC_SYNC_RETRIES, 3)
     if retries < 1:
         raise ConfigError(f"--retries must be >= 1, got {retries}")
     if ns.retry_delay < 0:
         raise ConfigError(f"--retry-delay must be >= 0, got {ns.retry_delay}")
     lock_timeout = ns.lock_timeout
     if lock_timeout is None:
-        raw = os.environ.get("ELASTIC_SYNC_LOCK_TIMEOUT", "600")
+        raw = os.environ.get(ELASTIC_SYNC_LOCK_TIMEOUT, "600")
         try:
             lock_timeout = float(raw)
         except ValueError:
@@ -127,7 +141,7 @@ def _options(ns: argparse.Namespace):
         except OSError as exc:
             raise ConfigError(f"cannot read ssh_config {ns.ssh_config}: {exc.strerror}") from exc
     return SyncOptions(ssh_config=ns.ssh_config,
-                       jobs=ns.jobs if ns.jobs is not None else env_int("ELASTIC_SYNC_JOBS", 8),
+                       jobs=ns.jobs if ns.jobs is not None else env_int(ELASTIC_SYNC_JOBS, 8),
                        allowed_roots=roots, transport=ns.transport, remote_rsync=ns.remote_rsync,
                        retry=RetryPolicy(attempts=retries, base=ns.retry_delay), bwlimit_kbps=ns.bwlimit,
                        connect_timeout=ns.connect_timeout, verify_unchanged=ns.verify_unchanged,

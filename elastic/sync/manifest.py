@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from elastic.errors import BadManifest, ConfigError, UnsafeSymlink
+from shared.environment import XDG_CACHE_HOME
 
 MANIFEST_NAME = ".dataset-manifest.json"
 TRAINING_SCAN_NAME = ".training-scan.json"  # training/imagefolder.py CACHE_NAME (no import: layering)
@@ -248,7 +249,7 @@ def build_manifest(src: str, cache: HashCache | None = None, symlinks: str = "re
 
 def cache_path(src_real: str, cache_dir: str | None = None) -> str:
     """Where the hash cache of SRC lives (``$XDG_CACHE_HOME/elastic-horovod/dataset-sync``)."""
-    base = cache_dir or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+    base = cache_dir or os.path.join(os.environ.get(XDG_CACHE_HOME) or os.path.expanduser("~/.cache"),
                                      "elastic-horovod", "dataset-sync")
     return os.path.join(base, hashlib.sha256(src_real.encode()).hexdigest()[:32] + ".json")
 

@@ -52,6 +52,7 @@ import sys
 import time
 from collections.abc import Sequence
 
+from elastic.environment import HOROVOD_GLOO_RENDEZVOUS_ADDR, HOROVOD_GLOO_RENDEZVOUS_PORT
 from shared.exitcodes import EXIT_CANNOT_RUN, EXIT_USAGE, exit_for_returncode
 from shared.lease_wire import OTHER_RUN, RUN_ID_ENV, lease_path
 from shared.worker import Worker
@@ -63,8 +64,8 @@ _RUN_ID = re.compile(r"^[A-Za-z0-9-]{1,128}$")
 POLL = 1.0  # seconds between two questions to the driver (each may take the whole lease)
 TICK = 0.25
 LATE = 2.0  # a check this much later than TICK: this wrapper itself did not run meanwhile
-ADDR_ENV = "HOROVOD_GLOO_RENDEZVOUS_ADDR"
-PORT_ENV = "HOROVOD_GLOO_RENDEZVOUS_PORT"
+ADDR_ENV = HOROVOD_GLOO_RENDEZVOUS_ADDR
+PORT_ENV = HOROVOD_GLOO_RENDEZVOUS_PORT
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 

@@ -1,0 +1,45 @@
+"""The environment variables the elastic package's processes read or write: one registry.
+
+After each name, who reads or writes it: a command and its flag (the variable is the flag's
+default), or a module. Variables shared with other packages are in ``shared.environment``.
+"""
+from __future__ import annotations
+
+DISCOVER_HOSTS_CMD = "DISCOVER_HOSTS_CMD"  # dataset-sync --discover-cmd, ssh-bootstrap --discover-cmd
+ELASTIC_DATASET = "ELASTIC_DATASET"  # elastic-run
+ELASTIC_DISCOVERY_MODE = "ELASTIC_DISCOVERY_MODE"  # elastic-run
+ELASTIC_HOSTS = "ELASTIC_HOSTS"  # dataset-sync --hosts, ssh-bootstrap --hosts
+ELASTIC_HOSTS_FILE = "ELASTIC_HOSTS_FILE"  # dataset-sync --hosts-file, ssh-bootstrap --hosts-file
+ELASTIC_JOB_ID = "ELASTIC_JOB_ID"  # elastic-run, elastic.common.reap
+ELASTIC_LEASE = "ELASTIC_LEASE"  # elastic-run
+ELASTIC_LEAVE_GRACE = "ELASTIC_LEAVE_GRACE"  # elastic-run
+ELASTIC_LOG_DIR = "ELASTIC_LOG_DIR"  # elastic-run
+ELASTIC_MAX_NP = "ELASTIC_MAX_NP"  # elastic-run
+ELASTIC_METRICS_FILE = "ELASTIC_METRICS_FILE"  # elastic-run
+ELASTIC_MIN_NP = "ELASTIC_MIN_NP"  # elastic-run
+ELASTIC_NAMESPACE = "ELASTIC_NAMESPACE"  # ssh-bootstrap --namespace
+ELASTIC_NETWORK_INTERFACE = "ELASTIC_NETWORK_INTERFACE"  # elastic-run
+ELASTIC_PLOT = "ELASTIC_PLOT"  # elastic-run
+ELASTIC_REAP_SSH = "ELASTIC_REAP_SSH"  # elastic.driver.hvdrun
+ELASTIC_REMOTE_RSYNC = "ELASTIC_REMOTE_RSYNC"  # dataset-sync --remote-rsync
+ELASTIC_SSH_CONFIG = "ELASTIC_SSH_CONFIG"  # elastic.ssh.config
+ELASTIC_SSH_DIR = "ELASTIC_SSH_DIR"  # ssh-bootstrap --out
+ELASTIC_SSH_IDENTITY = "ELASTIC_SSH_IDENTITY"  # elastic-run, ssh-bootstrap --identity
+ELASTIC_SSH_JOBS = "ELASTIC_SSH_JOBS"  # ssh-bootstrap
+ELASTIC_SSH_PORT = "ELASTIC_SSH_PORT"  # elastic-run, ssh-bootstrap
+ELASTIC_SSH_TIMEOUT = "ELASTIC_SSH_TIMEOUT"  # ssh-bootstrap
+ELASTIC_SSH_USER = "ELASTIC_SSH_USER"  # ssh-bootstrap --user
+ELASTIC_STALL_TIMEOUT = "ELASTIC_STALL_TIMEOUT"  # elastic-run
+ELASTIC_SYNC_ALLOWED_ROOTS = "ELASTIC_SYNC_ALLOWED_ROOTS"  # dataset-sync
+ELASTIC_SYNC_JOBS = "ELASTIC_SYNC_JOBS"  # dataset-sync
+ELASTIC_SYNC_LOCK_TIMEOUT = "ELASTIC_SYNC_LOCK_TIMEOUT"  # dataset-sync
+ELASTIC_SYNC_RELAY = "ELASTIC_SYNC_RELAY"  # dataset-sync --relay
+ELASTIC_SYNC_RETRIES = "ELASTIC_SYNC_RETRIES"  # dataset-sync
+ELASTIC_SYNC_SYMLINKS = "ELASTIC_SYNC_SYMLINKS"  # dataset-sync --symlinks
+ELASTIC_SYNC_TRANSPORT = "ELASTIC_SYNC_TRANSPORT"  # dataset-sync --transport
+ELASTIC_SYNC_VERIFY = "ELASTIC_SYNC_VERIFY"  # dataset-sync --verify-unchanged
+ELASTIC_TERM_GRACE = "ELASTIC_TERM_GRACE"  # elastic-run
+ELASTIC_TIMEOUT = "ELASTIC_TIMEOUT"  # elastic-run
+HOROVOD_ELASTIC_LEAVE_GRACE_SECONDS = "HOROVOD_ELASTIC_LEAVE_GRACE_SECONDS"  # elastic.launch.plan
+HOROVOD_GLOO_RENDEZVOUS_ADDR = "HOROVOD_GLOO_RENDEZVOUS_ADDR"  # elastic.worker.lease
+HOROVOD_GLOO_RENDEZVOUS_PORT = "HOROVOD_GLOO_RENDEZVOUS_PORT"  # elastic.worker.lease
