@@ -88,19 +88,20 @@ def cpu_seconds() -> float:
 def measure(workers: int, seconds: float, which: str) -> dict:
     """One run in this process (the driver: ``fork`` or ``project``) with a child simulating
     the workers and their lease wrappers."""
+    from horovod.runner.elastic import driver as fork_driver
     from horovod.runner.elastic.discovery import FixedHosts
     from horovod.runner.elastic.rendezvous import create_rendezvous_handler
     from horovod.runner.http.http_server import RendezvousServer
+    driver_class = fork_driver.ElasticDriver
     if which == "project":
-        from elastic.driver.elastic_driver import ElasticDriver, install
-        install("bench")
-    else:
-        from horovod.runner.elastic.driver import ElasticDriver
+        from elastic.driver import elastic_driver
+        elastic_driver.install("bench")
+        driver_class = elastic_driver.ElasticDriver
 
     events = Path(os.environ["HOROVOD_ELASTIC_EVENTS_FILE"])
     hosts = {f"host-{i:03d}": 1 for i in range(workers)}
     rendezvous = RendezvousServer()
-    driver = ElasticDriver(rendezvous, FixedHosts(hosts), min_num_proc=workers, max_num_proc=workers)
+    driver = driver_class(rendezvous, FixedHosts(hosts), min_num_proc=workers, max_num_proc=workers)
     port = rendezvous.start(create_rendezvous_handler(driver))
     stop = threading.Event()
 
@@ -128,7 +129,7 @@ def measure(workers: int, seconds: float, which: str) -> dict:
         if lost:
             print(f"bench-detector: {lost} of the {workers} simulated workers lost (the machine too loaded?)",
                   file=sys.stderr)
-        kinds = {}
+        kinds: dict[str, int] = {}
         for line in events.read_text().splitlines():
             kind = json.loads(line)["kind"]
             kinds[kind] = kinds.get(kind, 0) + 1

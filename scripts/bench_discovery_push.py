@@ -179,8 +179,7 @@ def measure(api, daemon_url: str, discover_hosts: Path, samples: int) -> list[tu
     try:
         push = DaemonDiscovery(daemon_url, 1)
         push.start()
-        push_thread = push._thread
-        assert push_thread is not None
+        push_thread = next(t for t in threading.enumerate() if t.name == "push-discovery")
         polls0 = push.polls
         push_lat, push_cpu = run_driver(api, served, push, samples, lambda: [push_thread])
         polls = push.polls - polls0

@@ -99,11 +99,22 @@ RELAY_LINE_BYTES = 8192
 JOB_IDS = itertools.count(1)  # each job (and restart) logs into job-<n>/
 
 
+
+def _at(tick: dict | None) -> float | None:
+    """A tick's time, or None for no tick."""
+    return None if tick is None else float(tick["t"])
+
+
+def _ms(t: float | None, since: float | None) -> float | None:
+    """Milliseconds from ``since`` to ``t``; None when either is unknown."""
+    return None if t is None or since is None else (t - since) * 1000
+
 class Tail:
     """The JSON lines appended to a file since the last ``poll`` (a partial last line waits)."""
 
     def __init__(self, path: Path):
-        self.path, self.offset, self.rest, self.records = path, 0, b"", []
+        self.path, self.offset, self.rest = path, 0, b""
+        self.records: list[dict] = []
 
     def poll(self) -> list[dict]:
         try:
@@ -489,8 +500,8 @@ class Bench:
         self.lost(rnd, tick, PODS)
         last = self.last_tick_before(t_freeze)
         reset = self.first_reset(t_freeze, PODS)
-        rnd.values |= {"reset": reset and (reset - t_mark) * 1000, "resumed": tick and (tick["t"] - t_mark) * 1000,
-                      "pause": tick and last and (tick["t"] - last) * 1000}
+        rnd.values |= {"reset": _ms(reset, t_mark), "resumed": _ms(_at(tick), t_mark),
+                      "pause": _ms(_at(tick), last)}
         self.remove_pod(victim)
         self.finish(rnd)
 
@@ -506,9 +517,9 @@ class Bench:
         self.lost(rnd, tick, PODS)
         last = self.last_tick_before(t_freeze)
         reset = self.first_reset(t_freeze, PODS)
-        rnd.values |= {"reset": reset and (reset - t_freeze) * 1000,
-                      "resumed": tick and (tick["t"] - t_freeze) * 1000,
-                      "pause": tick and last and (tick["t"] - last) * 1000}
+        rnd.values |= {"reset": _ms(reset, t_freeze),
+                      "resumed": _ms(_at(tick), t_freeze),
+                      "pause": _ms(_at(tick), last)}
         if tick is not None:
             # then: still training OBSERVE_S later (not ended, not stalled by a restart onto the hung pod)
             end = time.time() + OBSERVE_S
@@ -555,7 +566,7 @@ class Bench:
         rnd.values |= {"join": j0 * 1000, "join, coordinator frozen": step2 and (step2 - t_ready2) * 1000,
                       "delay": step2 and (step2 - t_ready2 - j0) * 1000,
                       "detection": (lost[0] - t_freeze) * 1000 if lost else None,
-                      "trained without it": det and (det["t"] - t_freeze) * 1000}
+                      "trained without it": _ms(_at(det), t_freeze)}
         self.remove_pod(victim)
         self.finish(rnd)
 
@@ -621,8 +632,8 @@ class Bench:
         last = before[-1]["t"] if before else None
         in_flight = last is not None and t_kill - last > lead
         reset = self.first_reset(t_kill, size)
-        rnd.values |= {"reset": reset and (reset - t_kill) * 1000, "resumed": tick and (tick["t"] - t_kill) * 1000,
-                      "pause": tick and last and (tick["t"] - last) * 1000, "in flight": float(in_flight),
+        rnd.values |= {"reset": _ms(reset, t_kill), "resumed": _ms(_at(tick), t_kill),
+                      "pause": _ms(_at(tick), last), "in flight": float(in_flight),
                       "step": statistics.median([r["t"] - r["t0"] for r in before[-20:]]) * 1000 if before else None}
         self.remove_pod(victim)
         self.finish(rnd)
@@ -664,8 +675,8 @@ class Bench:
             self.freeze(victim)
             tick, rnd.outcome = self.wait_resumed(t_freeze, None, below=size)
             last = self.last_tick_before(t_freeze)
-            rnd.values |= {"resumed": tick and (tick["t"] - t_freeze) * 1000,
-                          "pause": tick and last and (tick["t"] - last) * 1000}
+            rnd.values |= {"resumed": _ms(_at(tick), t_freeze),
+                          "pause": _ms(_at(tick), last)}
             if tick is not None:
                 end = time.time() + OBSERVE_S
                 while time.time() < end and job.alive():
@@ -737,7 +748,7 @@ class Bench:
         t_thaw = time.time()
         tick, rnd.outcome = self.wait_resumed(t_freeze, None, below=PODS)
         last = self.last_tick_before(t_freeze)
-        rnd.values["pause"] = tick and last and (tick["t"] - last) * 1000
+        rnd.values["pause"] = _ms(_at(tick), last)
         deadline = time.monotonic() + max(self.round_timeout, THAW_BACK_GOAL_S + 30.0)
         back = None
         while back is None and time.monotonic() < deadline and self.job.alive():
@@ -837,7 +848,7 @@ class Bench:
         self.lost(rnd, tick, PODS)
         lost = [e for e in self.job.events.poll() if e.get("kind") == "worker_lost" and e.get("time", 0) > t_kill]
         rank0_lost = any((e.get("detail") or {}).get("host") == ip0 for e in lost)
-        rnd.values |= {"resumed": tick and (tick["t"] - t_kill) * 1000, "rank 0 lost": float(rank0_lost),
+        rnd.values |= {"resumed": _ms(_at(tick), t_kill), "rank 0 lost": float(rank0_lost),
                       "barrier busy": float(len([e for e in self.job.events.poll()
                                                  if e.get("kind") == "barrier_busy" and e.get("time", 0) > t_kill]))}
         if rank0_lost:

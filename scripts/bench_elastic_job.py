@@ -65,7 +65,7 @@ big = torch.ones(int(big_mb * (1 << 20) / 4)) if big_mb > 0 else None
 chatty = int(os.environ.get("BENCH_PRINT") or "0")
 pad = "." * max(0, chatty - 60)
 garble = os.environ.get("BENCH_GARBLE")
-garbled = []
+garbled: list[bool] = []
 busy_trigger = os.environ.get("BENCH_BUSY_TRIGGER")
 busy_seconds = float(os.environ.get("BENCH_BUSY_SECONDS", "20"))
 
