@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from discovery.errors import BadHost
-from shared.hosts import MAX_SLOTS, host_ok
+from shared.hosts import MAX_SLOTS, host_ok, host_problem
 
 if TYPE_CHECKING:  # annotations only
     from collections.abc import Iterable, Mapping
@@ -51,10 +51,6 @@ WAIT_TERMINATING = "terminating"
 WAIT_NO_IP = "no pod IP"
 WAIT_NO_GROUP = "no group label"
 
-# Host names: RFC 1123 labels; at most 253 characters in all.
-MAX_NAME = 253
-MAX_LABEL = 63
-_LABEL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
 _SHOWN = 80  # characters of a bad value quoted in a reason
 
 
@@ -90,22 +86,12 @@ def check_ip(value: Any) -> str:
 
 
 def check_dns_name(value: Any) -> str:
-    """An RFC 1123 host name (labels of letters, digits and inner ``-``, 1..63 characters,
-    253 in all, no trailing dot, a last label that is not all digits, so no resolver reads
-    it as a number) -> the name; ``BadHost`` otherwise."""
-    if not isinstance(value, str) or not value:
-        raise BadHost("empty name")
-    if len(value) > MAX_NAME:
-        raise BadHost(f"longer than {MAX_NAME} characters")
-    labels = value.split(".")
-    for label in labels:
-        if not label or len(label) > MAX_LABEL:
-            raise BadHost(f"empty label or label longer than {MAX_LABEL} characters")
-        if not _LABEL_CHARS.issuperset(label):
-            raise BadHost("characters other than letters, digits, '-' and '.'")
-        if label[0] == "-" or label[-1] == "-":
-            raise BadHost("a label starts or ends with '-'")
-    if labels[-1].isdigit():
+    """An RFC 1123 host name (``shared.hosts``' rule, and a last label that is not all digits,
+    so no resolver reads it as a number) -> the name; ``BadHost`` otherwise."""
+    problem = host_problem(value)
+    if problem is not None:
+        raise BadHost(problem)
+    if value.rsplit(".", 1)[-1].isdigit():
         raise BadHost("all-numeric last label (would read as an address)")
     return value
 

@@ -17,16 +17,31 @@ MAX_LABEL = 63
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.")
 
 
-def host_ok(host: object) -> bool:
-    """See the module docstring."""
-    if not isinstance(host, str) or not host or len(host) > MAX_NAME or not _NAME_CHARS.issuperset(host):
-        return False
+def host_problem(host: object, *, underscore: bool = False) -> str | None:
+    """Why ``host`` breaks the rule of the module docstring, or None when it keeps it.
+    ``underscore``: ``_`` counts as a letter (the user's own ssh aliases, nothing served)."""
+    if not isinstance(host, str) or not host:
+        return "empty name"
+    if len(host) > MAX_NAME:
+        return f"longer than {MAX_NAME} characters"
+    chars = _NAME_CHARS | {"_"} if underscore else _NAME_CHARS
+    if not chars.issuperset(host):
+        return "characters other than letters, digits, '-' and '.'"
     labels = host.split(".")
     for label in labels:
-        if not label or len(label) > MAX_LABEL or label[0] == "-" or label[-1] == "-":
-            return False
+        if not label or len(label) > MAX_LABEL:
+            return f"empty label or label longer than {MAX_LABEL} characters"
+        if label[0] == "-" or label[-1] == "-":
+            return "a label starts or ends with '-'"
     if not labels[-1].isdigit():
-        return True
+        return None
     if len(labels) != 4 or not all(label.isdigit() and str(int(label)) == label for label in labels):
-        return False
-    return 0 < int(labels[0]) < 224 and all(int(label) <= 255 for label in labels)
+        return "an all-numeric last label, and not an IPv4 address in canonical form"
+    if not (0 < int(labels[0]) < 224 and all(int(label) <= 255 for label in labels)):
+        return "not an IPv4 unicast address (first octet 1..223)"
+    return None
+
+
+def host_ok(host: object) -> bool:
+    """See the module docstring."""
+    return host_problem(host) is None

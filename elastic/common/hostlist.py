@@ -18,15 +18,12 @@ ASCII digits in 1..1024. Lines are split on ``\n`` only, as Horovod splits them.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from dataclasses import dataclass
 
 from elastic.errors import ConfigError
-from shared.hosts import MAX_SLOTS, host_ok
+from shared.hosts import MAX_SLOTS, host_problem
 
-# RFC 1123 labels, plus "_" (found in /etc/hosts and ssh_config aliases; inert for a shell)
-_LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?", re.ASCII)
 _SLOTS_KW = re.compile(r"slots=(\S+)")
 
 
@@ -39,26 +36,18 @@ class Host:
 
 
 def validate_host_name(name: str) -> str:
-    """Return ``name`` if it is an IPv4 address in canonical form or an RFC 1123 host name,
-    else raise ``ConfigError`` (the value escaped in the message)."""
+    """Return ``name`` if it is an IPv4 address in canonical form or an RFC 1123 host name
+    (``_`` allowed, see the module docstring), else raise ``ConfigError`` (the value escaped
+    in the message)."""
     if not name:
         raise ConfigError("empty host name")
     if name.startswith("-"):
         raise ConfigError(f"host name {name[:80]!r} looks like an option")
     if ":" in name:
         raise ConfigError(f"host name {name[:80]!r}: IPv6 literals are not supported (use a DNS name)")
-    labels = name.split(".")
-    if len(name) > 253 or not all(_LABEL.fullmatch(label) for label in labels):
-        raise ConfigError(f"host name {name[:80]!r} contains characters that are not allowed in a host name")
-    if labels[-1].isdigit():  # an address: only the canonical dotted quad (no octal, no short forms)
-        try:
-            if str(ipaddress.IPv4Address(name)) != name:
-                raise ValueError(name)
-        except ValueError:
-            raise ConfigError(f"host name {name[:80]!r} is not an IPv4 address in canonical form") from None
-    if not host_ok(name.replace("_", "x")):  # the one rule (shared.hosts), "_" allowed as above
-        raise ConfigError(f"host name {name[:80]!r} is not an IPv4 unicast address (first octet 1..223) "
-                          "or an RFC 1123 name")
+    problem = host_problem(name, underscore=True)  # the one rule (shared.hosts)
+    if problem is not None:
+        raise ConfigError(f"host name {name[:80]!r} is not a host name: {problem}")
     return name
 
 

@@ -25,7 +25,7 @@ BIN = Path(sys.executable).parent
     (["elastic-run", "--first-world-timeout", "0", "--", "true"],
      "--first-world-timeout must be a positive number of seconds, got 0"),
     ([sys.executable, "-m", "elastic.prepare.hook", "--identity", "/nonexistent/key", "--ssh-dir", "{tmp}/ssh",
-      "bad;host"], "host name 'bad;host' contains characters that are not allowed in a host name"),
+      "bad;host"], "host name 'bad;host' is not a host name: characters other than letters, digits, '-' and '.'"),
     ([sys.executable, "-m", "elastic.prepare.hook"],
      "the following arguments are required: --identity, --ssh-dir, host (see python -m elastic.prepare.hook --help)"),
 ])

@@ -151,7 +151,7 @@ def test_changed_host_key_is_refused_loudly_also_for_horovodruns_ssh(sshd_factor
 
 @pytest.mark.parametrize("extra, message", [
     (["--hosts", "-oProxyCommand=touch /tmp/x"], "looks like an option"),
-    (["--hosts", "a;b"], "not allowed in a host name"),
+    (["--hosts", "a;b"], "is not a host name: characters other than"),
     (["--hosts", "a b"], "bad host entry"),
     (["--hosts", "a,b", "--hosts-file", "/nonexistent"], "give only one of"),
     (["--hosts", "a", "--identity", "{tmp}/none"], "identity file"),
