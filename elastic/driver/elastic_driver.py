@@ -12,8 +12,8 @@ What changes against the fork's detector (the rules are the core's, see its docs
   queue proves nothing.
 - Pings have a sender each while under way (at most ``PING_SENDERS``): a frozen worker holds
   its sender for the ping deadline and nobody queues behind it.
-- The rendezvous server's listen backlog is ``ACCEPT_BACKLOG``, not 5, and it answers the
-  lease wrappers of its own run on kept connections (``lease_answers``).
+- The rendezvous server answers the lease wrappers of its own run on kept connections
+  (``lease_answers``); its listen backlog is the fork's 1,024, not 5 (0105).
 - The process ends within ``STOP_EXIT_AFTER`` of the driver's stop, whatever still waits
   (only once ``install`` made it horovodrun's driver: an embedded driver never ends its process).
 - A host refused after a failed joiner (it failed at start or missed its join deadline) is
@@ -48,11 +48,6 @@ from elastic.driver.cooldowns import Cooldowns
 from elastic.driver.liveness import Liveness, Lose, Ping, Rebaseline, Settings
 from shared.event_kinds import Kind
 
-# The rendezvous server's listen backlog (the standard library's is 5). Every worker's lease
-# wrapper connects once a second; through a driver stall the connections wait in this queue,
-# and one dropped when it is full is retried by TCP only 1, 3 and 7 s later: with 5, a 6 s
-# stall ran out the 8 s leases of healthy workers once a job had more than about 6.
-ACCEPT_BACKLOG = 1024
 # horovodrun exits this long after its driver stopped, whatever its threads still wait on (a
 # stop once left horovodrun, elastic-run and its daemon running for minutes); longer than
 # hvdrun's reaps after the launcher's loss (1.5 x 20 s), which run after the stop
@@ -319,14 +314,12 @@ def exit_after_stop(driver: Any, error_message: str | None, after: float | None 
 
 
 def install(run_id: str | None = None) -> None:
-    """Make horovodrun's elastic launcher (``horovod.runner.gloo_run``) build this driver, give
-    the rendezvous server a listen backlog of ``ACCEPT_BACKLOG`` and make it answer the lease
-    wrappers of run ``run_id`` (``lease_answers``)."""
+    """Make horovodrun's elastic launcher (``horovod.runner.gloo_run``) build this driver and
+    make the rendezvous server answer the lease wrappers of run ``run_id`` (``lease_answers``)."""
     from horovod.runner import gloo_run
     from horovod.runner.http import http_server
     gloo_run.ElasticDriver = ElasticDriver
     ElasticDriver.exit_after_stop = STOP_EXIT_AFTER  # this process is horovodrun: end it after the stop
-    http_server.RendezvousHTTPServer.request_queue_size = ACCEPT_BACKLOG
     # a handler thread waiting on a kept lease connection must not hold the process at exit
     http_server.RendezvousHTTPServer.daemon_threads = True
     lease_answers.install(run_id)

@@ -11,6 +11,7 @@ import importlib.util
 import json
 import re
 import socket
+import struct
 import subprocess
 import threading
 from pathlib import Path
@@ -62,6 +63,34 @@ class PushedHosts:
     def close(self) -> None:
         self._closed = True
         self._changed.set()
+
+
+def _listen_backlog(sock: socket.socket) -> int:
+    """The kernel's backlog of a listening TCP socket (Linux: ``tcp_info.tcpi_sacked`` holds
+    ``sk_max_ack_backlog`` for a socket in LISTEN)."""
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+    return struct.unpack_from("8B6I", info)[13]
+
+
+def test_the_rendezvous_server_listens_with_a_backlog_of_1024():
+    """0105: the rendezvous server's listen backlog is 1,024, as the kernel has it, not the
+    standard library's 5: every worker checks in, reports and answers through this server, and
+    with 5 a burst of connections (16 workers checking in at once, or those made during a
+    stall of the driver) overflowed it; the dropped handshakes were retried only after 1, 3,
+    7 s, past a request's 2 s deadline. Plain horovodrun included, not only elastic-run's."""
+    server = RendezvousServer()
+    server.start()
+    try:
+        assert _listen_backlog(server._httpd.socket) == 1024
+    finally:
+        server.stop()
+    probe = socket.socket()
+    try:
+        probe.bind(("127.0.0.1", 0))
+        probe.listen(5)
+        assert _listen_backlog(probe) == 5  # the reading itself: the standard library's default
+    finally:
+        probe.close()
 
 
 def test_a_discovery_that_knows_of_a_change_wakes_the_driver(monkeypatch):
