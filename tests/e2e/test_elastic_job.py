@@ -17,6 +17,7 @@ import pytest
 
 from elastic.launch import console
 from localcluster.testing import running_cluster
+from shared.event_kinds import Kind
 from shared.metrics_record import MetricsRecord, read_records
 
 BIN = Path(sys.executable).parent
@@ -131,6 +132,6 @@ def test_elastic_mnist_uses_a_pod_added_during_start_up_and_survives_a_hard_kill
     # the driver's own record: it started at 2 (the pod came while the workers started, see
     # the chaos schedule's --events-file) and the kill aborted the peers' collectives
     driver = doc["driver_events"]
-    resets = [e["detail"]["world_size"] for e in driver if e["kind"] == "reset"]
+    resets = [e["detail"]["world_size"] for e in driver if e["kind"] == Kind.RESET]
     assert resets[0] == 2 and 3 in resets, resets
-    assert any(e["kind"] == "abort" for e in driver), driver
+    assert any(e["kind"] == Kind.ABORT for e in driver), driver

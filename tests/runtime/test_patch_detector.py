@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from shared.event_kinds import Kind
 from tests.runtime.liveness import alive_check, kill_quietly, paused, pid_gone
 from tests.runtime.test_horovod_patches import HOROVODRUN, Job, discovery_script, read_log, run_env
 from tests.waiting import wait_for
@@ -68,7 +69,7 @@ def test_the_four_ranks_of_a_frozen_pod_are_lost_and_the_other_four_go_on(tmp_pa
         wait_for(lambda: len(frozen_pids(log)) == 4, 420, "the four ranks on 127.0.0.1 to freeze",
                  alive=alive_check(job), detail=job.output)
         pids = frozen_pids(log)
-        wait_for(lambda: [r for r in read_log(events) if r["kind"] == "worker_lost"], 120,
+        wait_for(lambda: [r for r in read_log(events) if r["kind"] == Kind.WORKER_LOST], 120,
                  "the frozen ranks to be lost", alive=alive_check(job), detail=job.output)
         lost_at = time.time()
         wait_for(lambda: {r["host"] for r in read_log(log) if r["size"] == 4 and r["time"] > lost_at + 12}
@@ -76,7 +77,7 @@ def test_the_four_ranks_of_a_frozen_pod_are_lost_and_the_other_four_go_on(tmp_pa
                  "timeout after the loss (eh3: they were lost too)", alive=alive_check(job), detail=job.output)
         wait_for(lambda: all(pid_gone(pid) for pid in pids), 60, "the driver to end the frozen processes")
         pids = []
-        lost = [r["detail"] for r in read_log(events) if r["kind"] == "worker_lost"]
+        lost = [r["detail"] for r in read_log(events) if r["kind"] == Kind.WORKER_LOST]
         finish(job, log)
     finally:
         for pid in pids:
@@ -103,15 +104,15 @@ def test_a_driver_frozen_for_six_seconds_loses_nobody(tmp_path):
                  "the world of three to train", alive=alive_check(job), detail=job.output)
         thawed = paused(job.proc.pid, 6.0)  # the driver stopped for 6 s
         wait_for(lambda: {h for h, size in trained_after(log, thawed + 15) if size == 3}
-                 == {"localhost", "127.0.0.1", me} or any(r["kind"] == "worker_lost" for r in read_log(events)),
+                 == {"localhost", "127.0.0.1", me} or any(r["kind"] == Kind.WORKER_LOST for r in read_log(events)),
                  180, "the three to train at world size 3 15 s after the thaw", alive=alive_check(job),
                  detail=job.output)
         finish(job, log)
     finally:
         job.close()
-    lost = [r["detail"] for r in read_log(events) if r["kind"] == "worker_lost"]
+    lost = [r["detail"] for r in read_log(events) if r["kind"] == Kind.WORKER_LOST]
     assert not lost, f"the driver's own stall lost workers: {lost}"
-    assert [r for r in read_log(events) if r["kind"] == "liveness_rebaseline"]
+    assert [r for r in read_log(events) if r["kind"] == Kind.LIVENESS_REBASELINE]
 
 
 @pytest.mark.timeout(600)
@@ -150,6 +151,7 @@ def test_a_pod_frozen_for_eight_seconds_gets_a_worker_again(tmp_path):
         for pid in pids:
             kill_quietly(pid)
         job.close()
-    kinds = [r["kind"] for r in read_log(events) if r["kind"] in ("worker_lost", "quarantine", "quarantine_ended")]
-    assert kinds == ["quarantine", "worker_lost", "quarantine_ended"] or \
-        kinds == ["worker_lost", "quarantine", "quarantine_ended"], kinds
+    kinds = [r["kind"] for r in read_log(events)
+             if r["kind"] in (Kind.WORKER_LOST, Kind.QUARANTINE, Kind.QUARANTINE_ENDED)]
+    assert kinds == [Kind.QUARANTINE, Kind.WORKER_LOST, Kind.QUARANTINE_ENDED] or \
+        kinds == [Kind.WORKER_LOST, Kind.QUARANTINE, Kind.QUARANTINE_ENDED], kinds

@@ -22,6 +22,7 @@ from horovod.runner.elastic import driver as driver_module
 from horovod.runner.elastic import worker as worker_module
 from horovod.runner.elastic.rendezvous import PUT_WORKER_PROGRESS
 
+from shared.event_kinds import Kind
 from tests.runtime.test_patch_units import START_DEADLINE, Job, Key
 from tests.waiting import wait_for
 
@@ -36,7 +37,7 @@ def _progress(path: Path) -> dict[Key, int]:
     except FileNotFoundError:
         return out
     for r in map(json.loads, filter(None, lines)):
-        if r['kind'] == 'progress':
+        if r['kind'] == Kind.PROGRESS:
             out[(r['detail']['host'], r['detail']['slot'])] = r['detail']['commits']
     return out
 

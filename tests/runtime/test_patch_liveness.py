@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from shared.event_kinds import Kind
 from tests.runtime.liveness import alive_check, job_argv, lose_one, sizes_after, stop
 from tests.runtime.test_horovod_patches import HOROVODRUN, Job, answers, discovery_script, read_log, run_env
 from tests.waiting import wait_for
@@ -108,7 +109,7 @@ def test_a_silent_worker_whose_host_left_is_lost_without_the_grace(tmp_path):
     lose_one(job, log, "died", "the worker on 127.0.0.1 to freeze", {("localhost", 2), (me, 2)},
              "the survivors to train at world size 2 (before 0018: after the 150 s leave grace)",
              "the driver to end the frozen process", then=lambda: hosts.write_text(f"localhost:1\n{me}:1\n"))
-    lost = [r for r in read_log(events) if r["kind"] == "worker_lost"]
+    lost = [r for r in read_log(events) if r["kind"] == Kind.WORKER_LOST]
     assert [r["detail"]["host"] for r in lost] == ["127.0.0.1"], lost
     assert "no answer from it" in lost[0]["detail"]["reason"], lost
 
@@ -137,9 +138,9 @@ def test_a_frozen_worker_on_a_listed_host_is_lost_and_its_host_gets_no_new_worke
              "the survivors to train at world size 2 (before 0008: the 300 s Gloo timeout)",
              "the driver to end the frozen process")
     records = read_log(events)
-    lost = [r for r in records if r["kind"] == "worker_lost"]
+    lost = [r for r in records if r["kind"] == Kind.WORKER_LOST]
     assert [r["detail"]["host"] for r in lost] == [frozen], lost
-    restarted = [r for r in records if r["kind"] == "worker_start" and r["detail"]["host"] == frozen
+    restarted = [r for r in records if r["kind"] == Kind.WORKER_START and r["detail"]["host"] == frozen
                  and r["time"] > lost[0]["time"]]
     assert not restarted, f"a worker was started on the silent host {frozen} again: {restarted}"
     last = max(r["step"] for r in read_log(log))
@@ -183,14 +184,14 @@ def test_a_host_that_flaps_within_the_grace_aborts_nothing_and_resets_nothing(tm
     try:
         wait_for(lambda: any(r["size"] == 3 and r["step"] >= 20 for r in read_log(log)), 240,
                  "the world of three to train", alive=alive_check(job))
-        resets = len([r for r in read_log(events) if r["kind"] == "reset"])
+        resets = len([r for r in read_log(events) if r["kind"] == Kind.RESET])
         hosts.write_text(f"localhost:1\n{me}:1\n")
         seen = len(answers(calls))
         wait_for(lambda: len(answers(calls)) > seen and "127.0.0.1" not in answers(calls)[-1], 30,
                  "the driver to see the host gone", alive=alive_check(job))
         hosts.write_text(everyone)
         flapped = time.time()
-        wait_for(lambda: any(r["kind"] in ("abort", "worker_lost") for r in read_log(events))
+        wait_for(lambda: any(r["kind"] in (Kind.ABORT, Kind.WORKER_LOST) for r in read_log(events))
                  or max((r["time"] for r in read_log(log)), default=0) > flapped + 15, 120,
                  "the grace to pass with the job training", alive=alive_check(job))
         kinds = [r["kind"] for r in read_log(events)]  # before the job ends
@@ -199,9 +200,9 @@ def test_a_host_that_flaps_within_the_grace_aborts_nothing_and_resets_nothing(tm
         assert job.proc.returncode == 0, job.output()
     finally:
         job.close()
-    misfired = [r for r in read_log(events) if r["kind"] in ("abort", "worker_lost")]
+    misfired = [r for r in read_log(events) if r["kind"] in (Kind.ABORT, Kind.WORKER_LOST)]
     assert not misfired, f"the flap aborted the world: {misfired}"
-    assert "removal_held" in kinds and "removal_dropped" in kinds, kinds
+    assert Kind.REMOVAL_HELD in kinds and Kind.REMOVAL_DROPPED in kinds, kinds
     assert kinds.count("reset") == resets, f"the flap reset the world: {kinds}"
 
 
@@ -233,8 +234,8 @@ def test_a_worker_that_says_it_is_leaving_is_waited_for_not_aborted(tmp_path):
     finally:
         job.close()
     records = read_log(events)
-    assert any(r["kind"] == "worker_leaving" for r in records), "the worker did not say it is leaving"
-    aborted = [r for r in records if r["kind"] in ("abort", "worker_lost")]
+    assert any(r["kind"] == Kind.WORKER_LEAVING for r in records), "the worker did not say it is leaving"
+    aborted = [r for r in records if r["kind"] in (Kind.ABORT, Kind.WORKER_LOST)]
     assert not aborted, f"the leaving worker's peers were aborted: {aborted}"
     assert not Path(f"{log}.left").exists(), "a rank left its collective with an error (rolled back)"
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from shared.event_kinds import Kind
 from tests.runtime.liveness import kill_quietly, pid_gone
 from tests.runtime.test_horovod_patches import HOROVODRUN, discovery_script, read_log, run_env
 from tests.waiting import wait_for
@@ -207,7 +208,7 @@ def test_an_elastic_job_whose_output_nobody_reads_trains_on_and_grows(tmp_path):
 
     def driver_events() -> str:
         return "the driver's last events:\n" + "\n".join(
-            str(r) for r in read_log(events) if r["kind"] != "progress")[-3000:]
+            str(r) for r in read_log(events) if r["kind"] != Kind.PROGRESS)[-3000:]
 
     def running() -> None:
         if proc.poll() is not None:

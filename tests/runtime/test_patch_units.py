@@ -32,6 +32,7 @@ from horovod.runner.elastic.worker import (
 from horovod.runner.http.http_server import RendezvousServer
 from horovod.runner.util import network
 
+from shared.event_kinds import Kind
 from tests.waiting import wait_for
 
 # Deadlines of the waits (generous: the machine is shared); none is a timing assertion.
@@ -472,8 +473,8 @@ def test_held_removal_not_back_within_the_grace_is_delivered_then(jobs, monkeypa
     job.discovery.set({'host-1': 1})
     wait_for(lambda: _kinds(events, 'removal_held'), START_DEADLINE, 'the removal held')
     wait_for(lambda: _kinds(events, 'notify'), START_DEADLINE, 'the removal delivered')
-    kinds = [e['kind'] for e in _events(events) if e['kind'] in ('removal_held', 'removal_released', 'notify')]
-    assert kinds[:3] == ['removal_held', 'removal_released', 'notify'], kinds
+    kinds = [e['kind'] for e in _events(events) if e['kind'] in (Kind.REMOVAL_HELD, Kind.REMOVAL_RELEASED, Kind.NOTIFY)]
+    assert kinds[:3] == [Kind.REMOVAL_HELD, Kind.REMOVAL_RELEASED, Kind.NOTIFY], kinds
     wait_for(lambda: job.ended.get(('host-2', 0)), START_DEADLINE, 'the worker on host-2 to end')
     assert job.ended[('host-2', 0)] == 'kill'
 

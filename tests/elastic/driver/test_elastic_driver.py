@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from shared.event_kinds import Kind
 from shared.lease_wire import RUN_ID_ENV
 from tests.runtime.liveness import alive_check, kill_quietly, paused, pid_gone
 from tests.runtime.test_horovod_patches import Job, discovery_script, read_log, run_env
@@ -56,9 +57,9 @@ def test_a_silent_majority_is_lost_and_the_rest_trains(tmp_path):
         for pid in pids:
             kill_quietly(pid)
         job.close()
-    lost = sorted((r["detail"]["host"], r["detail"]["slot"]) for r in read_log(events) if r["kind"] == "worker_lost")
+    lost = sorted((r["detail"]["host"], r["detail"]["slot"]) for r in read_log(events) if r["kind"] == Kind.WORKER_LOST)
     assert lost == [("127.0.0.1", 0), ("127.0.0.1", 1)], lost
-    assert not [r for r in read_log(events) if r["kind"] == "liveness_rebaseline"]
+    assert not [r for r in read_log(events) if r["kind"] == Kind.LIVENESS_REBASELINE]
 
 
 @pytest.mark.timeout(600)
@@ -125,14 +126,14 @@ def test_a_driver_stalled_six_seconds_loses_none_of_eight_leased_ranks(tmp_path)
                  alive=alive_check(job), detail=job.output)
         thawed = paused(job.proc.pid, 6.0)  # the driver stopped for 6 s
         wait_for(lambda: len(ranks_of_eight(log, since=thawed + 10)) == 8
-                 or any(r["kind"] in ("worker_lost", "worker_exit") for r in read_log(events)),  # fails below
+                 or any(r["kind"] in (Kind.WORKER_LOST, Kind.WORKER_EXIT) for r in read_log(events)),  # fails below
                  240, "the eight to train at world size 8 10 s after the thaw", alive=alive_check(job),
                  detail=job.output)
         finish(job, log)
     finally:
         job.close()
     gone = [r for r in read_log(events)
-            if r["kind"] == "worker_lost" or (r["kind"] == "worker_exit" and r["detail"].get("exit_code"))]
+            if r["kind"] == Kind.WORKER_LOST or (r["kind"] == Kind.WORKER_EXIT and r["detail"].get("exit_code"))]
     assert not gone, f"the driver's stall cost workers: {gone}"
     said = [line for line in job.out_path.read_text().splitlines() if "elastic-run lease:" in line]
     assert not said, f"a lease ran out: {said}"

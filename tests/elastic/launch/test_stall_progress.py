@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from shared.event_kinds import Kind
 from tests.elastic.launch.conftest import env, launcher_args
 
 
@@ -27,5 +28,5 @@ def test_a_job_that_commits_is_not_stalled(two_pods, tmp_path):
     assert "the job stalled" not in proc.stderr, proc.stderr[-3000:]
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = [json.loads(line) for line in events.read_text().splitlines() if line.strip()]
-    progress = [r for r in records if r["kind"] == "progress"]
+    progress = [r for r in records if r["kind"] == Kind.PROGRESS]
     assert {r["detail"]["host"] for r in progress} == {two_pods.pod_ip(f"worker-{i}") for i in (0, 1)}, records[-5:]
