@@ -241,7 +241,7 @@ def test_the_scaler_decides_within_the_launcher_pods_grace(objects):
 
 def test_the_launcher_is_sized_by_the_formula_for_its_max_np(objects):
     """deploy/README.md, "Sizing the launcher": cpu 1000m + 2m x N, memory 1024Mi + 8Mi x N for
-    --max-np N (Horovod patch 0023: one ssh client, 8 MB RSS, per worker on the launcher)."""
+    --max-np N (Horovod patch 0102: one ssh client, 8 MB RSS, per worker on the launcher)."""
     launcher = container(pod_spec(one(objects, "Job")), "launcher")
     n = int(flag(launcher["args"], "--max-np"))
     for kind in ("requests", "limits"):
