@@ -20,7 +20,7 @@ worker's lease wrapper opening a new connection every second, as before the run 
 ``project`` (``elastic.driver.elastic_driver``, what elastic-run runs, its lease answers
 installed, each wrapper renewing on one kept connection, ``elastic.worker.lease.Renewer``).
 ``--baseline DIR``: a directory holding a ``horovod`` package of another build (e.g. eh3: the
-installed package with its ``runner/`` files from patch 0028) run the same way, side by side.
+installed package with its ``runner/`` files as eh3 had them) run the same way, side by side.
 Each figure is one run on a shared machine: read them as orders of magnitude, not to 5 %.
 """
 from __future__ import annotations

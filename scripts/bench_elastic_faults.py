@@ -638,7 +638,7 @@ class Bench:
         self.remove_pod(victim)
         self.finish(rnd)
 
-    # -- the failure detector (Horovod patches 0029-0031) -----------------------------------
+    # -- the failure detector (Horovod patch 0108) -------------------------------------------
     def pod_ranks_frozen(self) -> None:
         """``pod-ranks-frozen``: a job of its own over 2 pods of ``POD_RANKS`` (4) slots each
         (world 8); the ranks of the pod that is not rank 0's frozen at once (SIGSTOP to its whole
@@ -913,7 +913,7 @@ THAW_BACK_GOAL_S = 60.0
 
 
 def detector_report(rounds: list[Round], table) -> None:
-    """The failure detector's rounds (0029-0031) and their goals."""
+    """The failure detector's rounds and their goals."""
     mine = [r for r in rounds if r.scenario in DETECTOR_SCENARIOS]
     if not mine:
         return

@@ -1,6 +1,6 @@
 """Every process a test starts can be found again and ended, stopped ones included.
 
-A job the tests start (horovodrun and its ranks, which patch 0023 puts in process groups of
+A job the tests start (horovodrun and its ranks, which patch 0102 puts in process groups of
 their own, so a ``killpg`` of horovodrun's group misses them; a rank SIGSTOPped by a test
 keeps a pending SIGTERM forever) carries a tag in its environment: ``tagged_env(env)``
 returns a copy of ``env`` with ``ELASTIC_TEST_TAG=<unique>`` and the tag, and every

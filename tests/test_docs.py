@@ -106,7 +106,8 @@ def test_no_docstring_or_doc_names_a_module_that_does_not_exist():
 
 
 def test_stale_names_sees_renamed_modules():
-    """The check itself: the names issue 25 found stale are caught, the live ones are not."""
+    """The check itself: names once found stale (modules since renamed) are caught, the live ones
+    are not."""
     mods = project_modules()
     files = {"elastic/sync/lock.py", "elastic/sync/remote.py"}
     text = ("``sync_lock``, ``sync_remote.probe_script``, ``discovery.cli_runner.run_main``, "

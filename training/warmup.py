@@ -1,8 +1,8 @@
 """What a worker gets ready before ``hvd.init()`` besides its model: its input pipeline and
-its convolution kernels (issue 33, item 10).
+its convolution kernels.
 
-A joining worker is taken into the world once it waits in ``hvd.init()`` (Horovod patch
-0020: the driver tells the running world only then), so whatever it does after that, the
+A joining worker is taken into the world once it waits in ``hvd.init()`` (Horovod's spawn
+first: the driver tells the running world only then), so whatever it does after that, the
 world waits for. Before this, a joiner started its loading processes (each unpickles the
 dataset's sample list: 0.9 s for ImageNet's 1.28 M, plus its imports), loaded its first
 batch and let cuDNN autotune every convolution in its first step, all after the rendezvous.

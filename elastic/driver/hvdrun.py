@@ -4,7 +4,7 @@
 the environment, the Horovod driver's ``--host-discovery-script`` is replaced by an
 in-process ``elastic.driver.push.DaemonDiscovery`` on that daemon: no process per poll, and
 the driver hears of a change as soon as the daemon serves it (Horovod's own loop runs the
-script once a second; before patch 0023 through a Python middleman). Without ``DISCOVERY_URL`` this is plain
+script once a second; stock Horovod through a Python middleman). Without ``DISCOVERY_URL`` this is plain
 horovodrun. Everything else (arguments, exit code) is horovodrun's.
 
 The hook: horovodrun's launcher builds its discovery as
@@ -16,7 +16,7 @@ When the launcher dies: ``elastic-run`` starts this with ``PR_SET_PDEATHSIG`` =
 ``kill -9`` included. It then prints one line saying so (where someone still reads it: its
 output goes to /dev/null from then on, elastic-run's relay is gone) and stops the job: SIGTERM to
 itself (Horovod's own shutdown: each worker's local ssh client or process is ended through
-its process group, patch 0023), at the same time the job's processes on the hosts it last discovered are
+its process group, patch 0102), at the same time the job's processes on the hosts it last discovered are
 stopped (``elastic.common.reap``, through the ssh argv in ``ELASTIC_REAP_SSH``, as
 ``elastic-run`` does at a normal end: a command run over ssh without a terminal outlives its
 ssh client), and once more when Horovod's shutdown is over (a worker whose ssh session was

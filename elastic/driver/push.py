@@ -5,7 +5,7 @@ driver's process. ``start()`` starts one thread that long-polls the daemon
 (``GET /hosts?wait=GENERATION`` through ``shared.daemon_client``: ``http://`` or ``unix:``
 URLs, the bearer token -- ``token``, default ``DISCOVERY_TOKEN`` --, one connection per
 answer): the daemon answers as soon as it serves a new table, so a change costs one HTTP
-response and no process. ``stop()`` ends it. The driver (patched: 0105, old 0002)
+response and no process. ``stop()`` ends it. The driver (patched: 0105, push discovery)
 blocks in ``wait_for_change`` and asks ``find_available_hosts_and_slots`` at once when it
 returns True.
 

@@ -10,7 +10,7 @@ count (that is what patches are for), nor do lines a patch writes and changes it
 ``tests/test_horovod_fork.py`` checks the two agree).
 
 Each file's history is woven from ``git diff --histogram`` between consecutive commits
-(``regroup/regroup.py``'s ``weave``), so a line moved by a patch counts as deleted by it.
+(``weave.py``), so a line moved by a patch counts as deleted by it.
 """
 from __future__ import annotations
 
@@ -19,27 +19,27 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "regroup"))
-import regroup as R  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import weave as W  # noqa: E402
 
 
 def rewrites(checkout: Path, names: list[str]) -> tuple[collections.Counter[tuple[str, str, str]],
                                                         list[str]]:
     """(path, writing patch, changing patch) -> lines, and each such line's description.
     names: the patches' numbers, one per commit after ``stock``, in order."""
-    shas = R.git(checkout, "rev-list", "--reverse", "stock..HEAD").decode().split()
+    shas = W.git(checkout, "rev-list", "--reverse", "stock..HEAD").decode().split()
     if len(shas) != len(names):
         raise SystemExit(f"series_rewrites: {checkout} has {len(shas)} commits after stock, "
                          f"the series {len(names)} patches")
     files: dict[str, list[tuple[str, str]]] = {}
     for sha, num in zip(shas, names, strict=True):
-        for path in R.git(checkout, "diff-tree", "--no-commit-id", "--name-only", "-r", sha).decode().split("\n"):
+        for path in W.git(checkout, "diff-tree", "--no-commit-id", "--name-only", "-r", sha).decode().split("\n"):
             if path:
                 files.setdefault(path, []).append((sha, num))
     found: collections.Counter[tuple[str, str, str]] = collections.Counter()
     lines = []
     for path, commits in sorted(files.items()):
-        for e in R.weave(checkout, commits, path):
+        for e in W.weave(checkout, commits, path):
             if e.ins is not None and e.dele is not None and e.ins != e.dele:
                 found[(path, e.ins, e.dele)] += 1
                 lines.append(f"{path}: {e.ins} -> {e.dele}: {e.text.decode(errors='replace').rstrip()}")

@@ -9,8 +9,7 @@ first patch, and so on (the export's header names each). A weave line is ``AA-DD
 added by commit AA (``00``: stock's line), deleted by commit DD (``..``: still there at the
 end). The file at commit k is every line with AA <= k < DD, in order.
 
-- ``export CHECKOUT PATH``: prints the weave (``regroup/regroup.py``'s, from ``git diff
-  --histogram``).
+- ``export CHECKOUT PATH``: prints the weave (``weave.py``'s, from ``git diff --histogram``).
 - ``apply CHECKOUT PATH WEAVE``: rewrites the commits after ``stock`` so that PATH at each is
   the WEAVE's version; every other file and every message stays. The checkout's branch moves
   to the new commits (its work tree must be clean).
@@ -29,8 +28,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "regroup"))
-import regroup as R  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import weave as W  # noqa: E402
 
 LINE = re.compile(r"^(\d\d)-(\d\d|\.\.)\|")
 
@@ -41,16 +40,16 @@ class WeaveError(Exception):
 
 def commits(checkout: Path) -> list[str]:
     """stock, then each commit after it, in order."""
-    after = R.git(checkout, "rev-list", "--reverse", "stock..HEAD").decode().split()
-    return [R.git(checkout, "rev-parse", "stock^{commit}").decode().strip(), *after]
+    after = W.git(checkout, "rev-list", "--reverse", "stock..HEAD").decode().split()
+    return [W.git(checkout, "rev-parse", "stock^{commit}").decode().strip(), *after]
 
 
 def export(checkout: Path, path: str) -> str:
     shas = commits(checkout)
     numbered = [(sha, f"{k:02d}") for k, sha in enumerate(shas) if k > 0]
-    out = [f"# {k:02d} {R.git(checkout, 'log', '-1', '--format=%s', sha).decode().strip()}\n"
+    out = [f"# {k:02d} {W.git(checkout, 'log', '-1', '--format=%s', sha).decode().strip()}\n"
            for k, sha in enumerate(shas)]
-    for e in R.weave(checkout, numbered, path):
+    for e in W.weave(checkout, numbered, path):
         text = e.text.decode()
         if not text.endswith("\n"):
             raise WeaveError(f"{path} does not end with a newline: a weave cannot hold its last line")
@@ -82,24 +81,24 @@ def version(lines: list[tuple[int, int | None, str]], k: int) -> bytes:
 
 def apply(checkout: Path, path: str, weave: str) -> str:
     """Rewrites the commits after stock with PATH woven in; returns the new tip."""
-    if R.git(checkout, "status", "--porcelain").strip():
+    if W.git(checkout, "status", "--porcelain").strip():
         raise WeaveError(f"{checkout}: the work tree has changes: commit or stash them first")
     shas = commits(checkout)
     lines = parse(weave, len(shas) - 1)
-    if version(lines, 0) != b"".join(R.show(checkout, shas[0], path) or []):
+    if version(lines, 0) != b"".join(W.show(checkout, shas[0], path) or []):
         raise WeaveError(f"the weave's stock version of {path} (its 00-.. and 00-DD lines) is not stock's")
     index = checkout / ".git" / "weave_edit.index"
     env = dict(os.environ, GIT_INDEX_FILE=str(index))
     parent = shas[0]
     try:
         for k, sha in enumerate(shas[1:], 1):
-            meta = R.git(checkout, "log", "-1", "--format=%an%x00%ae%x00%aD%x00%cn%x00%ce%x00%cD", sha)
+            meta = W.git(checkout, "log", "-1", "--format=%an%x00%ae%x00%aD%x00%cn%x00%ce%x00%cD", sha)
             an, ae, ad, cn, ce, cd = meta.decode().split("\0")
             subprocess.run(["git", "-C", str(checkout), "read-tree", sha], env=env, check=True, capture_output=True)
-            listed = R.git(checkout, "ls-tree", sha, "--", path).decode().split()
+            listed = W.git(checkout, "ls-tree", sha, "--", path).decode().split()
             text = version(lines, k)
             if text or listed:
-                blob = R.git(checkout, "hash-object", "-w", "--stdin", input_=text).decode().strip()
+                blob = W.git(checkout, "hash-object", "-w", "--stdin", input_=text).decode().strip()
                 update = ["--add", "--cacheinfo", f"{listed[0] if listed else '100644'},{blob},{path}"]
             else:
                 update = ["--force-remove", "--", path]  # not there yet at this commit
@@ -107,7 +106,7 @@ def apply(checkout: Path, path: str, weave: str) -> str:
                            capture_output=True)
             tree = subprocess.run(["git", "-C", str(checkout), "write-tree"], env=env, check=True,
                                   capture_output=True).stdout.decode().strip()
-            message = R.git(checkout, "cat-file", "commit", sha).split(b"\n\n", 1)[1]  # byte for byte
+            message = W.git(checkout, "cat-file", "commit", sha).split(b"\n\n", 1)[1]  # byte for byte
             commit_env = dict(os.environ, GIT_AUTHOR_NAME=an, GIT_AUTHOR_EMAIL=ae, GIT_AUTHOR_DATE=ad,
                               GIT_COMMITTER_NAME=cn, GIT_COMMITTER_EMAIL=ce, GIT_COMMITTER_DATE=cd.strip())
             parent = subprocess.run(["git", "-C", str(checkout), "commit-tree", tree, "-p", parent],
@@ -115,7 +114,7 @@ def apply(checkout: Path, path: str, weave: str) -> str:
                                     capture_output=True).stdout.decode().strip()
     finally:
         index.unlink(missing_ok=True)
-    R.git(checkout, "reset", "-q", "--hard", parent)
+    W.git(checkout, "reset", "-q", "--hard", parent)
     return parent
 
 

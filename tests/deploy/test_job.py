@@ -53,7 +53,7 @@ def test_the_launcher_is_a_job_with_an_exit_status_and_retries(objects):
 
 
 def test_a_job_without_capacity_for_its_first_world_frees_its_workers_and_tries_again(objects):
-    """Issue 32, item 9 (two jobs on a capped pool): no world of --min-np slots within
+    """Two jobs on a capped pool: no world of --min-np slots within
     --first-world-timeout is exit 75; the Job ignores that failure (a retry that counts against
     nothing) and worker-scaler frees the workers on it (tests/e2e/test_capped_pool.py)."""
     job = one(objects, "Job")
@@ -120,7 +120,7 @@ def mebibytes(value: str) -> int:
 
 def test_the_daemon_sidecar_is_burstable_with_room_for_the_dataset_syncs(objects):
     """It reserves the idle daemon for the run, and may burst to 2 CPUs / 2 GiB while the
-    prepare hook's ssh and rsync run (issue 32, item 14: it reserved 2 CPU / 2 Gi throughout)."""
+    prepare hook's ssh and rsync run (it once reserved 2 CPU / 2 Gi throughout)."""
     res = container(pod_spec(one(objects, "Job")), "discovery-daemon")["resources"]
     assert cpu(res["limits"]["cpu"]) >= 2 and mebibytes(res["limits"]["memory"]) >= 2048
     assert cpu(res["requests"]["cpu"]) <= 0.25 and mebibytes(res["requests"]["memory"]) <= 512
@@ -129,7 +129,7 @@ def test_the_daemon_sidecar_is_burstable_with_room_for_the_dataset_syncs(objects
 def test_the_disruption_budget_keeps_the_floor_and_lets_pending_workers_go(objects):
     """minAvailable = the scaler's floor, not maxUnavailable: Pending workers (waiting for
     capacity) do not use the budget up, so drains, upgrades and Spot drains pass while the job
-    keeps --min-np (issue 32, item 2)."""
+    keeps --min-np."""
     pdb = one(objects, "PodDisruptionBudget")
     assert "maxUnavailable" not in pdb["spec"]
     scaler = container(pod_spec(one(objects, "Job")), "worker-scaler")
@@ -241,7 +241,7 @@ def test_the_scaler_decides_within_the_launcher_pods_grace(objects):
 
 def test_the_launcher_is_sized_by_the_formula_for_its_max_np(objects):
     """deploy/README.md, "Sizing the launcher": cpu 1000m + 2m x N, memory 1024Mi + 8Mi x N for
-    --max-np N (Horovod patch 0023: one ssh client, 8 MB RSS, per worker on the launcher)."""
+    --max-np N (Horovod patch 0102: one ssh client, 8 MB RSS, per worker on the launcher)."""
     launcher = container(pod_spec(one(objects, "Job")), "launcher")
     n = int(flag(launcher["args"], "--max-np"))
     for kind in ("requests", "limits"):

@@ -1,4 +1,4 @@
-"""The top-level README's quick start works as written (issue 32, item 14): it builds for the
+"""The top-level README's quick start works as written: it builds for the
 nodes' architecture, points the manifests at the pushed image (the base's placeholder pulls
 from nowhere), makes the Secret the pods mount, fills the dataset before the job, and every
 directory it applies renders."""

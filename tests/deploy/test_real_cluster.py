@@ -1,4 +1,4 @@
-"""What a real cluster needs of deploy/ (issue 23): a restarted worker keeps its host key, a
+"""What a real cluster needs of deploy/: a restarted worker keeps its host key, a
 new Job starts fresh, a default-deny namespace works and nothing else reaches the job,
 resources fit common 1-GPU nodes, the launcher stays off GPUs, a second job has its own key
 and claims, PodSecurity and node drains behave as deploy/README.md says."""

@@ -1,4 +1,4 @@
-"""Issue 32 on every rendering a user applies (deploy/, the example, the 8-GPU and the Spot
+"""Every rendering a user applies (deploy/, the example, the 8-GPU and the Spot
 overlays): the job asks for what --max-np needs and keeps its floor through drains, workers
 whose loss is cheap, pools picked by labels that exist at node creation, the architecture
 pinned, the launcher kept from consolidation and GPU nodes, the 8-GPU layout, Spot's grace."""
@@ -46,7 +46,7 @@ def gpus_per_worker(objects) -> int:
 def test_the_scaler_asks_for_what_max_np_needs_and_the_budget_keeps_what_min_np_needs(objects):
     """--replicas x GPUs = --max-np (the job grows to it by itself), --min-replicas x GPUs =
     --min-np = the PodDisruptionBudget's minAvailable x GPUs; the start and the stop phases
-    agree (issue 32, items 2 and 7)."""
+    agree."""
     spec = pod_spec(one(objects, "Job"))
     launcher = container(spec, "launcher")
     gpus = gpus_per_worker(objects)
@@ -76,7 +76,7 @@ def test_workers_leave_within_their_grace(objects):
 def test_workers_are_a_replicaset_whose_loss_is_cheap(objects):
     """Not a StatefulSet (ordinal scale-down, one Terminating identity on a NotReady node, a
     rolling update on re-apply) nor a Deployment (rolls the workers on a re-apply): a
-    ReplicaSet never replaces running pods when its template changes (issue 32, items 5, 13)."""
+    ReplicaSet never replaces running pods when its template changes."""
     assert not by_kind(objects, "StatefulSet") and not by_kind(objects, "Deployment")
     workers = one(objects, "ReplicaSet")
     assert "replicas" not in workers["spec"]
@@ -84,22 +84,21 @@ def test_workers_are_a_replicaset_whose_loss_is_cheap(objects):
 
 def test_no_worker_selects_a_label_only_gpu_feature_discovery_writes(objects):
     """The nvidia.com/gpu request confines workers to GPU nodes; nvidia.com/gpu.present is on no
-    GKE managed-driver node, no plain-device-plugin EKS node and no autoscaler template node
-    (issue 32, item 1)."""
+    GKE managed-driver node, no plain-device-plugin EKS node and no autoscaler template node."""
     spec = pod_spec(one(objects, "ReplicaSet"))
     assert "nvidia.com/gpu.present" not in spec.get("nodeSelector", {})
     assert "nvidia.com/gpu.present" not in str(spec.get("affinity", {}))
 
 
 def test_the_architecture_is_pinned_in_every_pod(objects):
-    """An image built for amd64 on an arm64 node fails with `exec format error` (item 4)."""
+    """An image built for amd64 on an arm64 node fails with `exec format error`."""
     for obj in (one(objects, "ReplicaSet"), one(objects, "Job")):
         assert pod_spec(obj)["nodeSelector"]["kubernetes.io/arch"] == "amd64", obj["kind"]
     assert "docker build --platform linux/amd64" in (DEPLOY / "README.md").read_text()
 
 
 def test_the_launcher_is_kept_from_consolidation_gpu_nodes_and_spot(objects):
-    """Item 11: consolidation moving the launcher restarts the world; an untainted GPU node
+    """Consolidation moving the launcher restarts the world; an untainted GPU node
     without GPU Feature Discovery's label (EKS, Karpenter) must still repel it."""
     job = one(objects, "Job")
     annotations = job["spec"]["template"]["metadata"]["annotations"]
@@ -117,7 +116,7 @@ def test_the_launcher_is_kept_from_consolidation_gpu_nodes_and_spot(objects):
 
 
 def test_the_8_gpu_layout_is_one_worker_per_node_with_all_its_gpus(gpu8):
-    """Item 8: 8 ranks in one pod (NCCL over NVLink/shared memory), one /data per node."""
+    """8 ranks in one pod (NCCL over NVLink/shared memory), one /data per node."""
     spec = pod_spec(one(gpu8, "ReplicaSet"))
     res = container(spec, "worker")["resources"]
     assert res["requests"] == res["limits"] and res["limits"]["nvidia.com/gpu"] == "8"
@@ -129,7 +128,7 @@ def test_the_8_gpu_layout_is_one_worker_per_node_with_all_its_gpus(gpu8):
 
 
 def test_spot_workers_leave_within_a_gke_spot_notice(spot):
-    """Item 14: GKE gives non-system pods ~15 s of a Spot reclaim; the training's --term-grace
+    """GKE gives non-system pods ~15 s of a Spot reclaim; the training's --term-grace
     fits in it with 10 s to spare; the launcher gets no Spot toleration."""
     launcher = container(pod_spec(one(spot, "Job")), "launcher")
     workers = pod_spec(one(spot, "ReplicaSet"))
@@ -141,7 +140,7 @@ def test_spot_workers_leave_within_a_gke_spot_notice(spot):
 
 
 def test_the_egress_example_reaches_cloud_identity_and_object_stores_only_from_its_pods(tmp_path):
-    """Item 14: an egress example for a default-deny namespace (metadata and Pod Identity
+    """An egress example for a default-deny namespace (metadata and Pod Identity
     endpoints, HTTPS to public addresses, not to the cluster's private ranges), added to an
     overlay of a user's own as the component's comment says."""
     shutil.copytree(DEPLOY / "job", tmp_path / "job")
@@ -169,7 +168,7 @@ def test_the_egress_example_reaches_cloud_identity_and_object_stores_only_from_i
 
 
 def test_every_container_asks_for_what_the_autoscaler_needs_to_scale_from_zero(objects):
-    """Item 3: the workers' ephemeral-storage request needs a node-template tag on AWS groups
+    """The workers' ephemeral-storage request needs a node-template tag on AWS groups
     scaled from zero (autoscaler #1869); the README says so."""
     text = (DEPLOY / "README.md").read_text()
     assert "k8s.io/cluster-autoscaler/node-template/resources/ephemeral-storage" in text

@@ -1,4 +1,4 @@
-"""Issue 32, item 9: two jobs on a pool capped below the sum of their floors each hold part of
+"""Two jobs on a pool capped below the sum of their floors each hold part of
 it and would wait an hour per try (--elastic-timeout) for the rest. With
 --first-world-timeout the job that cannot form its first world exits 75 (no capacity); the
 launcher pod's worker scaler decides to free its workers (``stop_decision``: zero on 75, the

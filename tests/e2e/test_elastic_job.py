@@ -103,7 +103,7 @@ def test_elastic_mnist_uses_a_pod_added_during_start_up_and_survives_a_hard_kill
     kinds = [e["kind"] for e in doc["events"]]
     assert kinds[-1] == "exit"
     assert "timeline:" in run.stderr and "world sizes 2 -> 3 -> 2" in run.stderr
-    # what the user read (issue 25, item 9): no rank's raw JSON metrics line and no Horovod
+    # what the user reads: no rank's raw JSON metrics line and no Horovod
     # "uncaught exception: aborted" error for the handled kill; plain progress lines (stdout is
     # not a terminal here) and the world size changes instead. The raw records are in the
     # metrics file.

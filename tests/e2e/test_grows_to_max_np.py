@@ -1,4 +1,4 @@
-"""Issue 32, "Done when": a job started with --max-np 4 and two worker pods grows to four pods
+"""A job started with --max-np 4 and two worker pods grows to four pods
 by itself and trains at size 4. The workers are a ReplicaSet of 2 in the local cluster (its
 apps/v1 ReplicaSets and their controller: localcluster.replicasets); the launcher pod's
 worker-start (elastic.scaler.scale_workers --phase start, the official client) sets it to

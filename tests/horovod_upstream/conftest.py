@@ -9,7 +9,7 @@ horovod_upstream`` (or ``scripts/test-horovod-upstream``) runs them alone.
 The suite's warnings-are-errors applies here too, with no exception: stock Horovod's
 ``RendezvousServer.stop()`` left its listening socket open (a ``ResourceWarning: unclosed
 <socket.socket ...>`` whenever the garbage collector got to it, in whatever test ran then);
-patch 0019 closes it. ``_shut_horovod_down``: ``test_torch_elastic.py`` calls ``hvd.init()``
+patch 0105 closes it. ``_shut_horovod_down``: ``test_torch_elastic.py`` calls ``hvd.init()``
 in the pytest process (upstream ran each file in a process of its own) and never shuts it down.
 """
 import os

@@ -198,7 +198,7 @@ def test_force_delete_and_recreate_under_the_same_name(cluster):
 
 
 def test_a_capped_node_keeps_the_pods_beyond_its_capacity_pending_and_binds_them_oldest_first(tmp_path):
-    """``capacity`` (a capped pool, issue 32 item 9): the third and fourth pods stay Pending
+    """``capacity`` (a capped pool): the third and fourth pods stay Pending
     without a node; when a running pod goes, the oldest waiting one gets its place."""
     from localcluster.testing import running_cluster
 

@@ -73,7 +73,7 @@ class GlooJob:
 
     def close(self) -> None:
         """Kills horovodrun and every process of the job (the ranks run in process groups of
-        their own, patch 0023: a killpg of horovodrun's group would leave them, stopped ones
+        their own, patch 0102: a killpg of horovodrun's group would leave them, stopped ones
         forever)."""
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)

@@ -89,7 +89,7 @@ class Job:
 
 @pytest.mark.timeout(400)
 def test_host_added_while_the_workers_start_gets_a_worker(tmp_path):
-    """0105 (was 0001): the change comes while rank 0 has not registered its notification service yet
+    """0105: the change comes while rank 0 has not registered its notification service yet
     (it is held before hvd.elastic.run, as if still importing torch). Stock Horovod drops
     the update and the job never grows; patched, it is delivered once rank 0 registers."""
     script, hosts, calls = discovery_script(tmp_path, "localhost:1\n")
@@ -119,7 +119,7 @@ def test_host_added_while_the_workers_start_gets_a_worker(tmp_path):
 
 @pytest.mark.timeout(400)
 def test_a_killed_worker_does_not_stall_its_peers_until_the_gloo_timeout(tmp_path):
-    """0103/0106 (was 0003): a worker dies by SIGKILL mid-training in a world of three. With the Gloo timeout
+    """0103/0106: a worker dies by SIGKILL mid-training in a world of three. With the Gloo timeout
     at 300 s, the survivors must be training again at world size 2 long before it: the
     driver tells them the worker is gone and they leave their collectives at once.
 
@@ -129,7 +129,7 @@ def test_a_killed_worker_does_not_stall_its_peers_until_the_gloo_timeout(tmp_pat
     (the response cache's bit vector), so the dead rank's ring neighbours fail at once, their
     background loops end and close their connections, and the failure runs round the ring
     in milliseconds. It guards the recovery; the test below (a host that vanishes without
-    closing its connections) is the one that fails without patch 0003."""
+    closing its connections) is the one that fails without the aborts for a lost worker."""
     me = socket.gethostname()
     script, _, _ = discovery_script(tmp_path, f"localhost:1\n127.0.0.1:1\n{me}:1\n")
     log = tmp_path / "grow.jsonl"
@@ -155,15 +155,15 @@ def test_a_killed_worker_does_not_stall_its_peers_until_the_gloo_timeout(tmp_pat
 
 @pytest.mark.timeout(400)
 def test_a_vanished_host_does_not_stall_its_peers_until_the_gloo_timeout(tmp_path):
-    """0103/0106 (was 0003): a worker's host vanishes without closing its connections (its process is stopped
+    """0103/0106: a worker's host vanishes without closing its connections (its process is stopped
     with SIGSTOP mid-training, as after a power loss or a network partition: no FIN, no RST)
     and the host leaves discovery. The survivors sit in the step's allreduce waiting for it.
     With the Gloo timeout at 120 s they must leave that collective well before it: the
     patched driver tells them the host is gone and they abort at once. Stock 0.28.1 only
     notes the host change, which the workers check after the collective: they wait the full
     120 s. (The new world then forms without the test's help: stock Horovod waits for every worker of
-    the old world to report, so it needed the stopped process ended by hand; since 0007 the
-    driver ends it after the leave grace.)"""
+    the old world to report, so it needed the stopped process ended by hand; with the leave grace
+    the driver ends it after the grace.)"""
     me = socket.gethostname()
     script, hosts, _ = discovery_script(tmp_path, f"localhost:1\n127.0.0.1:1\n{me}:1\n")
     log = tmp_path / "grow.jsonl"
@@ -184,8 +184,8 @@ def test_a_vanished_host_does_not_stall_its_peers_until_the_gloo_timeout(tmp_pat
         wait_for(lambda: {r["host"] for r in read_log(left)} == {"localhost", me}, 60,
                  "both survivors to leave their allreduce (stock Horovod waits for the 120 s Gloo timeout)",
                  job.proc)
-        # 0007: the driver ends the vanished worker itself (its host left discovery and it is
-        # still in the world after the leave grace); the test does not help it
+        # the leave grace: the driver ends the vanished worker itself (its host left discovery
+        # and it is still in the world after the grace); the test does not help it
         wait_for(lambda: any(r["size"] == 2 for r in read_log(log)), 120,
                  "the survivors to train at world size 2 (the driver ends the vanished worker)", job.proc)
         job.proc.wait(timeout=240)

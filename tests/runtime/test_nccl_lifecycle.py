@@ -1,4 +1,4 @@
-"""Patches 0043-0044 (NCCL communicators non-blocking and abortable; teardown that joins the
+"""Patch 0104 (NCCL communicators non-blocking and abortable; teardown that joins the
 finalizer threads before it frees the communicators) on a machine without a GPU: the logic
 they share, ``horovod/common/ops/nccl_lifecycle.h``, includes no NCCL or CUDA header, so it is
 compiled here with g++ from the patches themselves and run against a fake communicator state
@@ -37,14 +37,14 @@ def program(tmp_path_factory) -> Path:
 
 
 def test_polling_and_teardown_order(program):
-    """0104 (was 0043/0044): the polling of a non-blocking call and the teardown order, in the test
+    """0104: the polling of a non-blocking call and the teardown order, in the test
     program (tests/runtime/cpp/nccl_lifecycle_test.cc) that includes the patched header."""
     out = subprocess.run([str(program)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stdout + out.stderr
 
 
 def test_stock_teardown_order_is_caught(program):
-    """0104 (was 0044): the same check on stock Horovod's order (free, then join) fails: the finalizer polls a
+    """0104: the same check on stock Horovod's order (free, then join) fails: the finalizer polls a
     freed communicator."""
     out = subprocess.run([str(program), "stock-order"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 1, out.stdout

@@ -1,11 +1,12 @@
-"""Horovod patches 0029-0031: the driver's failure detector never turns a failure, or its own
+"""Horovod patch 0108's failure detector: the driver never turns a failure, or its own
 stall, against a healthy job, and a host lost by mistake comes back.
 
 Through plain horovodrun with a discovery script, as tests/runtime/test_patch_liveness.py:
 the hosts are local names (``localhost``, ``127.0.0.1``, this machine's name) that horovodrun
 runs here without SSH but treats as distinct hosts; the job is tests/runtime/detector_job.py.
-A worker, or the driver (horovodrun itself), is frozen with SIGSTOP. Each test fails on the
-patches before 0029 (eh3) and says how.
+A worker, or the driver (horovodrun itself), is frozen with SIGSTOP. Each test fails on eh3
+(before liveness without a cascade, the observer suspecting itself and quarantine with
+probation) and says how.
 """
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ def finish(job: Job, log: Path) -> None:
 
 @pytest.mark.timeout(600)
 def test_the_four_ranks_of_a_frozen_pod_are_lost_and_the_other_four_go_on(tmp_path):
-    """0108 (was 0029): the four ranks of one pod (127.0.0.1:4) freeze together (SIGSTOP, the pod stays
+    """0108: the four ranks of one pod (127.0.0.1:4) freeze together (SIGSTOP, the pod stays
     listed), the other pod's four train on. Exactly those four are lost, the four others train
     at world size 4 well past a liveness timeout after the loss, and the job ends with 0. The
     quarantine cooldown is long here (no re-admission to tell apart). On eh3: each lost rank's
@@ -88,7 +89,7 @@ def test_the_four_ranks_of_a_frozen_pod_are_lost_and_the_other_four_go_on(tmp_pa
 
 @pytest.mark.timeout(600)
 def test_a_driver_frozen_for_six_seconds_loses_nobody(tmp_path):
-    """0108 (was 0030): horovodrun itself (the driver) is stopped for 6 s (SIGSTOP, then SIGCONT: a
+    """0108: horovodrun itself (the driver) is stopped for 6 s (SIGSTOP, then SIGCONT: a
     launcher throttled or paused) while its three workers train. At the thaw the liveness
     thread finds it woke about 6 s late, suspects itself and re-baselines: nobody is lost,
     the three train on at world size 3 and the job ends with 0. On eh3: every worker had
@@ -117,7 +118,7 @@ def test_a_driver_frozen_for_six_seconds_loses_nobody(tmp_path):
 
 @pytest.mark.timeout(600)
 def test_a_pod_frozen_for_eight_seconds_gets_a_worker_again(tmp_path):
-    """0108 (was 0031): the worker on 127.0.0.1 freezes (SIGSTOP) for 8 s and is thawed (SIGCONT), its
+    """0108: the worker on 127.0.0.1 freezes (SIGSTOP) for 8 s and is thawed (SIGCONT), its
     host listed all along. It is lost at the liveness timeout (5 s) and its host quarantined
     with probation: its old process ends (the driver's SIGTERM takes effect at the thaw, its
     SIGKILL at once, even before the thaw), the cooldown (15 s) and the blacklist's (1-2 s

@@ -1,4 +1,4 @@
-"""Unit tests of Horovod patches 0029-0032 (the driver's failure detector), in Horovod's own
+"""Unit tests of Horovod patch 0108 (the driver's failure detector), in Horovod's own
 style: a real ``ElasticDriver`` with its ``RendezvousServer``, a ``FixedHosts`` discovery and
 fake workers, threads running a real ``WorkerNotificationManager`` (the harness of
 tests/runtime/test_patch_units.py). A worker is frozen by stopping its notification service's
@@ -70,12 +70,12 @@ def _answered_since(job: Job, keys: list[Key], since: float) -> bool:
 
 @pytest.mark.parametrize('layout', ['16x1', '4x4'])
 def test_four_frozen_workers_are_lost_and_no_one_else(jobs, monkeypatch, tmp_path, layout):
-    """0108 (was patch 0029): four workers freeze together (four 1-slot pods on one node, or the four
+    """0108: four workers freeze together (four 1-slot pods on one node, or the four
     ranks of one pod) in a world of 16; each healthy worker takes 1.5 s to abort (closing its
     Gloo pairs one at a time, as a real rank does). Exactly those four are lost, in one
     decision or a few, no abort is sent to any of them, and the twelve others go on answering
-    well past one liveness timeout after the loss. Before (0008-0028): one loss per silent
-    worker, each sending aborts to the other frozen ones (2 x 2 s each) and to the healthy
+    well past one liveness timeout after the loss. Before liveness without a cascade (eh3): one
+    loss per silent worker, each sending aborts to the other frozen ones (2 x 2 s each) and to the healthy
     ones (held for their abort) on the 8 threads the pings use; the healthy workers' pings
     queued, they expired too: all 16 lost."""
     hosts = {f'host-{i:02d}': 1 for i in range(16)} if layout == '16x1' else {f'host-{i}': 4 for i in range(4)}
@@ -99,7 +99,7 @@ def test_four_frozen_workers_are_lost_and_no_one_else(jobs, monkeypatch, tmp_pat
 
 
 def test_everyone_silent_at_once_loses_nobody(jobs, monkeypatch, tmp_path):
-    """0108 (was patch 0030): every worker of a world of 8 stops answering at once for longer than the
+    """0108: every worker of a world of 8 stops answering at once for longer than the
     liveness timeout (the driver's own network blipping: its pings fail everywhere), then
     answers again. More than half of the world was silent at once: the driver suspects
     itself, re-baselines and loses nobody. Before: all 8 lost, every host quarantined."""
@@ -121,7 +121,7 @@ def test_everyone_silent_at_once_loses_nobody(jobs, monkeypatch, tmp_path):
 
 
 def test_a_lost_host_gets_a_worker_again_after_its_cooldown(jobs, monkeypatch, tmp_path):
-    """0108 (was patch 0031): a host whose worker went silent is quarantined for a cooldown (1 s here);
+    """0108: a host whose worker went silent is quarantined for a cooldown (1 s here);
     once it is over, its old worker has ended and it is still listed, it is placed again
     (last in the assignment order: the others keep their ranks). Before: quarantined until it
     left discovery, its slots idle for the rest of the job."""
@@ -138,7 +138,7 @@ def test_a_lost_host_gets_a_worker_again_after_its_cooldown(jobs, monkeypatch, t
 
 
 def test_a_host_quarantined_again_waits_longer():
-    """0108 (was patch 0031): each quarantine in a row doubles the cooldown (up to QUARANTINE_MAX_SECS);
+    """0108: each quarantine in a row doubles the cooldown (up to QUARANTINE_MAX_SECS);
     without a cooldown (0: the earlier behaviour) a host stays quarantined until it leaves
     discovery."""
     class Driver:
@@ -166,7 +166,7 @@ def test_a_host_quarantined_again_waits_longer():
 
 
 def test_the_events_file_is_rotated_and_followed_through_the_rotation(tmp_path):
-    """0105 (was patch 0032): the events file is rotated at its bound (it becomes <file>.1, replacing the
+    """0105: the events file is rotated at its bound (it becomes <file>.1, replacing the
     one before), so it takes at most twice the bound; a Follower (the stall watchdog's and the
     timeline's reader) reads every record across the rotations. Before: no bound."""
     path = tmp_path / 'events.jsonl'
@@ -188,7 +188,7 @@ def test_the_events_file_is_rotated_and_followed_through_the_rotation(tmp_path):
 
 
 def test_progress_is_logged_once_per_interval_per_worker(jobs, monkeypatch, tmp_path):
-    """0108 (was patch 0032): a worker's progress reports (one a second each) are logged at most every
+    """0108: a worker's progress reports (one a second each) are logged at most every
     PROGRESS_EVENT_SECS, the first of a world at once. Before: every report, ~110 B per
     worker per second."""
     job, events, keys = _running(jobs, monkeypatch, tmp_path, {'host-1': 2})

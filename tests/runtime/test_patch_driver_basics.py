@@ -1,8 +1,9 @@
 """Horovod patches that were tested only through what depends on them (elastic-run's push
-discovery, its stall watchdog and timeline, test harnesses): 0002, 0004, 0005, 0019 and 0041,
-each checked here for what it promises, in one process (a real ``ElasticDriver``, its
-``RendezvousServer`` and real ``WorkerNotificationManager`` threads: the harness of
-tests/runtime/test_patch_units.py). Each test fails on Horovod without its patch.
+discovery, its stall watchdog and timeline, test harnesses): push discovery, the events file,
+the version, the rendezvous server's socket closed and held progress logged, each checked here
+for what it promises, in one process (a real ``ElasticDriver``, its ``RendezvousServer`` and
+real ``WorkerNotificationManager`` threads: the harness of tests/runtime/test_patch_units.py).
+Each test fails on Horovod without its patch.
 """
 from __future__ import annotations
 
@@ -94,7 +95,7 @@ def test_the_rendezvous_server_listens_with_a_backlog_of_1024():
 
 
 def test_a_discovery_that_knows_of_a_change_wakes_the_driver(monkeypatch):
-    """0105 (was 0002): a HostDiscovery with ``wait_for_change`` is waited on, not polled: with the poll
+    """0105: a HostDiscovery with ``wait_for_change`` is waited on, not polled: with the poll
     interval an hour, a pushed change still reaches the driver's host manager at once, and the
     driver waited on the discovery with the poll interval as its timeout. Stock: the driver
     sleeps the interval and never asks the discovery again within the test's deadline."""
@@ -135,7 +136,7 @@ def _running_job(jobs: Any, monkeypatch: Any, tmp_path: Path) -> tuple[Job, Path
 
 
 def test_the_driver_logs_its_events_and_the_commits_the_workers_report(jobs, monkeypatch, tmp_path):
-    """0105, 0108 (was 0004): with HOROVOD_ELASTIC_EVENTS_FILE the driver appends one JSON
+    """0105, 0108: with HOROVOD_ELASTIC_EVENTS_FILE the driver appends one JSON
     object a line (time, kind, detail) for what it does: the hosts it found, each worker it
     started and that checked in (0105); and a worker's commits (``report_progress``, what
     ``State.commit`` calls), sent through the rendezvous server, are logged as its progress
@@ -155,9 +156,9 @@ def test_the_driver_logs_its_events_and_the_commits_the_workers_report(jobs, mon
 
 
 def test_a_progress_report_held_back_is_logged_when_its_window_ends(jobs, monkeypatch, tmp_path):
-    """0108 (was 0041): the driver logs a worker's progress at most every PROGRESS_EVENT_SECS (0032); a
+    """0108: the driver logs a worker's progress at most every PROGRESS_EVENT_SECS (bounded growth); a
     report that comes within that window is logged once the window ends, never dropped: the
-    third commit, reported right after the first, reaches the events file. With 0032 alone
+    third commit, reported right after the first, reaches the events file. With bounded growth alone
     the file kept commit #1 for good."""
     monkeypatch.setattr(driver_module, 'PROGRESS_EVENT_SECS', 1.0)
     job, events = _running_job(jobs, monkeypatch, tmp_path)
@@ -168,7 +169,7 @@ def test_a_progress_report_held_back_is_logged_when_its_window_ends(jobs, monkey
 
 
 def test_a_stopped_rendezvous_server_no_longer_listens():
-    """0105 (was 0019): ``RendezvousServer.stop()`` closes its listening socket: a connection to its
+    """0105: ``RendezvousServer.stop()`` closes its listening socket: a connection to its
     port is refused at once. Stock: the socket stayed open (the kernel still accepted
     connections into its backlog) until the server was garbage-collected."""
     server = RendezvousServer()
@@ -186,7 +187,7 @@ def test_a_stopped_rendezvous_server_no_longer_listens():
 
 
 def test_the_installed_horovod_carries_the_series_version():
-    """0101 (was 0005): the installed Horovod's version is the one the series sets (scripts/horovod-series
+    """0101: the installed Horovod's version is the one the series sets (scripts/horovod-series
     --version, read from the version patch), in pip's metadata and in ``horovod.__version__``
     (read from the file, without importing Horovod): a set-up can tell a patched install from a
     stock one. Stock: 0.28.1."""

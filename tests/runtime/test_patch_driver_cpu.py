@@ -1,11 +1,11 @@
-"""What a healthy worker costs the elastic driver (Horovod patch 0046), in Horovod's own style:
-a real ``ElasticDriver`` with its ``RendezvousServer``, ``FixedHosts`` discovery and worker
+"""What a healthy worker costs the elastic driver (Horovod patch 0108: kept ping connections), in
+Horovod's own style: a real ``ElasticDriver`` with its ``RendezvousServer``, ``FixedHosts`` discovery and worker
 threads running real ``WorkerNotificationManager``s (tests/runtime/test_patch_units.py's
 harness). The figures (driver CPU per worker per second at 64 and 256 simulated workers) are
 ``scripts/bench_detector.py``'s; this test holds the behaviour they come from.
 
-Before 0046 every liveness ping was a new TCP connection (a new thread in the worker's
-service), and every worker's commit count went to the driver as an HTTP request of its own
+Before kept ping connections every liveness ping was a new TCP connection (a new thread in the
+worker's service), and every worker's commit count went to the driver as an HTTP request of its own
 every 3 s (a new thread, HTTP parsing, in the driver); together 0.26-0.32 ms of driver CPU per
 worker per second. Now the driver keeps one connection per worker for its pings, and the
 ping's answer carries the commit count: no HTTP request while the pings come.
@@ -43,7 +43,7 @@ def _progress(path: Path) -> dict[Key, int]:
 
 
 def test_a_healthy_committing_worker_costs_one_kept_connection_and_no_progress_request(monkeypatch, tmp_path):
-    """0108 (was 0046): two workers commit every 0.1 s (``state.commit()`` reports progress) for as long as the
+    """0108: two workers commit every 0.1 s (``state.commit()`` reports progress) for as long as the
     driver takes to ping each of them 1 + PINGS times: each worker's service accepts one
     connection for all of them (before: one per ping), no progress report goes over HTTP after
     the first ping (before: one every 3 s per worker), and the commit counts still reach the

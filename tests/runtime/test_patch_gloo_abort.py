@@ -1,12 +1,13 @@
-"""Patches 0014 (Gloo: an abort wakes every queued send and receive, behind the public
-``gloo::Context::abort``) and 0015 (horovod_gloo_abort through it, during init and shutdown
-too), through real horovodrun: a peer freezes (SIGSTOP: its sockets stay open and silent, as
-on a hung or partitioned node) and the others are aborted with Horovod's ``gloo_abort`` (what
-the elastic driver's WorkerLostRequest calls), from a thread of their own
-(tests/runtime/gloo_abort_job.py). HOROVOD_GLOO_TIMEOUT_SECONDS is 120; each test waits
-at most 45 s for the survivors, so the Gloo timeout can never be what frees them.
+"""Two fixes of patch 0103: Gloo's abort of queued operations (an abort wakes every queued send
+and receive, behind the public ``gloo::Context::abort``) and the Gloo abort (horovod_gloo_abort
+through it, during init and shutdown too), through real horovodrun: a peer freezes (SIGSTOP:
+its sockets stay open and silent, as on a hung or partitioned node) and the others are aborted
+with Horovod's ``gloo_abort`` (what the elastic driver's WorkerLostRequest calls), from a
+thread of their own (tests/runtime/gloo_abort_job.py). HOROVOD_GLOO_TIMEOUT_SECONDS is 120;
+each test waits at most 45 s for the survivors, so the Gloo timeout can never be what frees
+them.
 
-On the patches before 0014/0015 each test times out: a survivor caught mid-send of a 64 MB
+Without these two fixes each test times out: a survivor caught mid-send of a 64 MB
 tensor (its send partly written, the socket buffer full) or mid-receive is not woken by the
 abort; an abort during hvd.init or hvd.shutdown does nothing.
 """
@@ -96,7 +97,7 @@ def within(predicate, seconds: float) -> bool:
 
 @pytest.mark.timeout(420)
 def test_an_abort_frees_ranks_caught_mid_send_of_a_large_tensor(tmp_path):
-    """0103 (was 0014): three ranks allreduce a 64 MB tensor per step, then rank 0 broadcasts a 256 MB
+    """0103: three ranks allreduce a 64 MB tensor per step, then rank 0 broadcasts a 256 MB
     one (a state sync: one message to each peer, far more than socket buffers hold).
     Rank 1 is frozen while rank 0 is sending it the broadcast and more than 1 MB of it waits
     unread in socket queues (else rank 1 is resumed and frozen again a step later), so rank
@@ -165,9 +166,9 @@ def test_an_abort_frees_ranks_caught_mid_send_of_a_large_tensor(tmp_path):
 
 @pytest.mark.timeout(300)
 def test_an_abort_during_init_fails_the_init_at_once(tmp_path):
-    """0103 (was 0015): rank 1 stops before hvd.init, so rank 0's init waits in the rendezvous for it.
-    With HOROVOD_GLOO_ABORT_DURING_INIT=1 (the default since 0033; set here so that the test
-    shows 0015 on its own; 0033's default: tests/runtime/test_patch_joins.py), the aborted init
+    """0103: rank 1 stops before hvd.init, so rank 0's init waits in the rendezvous for it.
+    With HOROVOD_GLOO_ABORT_DURING_INIT=1 (the default with aborts during init; set here so that the test
+    shows the Gloo abort on its own; that default: tests/runtime/test_patch_joins.py), the aborted init
     must fail within PROMPT s with HorovodInternalError (recoverable, as a failed
     collective), not wait out the Gloo timeout and end the process (std::terminate from the
     background thread, as stock Horovod does)."""
@@ -188,7 +189,7 @@ def test_an_abort_during_init_fails_the_init_at_once(tmp_path):
 
 @pytest.mark.timeout(300)
 def test_an_abort_during_shutdown_ends_it(tmp_path):
-    """0103 (was 0015): after three steps rank 1 stops and rank 0 calls hvd.shutdown, whose last
+    """0103: after three steps rank 1 stops and rank 0 calls hvd.shutdown, whose last
     background cycle is a collective with rank 1. Aborted once it has been in shutdown for
     1 s, rank 0's hvd.shutdown must return within PROMPT s."""
     job = Job(tmp_path, 2, "shutdown")
@@ -209,7 +210,7 @@ def test_an_abort_during_shutdown_ends_it(tmp_path):
 
 @pytest.mark.timeout(400)
 def test_an_abort_during_shutdown_reaches_every_process_sets_contexts(tmp_path):
-    """0103 (was 0015/0027) with process sets (hvd.add_process_set): 3 ranks, sets {0,1} and {1,2}, each step
+    """0103, an abort during shutdown with process sets (hvd.add_process_set): 3 ranks, sets {0,1} and {1,2}, each step
     allreduces on the global set and on each set a rank is in; then rank 1 stops and ranks 0
     and 2 call hvd.shutdown, whose last cycles are collectives with rank 1 on the global
     contexts and on those of their set. Aborted, both must return within PROMPT s: the abort
@@ -252,7 +253,7 @@ print(json.dumps(seen))
 
 @pytest.mark.timeout(120)
 def test_an_abort_applies_to_its_session_only():
-    """0103 (was 0015), in one process (a world of one, no horovodrun): an abort before hvd.init or
+    """0103, in one process (a world of one, no horovodrun): an abort before hvd.init or
     after hvd.shutdown does nothing; one during a session marks it aborted (the reason is
     kept, with the "aborted: " prefix) and ends with it: the next hvd.init starts clean."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOROVOD_")}

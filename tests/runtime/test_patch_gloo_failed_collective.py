@@ -1,11 +1,12 @@
-"""Horovod patches 0016 (Gloo: a message that does not fit the receive posted for it fails
-the connection, not the process) and 0017 (a Gloo collective that failed aborts the process's
-Gloo connections), through real horovodrun: four ranks allreduce a 64 MB tensor per step,
+"""Two fixes of Horovod patch 0103: a mismatched message fails its connection (Gloo: a message
+that does not fit the receive posted for it fails the connection, not the process) and a
+failed collective aborts the session (a Gloo collective that failed aborts the process's Gloo
+connections), through real horovodrun: four ranks allreduce a 64 MB tensor per step,
 back to back, and one of them is SIGKILLed mid-transfer (tests/runtime/gloo_kill_job.py; its
 parent process hides the kill from horovodrun, which would otherwise end the others).
 
 The kill fails the collective at once only on the killed rank's ring neighbours; the rank
-feeding one of them goes on sending its 1 MB segments. On the patches before 0016/0017 the
+feeding one of them goes on sending its 1 MB segments. Without these two fixes the
 neighbour's background loop went on to its next cycle, whose controller allreduce posts an
 8-byte receive on the same Gloo slot, and a stale 1 MB segment arriving for it ended the
 process in Gloo's device thread (``terminate called after throwing an instance of
@@ -78,7 +79,7 @@ def kill_round(work: Path, n: int, victim: int) -> None:
 
 @pytest.mark.timeout(ROUNDS * 200)
 def test_a_rank_killed_mid_allreduce_costs_no_survivor(tmp_path):
-    """0103 (was 0016/0017): in each round a rank (each in turn, rank 0 too) is SIGKILLed a little after
+    """0103: in each round a rank (each in turn, rank 0 too) is SIGKILLed a little after
     it entered a step of 64 MB allreduces; every survivor must record HorovodInternalError
     and return from hvd.shutdown within PROMPT s, and none may die (no ``terminate called``
     in horovodrun's output)."""

@@ -1,4 +1,4 @@
-"""Horovod patch 0020: spawn first, notify later. A host that joins gets its worker at once,
+"""Horovod patch 0107: spawn first, notify later. A host that joins gets its worker at once,
 while the world keeps training; the coordinator hears of the change only once that worker
 waits at the rendezvous (its hvd.init asked for its rank), so the world pauses for the
 rendezvous and the state sync, not for the joiner's start-up. A joiner that fails, hangs or
@@ -7,8 +7,8 @@ loses its host before it is ready is dropped and the world never resets for it.
 Through plain horovodrun with a discovery script, as tests/runtime/test_horovod_patches.py:
 the hosts are local names (``localhost``, ``127.0.0.1``, this machine's name) run here
 without SSH but treated as distinct hosts. The joiner is the worker on this machine's name;
-its script (join_job.py) sleeps or exits before hvd.init(). Each test fails on the patches
-before 0020 and says why.
+its script (join_job.py) sleeps or exits before hvd.init(). Each test fails on a build
+without spawn first and says why.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ HERE = Path(__file__).parent
 JOB = str(HERE / "join_job.py")
 # The longest pause (last step at the old world size -> first step at the new one) a join may
 # cost here. Generous: the machine is shared and loaded, and a reset's own rendezvous and sync
-# take seconds then; speed is measured by scripts/bench-elastic --scenario join. Without 0020
+# take seconds then; speed is measured by scripts/bench-elastic --scenario join. Without spawn first
 # the pause includes the joiner's whole 20 s start-up.
 PAUSE_BOUND_S = 10.0
 JOINER_SETUP_S = 20.0
@@ -70,10 +70,10 @@ def kinds(events: Path, kind: str) -> list:
 
 @pytest.mark.timeout(500)
 def test_a_joiner_with_a_long_start_up_joins_while_the_world_trains(tmp_path):
-    """0107/0108 (was 0020): a joiner whose script sleeps 20 s before hvd.init() joins a world of two. While it
+    """0107/0108: a joiner whose script sleeps 20 s before hvd.init() joins a world of two. While it
     starts, the two keep stepping (at least 50 steps at size 2 between its start and its call
     of hvd.init: 20 s of 0.05 s steps); the pause between the last step at size 2 and the
-    first at size 3 stays under PAUSE_BOUND_S. Before 0020 the coordinator was told at once,
+    first at size 3 stays under PAUSE_BOUND_S. Before spawn first the coordinator was told at once,
     the world reset and then waited in the rendezvous for the joiner's whole start-up: no step
     during it, a pause over 20 s."""
     job, hosts, log, events, stop, me = start_job(tmp_path, f"sleep:{JOINER_SETUP_S:g}")
@@ -109,17 +109,17 @@ def test_a_joiner_with_a_long_start_up_joins_while_the_world_trains(tmp_path):
     ("sleep:600", {"HOROVOD_ELASTIC_JOIN_DEADLINE_SECONDS": "5"}, "not waiting at the rendezvous 5 s after"),
 ], ids=["dies", "hangs"])
 def test_a_joiner_that_fails_before_it_is_ready_never_resets_the_world(tmp_path, before_init, extra, why):
-    """0107/0108 (was 0020): a joiner dies before hvd.init() (exit 3), or hangs there past
+    """0107/0108: a joiner dies before hvd.init() (exit 3), or hangs there past
     HOROVOD_ELASTIC_JOIN_DEADLINE_SECONDS (5 s here): the driver drops it with a line saying
     why, ends its process, starts no other worker on its host while that stays listed, and the
-    world of two trains on without a reset, abort or rollback. Before 0020 the world reset for
+    world of two trains on without a reset, abort or rollback. Before spawn first the world reset for
     the join at once and then lost the joiner: a second reset (dies), or waited in the
     rendezvous for it (hangs)."""
     job, hosts, log, events, stop, me = start_job(tmp_path, before_init, **extra)
     try:
         hosts.write_text(f"localhost:1\n127.0.0.1:1\n{me}:1\n")
         dropped = wait_for(lambda: kinds(events, "joiner_dropped"), 240,
-                           "the driver to drop the joiner (before 0020: no such event)",
+                           "the driver to drop the joiner (before spawn first: no such event)",
                            alive=alive_check(job), detail=job.output)
         since = dropped[0]["time"]
         wait_for(lambda: steps(log, size=2, after=since) >= 40, 120, "the world of two to train on",
@@ -140,9 +140,9 @@ def test_a_joiner_that_fails_before_it_is_ready_never_resets_the_world(tmp_path,
 
 @pytest.mark.timeout(500)
 def test_a_host_that_leaves_while_its_joiner_starts_resets_nothing(tmp_path):
-    """0107/0108 (was 0020): the joiner's host leaves discovery while its worker is still in its set-up (before
+    """0107/0108: the joiner's host leaves discovery while its worker is still in its set-up (before
     hvd.init): the driver drops the joiner and ends its process; the world never hears of the
-    host and trains on without a reset. Before 0020 the world reset for the host at once, and
+    host and trains on without a reset. Before spawn first the world reset for the host at once, and
     again when it left."""
     job, hosts, log, events, stop, me = start_job(tmp_path, "sleep:600")
     try:
@@ -166,8 +166,8 @@ def test_a_host_that_leaves_while_its_joiner_starts_resets_nothing(tmp_path):
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("value", ["soon", "-5", "inf"])
 def test_a_bad_join_deadline_is_a_one_line_error(tmp_path, value):
-    """0107/0108 (was 0020): a bad HOROVOD_ELASTIC_JOIN_DEADLINE_SECONDS is a one-line usage error and exit 2 before
-    anything starts, as the driver's other variables (0011). Before 0020 it was ignored."""
+    """0107/0108: a bad HOROVOD_ELASTIC_JOIN_DEADLINE_SECONDS is a one-line usage error and exit 2 before
+    anything starts, as the driver's other variables (SIGTERM leaves). Before spawn first it was ignored."""
     script, _, _ = discovery_script(tmp_path, "localhost:1\n")
     proc = subprocess.run([HOROVODRUN, "-np", "1", "--min-np", "1", "--host-discovery-script", str(script),
                            sys.executable, "-c", "pass"],

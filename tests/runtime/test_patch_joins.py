@@ -1,15 +1,16 @@
-"""Horovod patches 0033-0036 (issue 30, items 6-9): the failure handling around a world that
+"""Horovod patches 0103 and 0106-0109: the failure handling around a world that
 forms never ends, stalls or shrinks a healthy job.
 
-- 0033: an abort reaches a world that is still forming (HOROVOD_GLOO_ABORT_DURING_INIT on by
-  default): a peer lost during a rendezvous no longer costs the whole Gloo timeout;
-- 0034: the registration barrier's deadline judges a worker that has not checked in by its
-  main thread's progress: a rank busy outside its collectives after a failure (rank 0 writing
-  a checkpoint) is not lost;
-- 0035: a joiner taken in at --min-np while still starting keeps its join deadline, and its
-  world waits for it before Gloo's rendezvous, not in it;
-- 0036: a joiner that waits at the rendezvous waits for joiners still starting at most
-  HOROVOD_ELASTIC_JOIN_SIBLING_WAIT_SECONDS, then joins without them.
+- aborts during init: an abort reaches a world that is still forming
+  (HOROVOD_GLOO_ABORT_DURING_INIT on by default): a peer lost during a rendezvous no longer
+  costs the whole Gloo timeout;
+- the barrier deadline judging progress: the registration barrier's deadline judges a worker
+  that has not checked in by its main thread's progress: a rank busy outside its collectives
+  after a failure (rank 0 writing a checkpoint) is not lost;
+- a joiner's deadline at --min-np: a joiner taken in at --min-np while still starting keeps
+  its join deadline, and its world waits for it before Gloo's rendezvous, not in it;
+- the bounded sibling wait: a joiner that waits at the rendezvous waits for joiners still
+  starting at most HOROVOD_ELASTIC_JOIN_SIBLING_WAIT_SECONDS, then joins without them.
 
 Through plain horovodrun with a discovery script, as tests/runtime/test_patch_join.py: the
 hosts are local names (``localhost``, ``127.0.0.1``, this machine's name) run here without
@@ -75,11 +76,11 @@ def pid_of(log: Path, host: str, slot: int = 0) -> int:
 
 @pytest.mark.timeout(300)
 def test_an_abort_during_init_fails_the_init_by_default(tmp_path, monkeypatch):
-    """0103/0108/0109 (was 0033): rank 1 stops before hvd.init, so rank 0's init waits in the rendezvous for it;
+    """0103/0108/0109: rank 1 stops before hvd.init, so rank 0's init waits in the rendezvous for it;
     rank 0 is then aborted (what the elastic driver's WorkerLostRequest does when a peer of
     a forming world is lost). Without HOROVOD_GLOO_ABORT_DURING_INIT in the environment the
-    init must fail within PROMPT s with HorovodInternalError. Before 0033 (0015: off unless
-    set to 1) the abort did nothing and the init waited out the Gloo timeout."""
+    init must fail within PROMPT s with HorovodInternalError. Before aborts during init (the
+    Gloo abort: off unless set to 1) the abort did nothing and the init waited out the Gloo timeout."""
     monkeypatch.delenv("HOROVOD_GLOO_ABORT_DURING_INIT", raising=False)
     job = GlooJob(tmp_path, "gloo_abort_job.py", 2, GLOO_ABORT_MODE="init")
     try:
@@ -88,7 +89,7 @@ def test_an_abort_during_init_fails_the_init_by_default(tmp_path, monkeypatch):
                  "rank 1 to stop and rank 0 to start hvd.init", alive=job.alive, detail=job.detail)
         (out / "abort").touch()
         failed = wait_for(lambda: last(out, 0, "init_failed"), PROMPT,
-                          f"rank 0's hvd.init to fail (before 0033: after Gloo's {GLOO_TIMEOUT} s timeout)",
+                          f"rank 0's hvd.init to fail (without aborts during init: after Gloo's {GLOO_TIMEOUT} s)",
                           alive=job.alive, detail=job.detail)
     finally:
         job.close()
@@ -105,8 +106,9 @@ def test_a_rank_busy_outside_collectives_after_a_failure_is_not_lost(tmp_path, b
     worker checks in for the next world at once, rank 0 only when its next collective fails.
     The barrier deadline is 3 s: at it, and every 3 s after, the driver asks rank 0 how far
     its main thread has come, finds it busy and keeps it. Rank 0 and the third worker then
-    train at world size 2; nobody else is lost. Before 0034 rank 0 was lost 3 s after the
-    others checked in ("not checked in"), its host blacklisted, the job went on without it;
+    train at world size 2; nobody else is lost. Before the barrier deadline judged progress
+    rank 0 was lost 3 s after the others checked in ("not checked in"), its host blacklisted,
+    the job went on without it;
     before declared work, so was the rank waiting for its background writer."""
     me = socket.gethostname()
     job, _, log, events, stop = start(
@@ -136,13 +138,13 @@ def test_a_rank_busy_outside_collectives_after_a_failure_is_not_lost(tmp_path, b
 
 @pytest.mark.timeout(500)
 def test_a_joiner_taken_in_at_min_np_that_hangs_is_lost_at_its_join_deadline(tmp_path):
-    """0107 (was 0035) (with 0033): a world of two at --min-np 2; a joiner starts on this machine's name
-    and hangs before hvd.init; the worker on 127.0.0.1 is killed. The next world would be
+    """0107 (with 0103's aborts during init): a world of two at --min-np 2; a joiner starts on
+    this machine's name and hangs before hvd.init; the worker on 127.0.0.1 is killed. The next world would be
     below --min-np without the joiner, so it is taken in while still starting. Its join
     deadline (40 s from its start) keeps running: it is lost then, its world (rank 0 waiting
     for it before the rendezvous) aborted, and rank 0 trains again with a new worker on
-    127.0.0.1 (its blacklist cooldown is 1-2 s). Gloo's timeout is 300 s. Before 0035 the
-    deadline stopped when the joiner was taken in: rank 0 waited in the rendezvous for the
+    127.0.0.1 (its blacklist cooldown is 1-2 s). Gloo's timeout is 300 s. Before a joiner kept
+    its deadline at --min-np the deadline stopped when the joiner was taken in: rank 0 waited in the rendezvous for the
     hung joiner for the whole Gloo timeout, then for it at the barrier, forever."""
     me = socket.gethostname()
     job, hosts, log, events, stop = start(
@@ -162,7 +164,7 @@ def test_a_joiner_taken_in_at_min_np_that_hangs_is_lost_at_its_join_deadline(tmp
                          "the starting joiner to be taken in at --min-np", alive=alive_check(job), detail=job.output)
         assert taken[0]["detail"]["waited"] is None, taken
         lost = wait_for(lambda: [e for e in kinds(events, "worker_lost") if e["detail"]["host"] == me], 150,
-                        "the hung joiner to be lost at its join deadline (before 0035: never)",
+                        "the hung joiner to be lost at its join deadline (before it kept that deadline: never)",
                         alive=alive_check(job), detail=job.output)
         since = lost[0]["time"]
         wait_for(lambda: len(steps(log, after=since, host="localhost")) >= 20, 240,
@@ -178,11 +180,11 @@ def test_a_joiner_taken_in_at_min_np_that_hangs_is_lost_at_its_join_deadline(tmp
 
 @pytest.mark.timeout(600)
 def test_a_slow_joiner_taken_in_at_min_np_does_not_fail_the_rendezvous(tmp_path):
-    """0107 (was 0035): as above, but the joiner is slow, not hung: 30 s of set-up before hvd.init, with
+    """0107: as above, but the joiner is slow, not hung: 30 s of set-up before hvd.init, with
     Gloo's timeout at 10 s. Its world (rank 0) waits for it before the rendezvous, so the
     rendezvous starts once it is ready and succeeds: rank 0 and the joiner train at world size
-    2, no worker is lost and no rank fails. Before 0035 rank 0 waited in the rendezvous, ran
-    out Gloo's 10 s timeout again and again, and the joiner's first world failed."""
+    2, no worker is lost and no rank fails. Before a joiner kept its deadline at --min-np rank 0
+    waited in the rendezvous, ran out Gloo's 10 s timeout again and again, and the joiner's first world failed."""
     me = socket.gethostname()
     job, hosts, log, events, stop = start(
         tmp_path, "localhost:1\n127.0.0.1:1\n", 2, 2, 3, "--blacklist-cooldown-range", "1", "2",
@@ -219,7 +221,7 @@ def test_a_ready_joiner_joins_without_a_sibling_that_still_starts(tmp_path):
     """0107 (a ready joiner's bounded sibling wait): a host with two slots joins a world of two;
     its slot 1's set-up lasts until the test ends it (a file). Slot 0 waits at the rendezvous for its sibling at most
     HOROVOD_ELASTIC_JOIN_SIBLING_WAIT_SECONDS (5 s by default), then joins alone: the world
-    trains at size 3 while slot 1 still starts, and at size 4 once it is in. Before 0036 the
+    trains at size 3 while slot 1 still starts, and at size 4 once it is in. Before the bounded sibling wait the
     ready joiner waited for its sibling's whole set-up (up to the 300 s join deadline): the
     world went from 2 straight to 4."""
     me = socket.gethostname()
@@ -247,8 +249,9 @@ def test_a_ready_joiner_joins_without_a_sibling_that_still_starts(tmp_path):
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("value", ["soon", "-1", "nan"])
 def test_a_bad_sibling_wait_is_a_one_line_error(tmp_path, value):
-    """0108 (was 0036): a bad HOROVOD_ELASTIC_JOIN_SIBLING_WAIT_SECONDS is a one-line usage error and exit 2
-    before anything starts, as the driver's other variables (0011). Before 0036 it was ignored."""
+    """0108: a bad HOROVOD_ELASTIC_JOIN_SIBLING_WAIT_SECONDS is a one-line usage error and exit 2
+    before anything starts, as the driver's other variables (SIGTERM leaves). Before the bounded sibling wait it
+    was ignored."""
     script, _, _ = discovery_script(tmp_path, "localhost:1\n")
     proc = subprocess.run([HOROVODRUN, "-np", "1", "--min-np", "1", "--host-discovery-script", str(script),
                            sys.executable, "-c", "pass"],

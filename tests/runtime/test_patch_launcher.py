@@ -1,10 +1,11 @@
-"""Horovod patches 0023, 0024 and 0028: horovodrun starts each worker without a Python middleman and without a
+"""Horovod patches 0102 and 0105 (no middleman, the discovery timeout, the spawned discovery
+script): horovodrun starts each worker without a Python middleman and without a
 shell (safe_shell_exec), relays every worker's output from one thread, and ends a worker as
 before: SIGTERM to its process group, SIGKILL after 5 s.
 
 Through plain horovodrun (non-elastic, local hosts: no ssh, the worker command is what
 horovodrun would give ssh), with tests/runtime/launcher_job.py. Each test says what it checks
-on stock Horovod (0.28.1, and +eh2: patches 0001-0015 did not touch the launch path).
+on stock Horovod (0.28.1, and +eh2: its fixes did not touch the launch path).
 """
 from __future__ import annotations
 
@@ -73,7 +74,7 @@ def descendants(pid: int) -> list[tuple[int, str]]:
 
 @pytest.mark.timeout(180)
 def test_a_killed_workers_exit_code_and_every_prefix_are_as_before(tmp_path):
-    """0102 (was 0023): rank 1 kills itself with SIGKILL: horovodrun reports exit code 137 for it (128 + 9),
+    """0102: rank 1 kills itself with SIGKILL: horovodrun reports exit code 137 for it (128 + 9),
     ends rank 0 and fails; both ranks' lines arrive with their [rank]<stream>: prefixes. Passes
     on stock Horovod too: the patch must not change any of it."""
     proc, out = start(tmp_path, "exit", 2)
@@ -93,7 +94,7 @@ def test_a_killed_workers_exit_code_and_every_prefix_are_as_before(tmp_path):
 
 @pytest.mark.timeout(180)
 def test_a_hung_worker_gets_sigterm_then_sigkill(tmp_path):
-    """0102 (was 0023): rank 0 fails, so horovodrun ends rank 1, which ignores SIGTERM: it gets SIGTERM (its
+    """0102: rank 0 fails, so horovodrun ends rank 1, which ignores SIGTERM: it gets SIGTERM (its
     handler runs), then SIGKILL after the 5 s grace; horovodrun then exits. Fails on stock
     Horovod: its middleman stopped the worker (SIGSTOP, since sh had exec'ed it) before
     sending SIGTERM, so no handler ever ran (a graceful leave could not either) and the worker
@@ -113,7 +114,7 @@ def test_a_hung_worker_gets_sigterm_then_sigkill(tmp_path):
 
 @pytest.mark.timeout(180)
 def test_no_per_worker_process_on_the_launcher(tmp_path):
-    """0102 (was 0023): while 3 workers run, the only processes under horovodrun are the 3 workers themselves
+    """0102: while 3 workers run, the only processes under horovodrun are the 3 workers themselves
     (no Python middleman, no shell); they exit 0 when asked. Fails on stock Horovod: a
     multiprocessing middleman per worker (6 processes)."""
     proc, out = start(tmp_path, "wait", 3)
@@ -132,9 +133,9 @@ def test_no_per_worker_process_on_the_launcher(tmp_path):
 
 @pytest.mark.timeout(120)
 def test_a_hung_discovery_script_is_ended_and_the_poll_fails(tmp_path):
-    """0105/0108 (was patch 0024): a discovery script that hangs (here with a child of its own) is ended after
+    """0105/0108: a discovery script that hangs (here with a child of its own) is ended after
     the timeout, its whole process group with it, and the poll fails with a one-line reason
-    (the driver logs it and polls again). Fails on stock Horovod and 0001-0023: no timeout, the
+    (the driver logs it and polls again). Fails on stock Horovod and before the discovery timeout: no timeout, the
     poll (and the driver with it) waited forever."""
     from horovod.runner.elastic.discovery import HostDiscoveryScript
 
@@ -150,7 +151,7 @@ def test_a_hung_discovery_script_is_ended_and_the_poll_fails(tmp_path):
 
 
 def test_a_bad_discovery_timeout_is_a_usage_error(tmp_path):
-    """0105/0108 (was patch 0024): HOROVOD_ELASTIC_DISCOVERY_TIMEOUT_SECONDS is validated like the other elastic
+    """0105/0108: HOROVOD_ELASTIC_DISCOVERY_TIMEOUT_SECONDS is validated like the other elastic
     variables: one line, exit 2, no traceback."""
     script = tmp_path / "discover.sh"
     script.write_text("#!/bin/sh\necho localhost:1\n")
@@ -166,11 +167,11 @@ def test_a_bad_discovery_timeout_is_a_usage_error(tmp_path):
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("setpriv", [True, False], ids=["setpriv", "no-setpriv"])
 def test_the_spawned_discovery_script_still_ends_with_the_driver(tmp_path, setpriv):
-    """0102/0105 (was patch 0028): the discovery script is started without forking the driver (vfork, and
+    """0102/0105: the discovery script is started without forking the driver (vfork, and
     `setpriv --pdeathsig TERM` for the tie; without setpriv on PATH, forked as before). Nothing
     is lost either way: its output is the poll's answer, and a driver killed with -9 during a
-    poll ends the script (SIGTERM), as 0023's tie did. (A CPU saving, which
-    scripts/bench-launcher measures: this passes on 0023 too.)"""
+    poll ends the script (SIGTERM), as no middleman's tie did. (A CPU saving, which
+    scripts/bench-launcher measures: this passes with no middleman alone too.)"""
     pidfile = tmp_path / "script.pid"
     script = tmp_path / "discover.sh"
     script.write_text(f"#!/bin/sh\nif [ -e {tmp_path}/hang ]; then echo $$ > {pidfile}; exec /bin/sleep 600; fi\n"

@@ -1,11 +1,11 @@
-"""Horovod patches 0006 and later: vanished and frozen workers leave the world in seconds,
+"""Horovod patches 0106 and 0108: vanished and frozen workers leave the world in seconds,
 every request between the driver and a worker has a deadline.
 
 Through plain horovodrun with a discovery script, as tests/runtime/test_horovod_patches.py:
 the hosts are local names (``localhost``, ``127.0.0.1``, this machine's name) that horovodrun
 runs here without SSH but treats as distinct hosts. A worker is frozen with SIGSTOP (its
 notification service too: no FIN, no RST, as on a hung or partitioned node). Each test fails
-on the patches before its own (0001-0005 and the earlier of these) and says why.
+on a build without its fix (with the fixes before it) and says why.
 """
 from __future__ import annotations
 
@@ -38,8 +38,9 @@ time.sleep(600)
 
 @pytest.mark.timeout(120)
 def test_a_request_to_a_frozen_worker_fails_within_its_deadline():
-    """0106 (was 0006): the driver's client of a worker's notification service (what the notifier of 0001
-    and the aborts of 0003 use) against a real service in a process then frozen with SIGSTOP.
+    """0106: the driver's client of a worker's notification service (what the notifier of a host
+    change kept until acted on and the aborts for a lost worker use) against a real service in a
+    process then frozen with SIGSTOP.
     The kernel accepts the connection, nothing answers: stock BasicClient set no socket timeout
     and the request blocked forever (the notifier thread with it, and stop(), which joins it)."""
     from horovod.runner.elastic.worker import HostUpdateResult, WorkerNotificationClient
@@ -73,12 +74,12 @@ def test_a_request_to_a_frozen_worker_fails_within_its_deadline():
 
 @pytest.mark.timeout(400)
 def test_a_vanished_host_leaves_the_world_without_waiting_for_its_process(tmp_path):
-    """0106 (was 0007): a worker's host vanishes (the process is frozen mid-training) and leaves discovery.
+    """0106: a worker's host vanishes (the process is frozen mid-training) and leaves discovery.
     After the leave grace the driver records the worker as failed and terminates its process
     itself: the survivors train at world size 2 without anyone ending the frozen process.
-    Before 0007 (0003 only aborts the collectives) the next world waited for the frozen
-    process to exit (on a real cluster: its ssh client, 60 s) - here, forever. The liveness
-    check (0008) is turned off, so this is the leave path alone."""
+    Before the leave grace (the aborts for a lost worker only abort the collectives) the next
+    world waited for the frozen process to exit (on a real cluster: its ssh client, 60 s) - here, forever. The liveness
+    check is turned off, so this is the leave path alone."""
     me = socket.gethostname()
     script, hosts, _ = discovery_script(tmp_path, f"localhost:1\n127.0.0.1:1\n{me}:1\n")
     log = tmp_path / "live.jsonl"
@@ -87,18 +88,18 @@ def test_a_vanished_host_leaves_the_world_without_waiting_for_its_process(tmp_pa
                   HOROVOD_ELASTIC_LIVENESS_TIMEOUT_SECONDS="0", HOROVOD_ELASTIC_LEAVE_GRACE_SECONDS="2")
     job = Job(tmp_path, job_argv(script, 3, 2), env)
     lose_one(job, log, "died", "the worker on 127.0.0.1 to freeze", {("localhost", 2), (me, 2)},
-             "the survivors to train at world size 2 (before 0007: never, the frozen process holds the next world)",
+             "the survivors to train at world size 2 (without the leave grace: never, the frozen process holds it)",
              "the driver to end the frozen process", then=lambda: hosts.write_text(f"localhost:1\n{me}:1\n"))
 
 
 @pytest.mark.timeout(400)
 def test_a_silent_worker_whose_host_left_is_lost_without_the_grace(tmp_path):
-    """0108 (was 0018): a worker freezes (SIGSTOP) and its host then leaves discovery (a node gone, marked
+    """0108: a worker freezes (SIGSTOP) and its host then leaves discovery (a node gone, marked
     NotReady). Its liveness pings have gone unanswered, so it is not finishing a graceful
     leave: the driver loses it at once instead of after the leave grace. The grace and the
     liveness timeout are both 150 s here and the Gloo timeout 300 s, so only the new path can
-    free the survivors within the 90 s they are given. Before 0018 the frozen worker stayed in
-    the world for the whole grace."""
+    free the survivors within the 90 s they are given. Before a silent leaver was lost at once
+    the frozen worker stayed in the world for the whole grace."""
     me = socket.gethostname()
     script, hosts, _ = discovery_script(tmp_path, f"localhost:1\n127.0.0.1:1\n{me}:1\n")
     log, events = tmp_path / "live.jsonl", tmp_path / "events.jsonl"
@@ -107,7 +108,7 @@ def test_a_silent_worker_whose_host_left_is_lost_without_the_grace(tmp_path):
                   HOROVOD_ELASTIC_LIVENESS_TIMEOUT_SECONDS="150", HOROVOD_ELASTIC_EVENTS_FILE=str(events))
     job = Job(tmp_path, job_argv(script, 3, 2, "--elastic-leave-grace", "150"), env)
     lose_one(job, log, "died", "the worker on 127.0.0.1 to freeze", {("localhost", 2), (me, 2)},
-             "the survivors to train at world size 2 (before 0018: after the 150 s leave grace)",
+             "the survivors to train at world size 2 (a silent leaver kept: after the 150 s leave grace)",
              "the driver to end the frozen process", then=lambda: hosts.write_text(f"localhost:1\n{me}:1\n"))
     lost = [r for r in read_log(events) if r["kind"] == Kind.WORKER_LOST]
     assert [r["detail"]["host"] for r in lost] == ["127.0.0.1"], lost
@@ -117,13 +118,13 @@ def test_a_silent_worker_whose_host_left_is_lost_without_the_grace(tmp_path):
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("frozen", ["127.0.0.1", "localhost"], ids=["rank1", "coordinator"])
 def test_a_frozen_worker_on_a_listed_host_is_lost_and_its_host_gets_no_new_worker(tmp_path, frozen):
-    """0108 (was 0008): a worker freezes (SIGSTOP) and its host stays in discovery (a hung process on a
+    """0108: a worker freezes (SIGSTOP) and its host stays in discovery (a hung process on a
     node Kubernetes sees as Ready); the coordinator too. The Gloo timeout is 300 s. The
     driver's pings go unanswered, the worker is lost after the liveness timeout: its peers are
     aborted, it is recorded once and terminated, and the survivors train at world size 2.
     Its host is quarantined: though the blacklist cooldown (1-2 s) ends, no worker is started
-    there again while it stays listed and its quarantine lasts (0031: a cooldown, an hour
-    here; tests/runtime/test_patch_detector.py has the host come back after it). Before 0008
+    there again while it stays listed and its quarantine lasts (quarantine with probation: a
+    cooldown, an hour here; tests/runtime/test_patch_detector.py has the host come back after it). Before liveness
     the survivors waited in their collective for the 300 s Gloo timeout (the test gives them
     90 s)."""
     me = socket.gethostname()
@@ -135,7 +136,7 @@ def test_a_frozen_worker_on_a_listed_host_is_lost_and_its_host_gets_no_new_worke
     job = Job(tmp_path, job_argv(script, 3, 2, "--blacklist-cooldown-range", "1", "2"), env)
     survivors = {h for h in ("localhost", "127.0.0.1", me) if h != frozen}
     lose_one(job, log, "died", f"the worker on {frozen} to freeze", {(h, 2) for h in survivors},
-             "the survivors to train at world size 2 (before 0008: the 300 s Gloo timeout)",
+             "the survivors to train at world size 2 (before liveness: the 300 s Gloo timeout)",
              "the driver to end the frozen process")
     records = read_log(events)
     lost = [r for r in records if r["kind"] == Kind.WORKER_LOST]
@@ -149,11 +150,11 @@ def test_a_frozen_worker_on_a_listed_host_is_lost_and_its_host_gets_no_new_worke
 
 @pytest.mark.timeout(400)
 def test_a_worker_that_never_checks_in_is_lost_at_the_barrier_deadline(tmp_path):
-    """0108 (was 0009): a worker is killed; of its two peers (aborted as in 0003), one checks in for the
-    next world and the other hangs before it does (its main thread stuck, its notification
+    """0108: a worker is killed; of its two peers (aborted as for any lost worker), one checks in
+    for the next world and the other hangs before it does (its main thread stuck, its notification
     thread answering the driver's pings, so liveness does not see it). After the barrier
     deadline (3 s here) the driver loses the hung worker and the last one trains alone.
-    Before 0009 the registration barrier has no deadline: the job waits for it forever."""
+    Stock, the registration barrier has no deadline: the job waits for it forever."""
     me = socket.gethostname()
     script, _, _ = discovery_script(tmp_path, f"localhost:1\n127.0.0.1:1\n{me}:1\n")
     log = tmp_path / "live.jsonl"
@@ -162,18 +163,20 @@ def test_a_worker_that_never_checks_in_is_lost_at_the_barrier_deadline(tmp_path)
                   HOROVOD_ELASTIC_BARRIER_DEADLINE_SECONDS="3")
     job = Job(tmp_path, job_argv(script, 3, 1), env)
     lose_one(job, log, "hung", f"the worker on {me} to hang", {("localhost", 1)},
-             "the last worker to train alone (before 0009: never)", "the driver to end the hung process")
+             "the last worker to train alone (without the barrier deadline: never)",
+             "the driver to end the hung process")
 
 
 @pytest.mark.timeout(400)
 def test_a_host_that_flaps_within_the_grace_aborts_nothing_and_resets_nothing(tmp_path):
-    """0106 (was 0010): a host leaves discovery and is listed again at once (a readiness blip), well
-    within the leave grace (8 s here). Nothing is aborted and no worker is lost. Before 0010
-    the driver aborted every rank at the end of the grace if the host's workers were in the
+    """0106: a host leaves discovery and is listed again at once (a readiness blip), well
+    within the leave grace (8 s here). Nothing is aborted and no worker is lost. Before aborts that
+    named their world the driver aborted every rank at the end of the grace if the host's workers were in the
     world then, which they are again once it is back: a healthy world was broken.
-    0026: nor does the world reset: the driver held the removal back (its workers answered,
-    none was leaving) and dropped it when the host came back, so the coordinator was told of
-    neither change. Before 0026 the flap cost two resets (the removal, then the return)."""
+    With held readiness flaps the world does not reset either: the driver held the removal back
+    (its workers answered, none was leaving) and dropped it when the host came back, so the
+    coordinator was told of neither change. Before, the flap cost two resets (the removal, then
+    the return)."""
     me = socket.gethostname()
     everyone = f"localhost:1\n127.0.0.1:1\n{me}:1\n"
     script, hosts, calls = discovery_script(tmp_path, everyone)
@@ -208,11 +211,11 @@ def test_a_host_that_flaps_within_the_grace_aborts_nothing_and_resets_nothing(tm
 
 @pytest.mark.timeout(400)
 def test_a_worker_that_says_it_is_leaving_is_waited_for_not_aborted(tmp_path):
-    """0106 (was 0011): a worker gets SIGTERM and its host leaves discovery (a pod deleted gracefully);
+    """0106: a worker gets SIGTERM and its host leaves discovery (a pod deleted gracefully);
     its training script leaves through the host-update reset, but its step takes 6 s more,
     longer than the leave grace (2 s, given as --elastic-leave-grace). The worker said it is
     leaving when it got the signal, so the driver waits for it: no abort, no rollback, the
-    survivors train on at world size 2. Before 0011 the grace ran out and every rank was
+    survivors train on at world size 2. Before SIGTERM leaves the grace ran out and every rank was
     aborted (and rolled back to its last commit)."""
     me = socket.gethostname()
     script, hosts, _ = discovery_script(tmp_path, f"localhost:1\n127.0.0.1:1\n{me}:1\n")
@@ -249,8 +252,8 @@ def test_a_worker_that_says_it_is_leaving_is_waited_for_not_aborted(tmp_path):
     ([], {"HOROVOD_ELASTIC_BARRIER_DEADLINE_SECONDS": "nan"}),
 ], ids=["grace-word", "grace-negative", "grace-env", "liveness-env", "barrier-env"])
 def test_a_bad_leave_grace_or_timeout_is_a_one_line_error(tmp_path, argv, env):
-    """0106 (was 0011): a bad --elastic-leave-grace or a bad value of the driver's timeout variables is a
-    one-line usage error and exit 2 before anything starts. Before 0011 there was no option,
+    """0106: a bad --elastic-leave-grace or a bad value of the driver's timeout variables is a
+    one-line usage error and exit 2 before anything starts. Before SIGTERM leaves there was no option,
     and a bad HOROVOD_ELASTIC_LEAVE_GRACE_SECONDS crashed horovodrun with a traceback when it
     imported the driver."""
     script, _, _ = discovery_script(tmp_path, "localhost:1\n")

@@ -46,7 +46,7 @@ class _HeldAfterCheck:
 
 
 def test_a_failure_recorded_while_the_barrier_action_runs_does_not_deadlock_the_driver(jobs):
-    """0108 (was 0046): a world of two (host-1[0], host-2[0]; --min-np 1) resets: host-1[0] checks in and
+    """0108: a world of two (host-1[0], host-2[0]; --min-np 1) resets: host-1[0] checks in and
     waits at the barrier, then fails (its failure is recorded, as for a process that exits or a
     worker the driver loses); host-2[0] checks in last, so the barrier's action forms the next
     world while the failure is being recorded. The action ends, the next world forms (the

@@ -1,11 +1,12 @@
-"""Horovod patches 0037-0039: horovodrun's output relay never dies and never blocks, and
-SIGTERM ends horovodrun within a bound (issue 30, items 3 and 4).
+"""Horovod patch 0102 (a relay that never dies, output that never blocks, the shutdown
+deadline): horovodrun's output relay never dies and never blocks, and SIGTERM ends horovodrun
+within a bound.
 
 Through plain horovodrun: ``-H localhost:2`` for the static jobs (the workers are plain Python,
 no Horovod import: what is tested is how horovodrun relays them), and an elastic job with a
 discovery script whose hosts are local names (tests/runtime/test_horovod_patches.py) for the
 blocked-output test. horovodrun's stdout is a pipe this test reads, or (the blocked tests)
-does not read. Each test says what it does on the build before these patches (0001-0028).
+does not read. Each test says what it does on the build before these fixes (eh3).
 """
 from __future__ import annotations
 
@@ -117,14 +118,14 @@ def queued(pipe) -> int:
 
 @pytest.mark.timeout(300)
 def test_invalid_utf8_output_neither_hangs_nor_silences_horovodrun(tmp_path):
-    """0102 (was 0037), issue 30's reproduction: each rank writes b"caf\\xe9\\n" (not UTF-8), sleeps 2 s and
-    prints "done". Both "done" lines arrive, the invalid byte as U+FFFD, horovodrun exits 0.
-    Before 0037 the relay thread died of the UnicodeDecodeError: no output, exit or kill was
-    seen again and horovodrun hung (this test: no "done" in 180 s)."""
+    """0102, the reproduction of a relay killed by one byte: each rank writes b"caf\\xe9\\n" (not
+    UTF-8), sleeps 2 s and prints "done". Both "done" lines arrive, the invalid byte as U+FFFD, horovodrun exits 0.
+    Before a relay that never dies the relay thread died of the UnicodeDecodeError: no output,
+    exit or kill was seen again and horovodrun hung (this test: no "done" in 180 s)."""
     proc = run_static(tmp_path, INVALID_UTF8)
     out = Reader(proc.stdout).start()
     try:
-        wait_for(lambda: proc.poll() is not None, 180, "horovodrun to exit (before 0037: it hangs)",
+        wait_for(lambda: proc.poll() is not None, 180, "horovodrun to exit (a relay that dies: it hangs)",
                  detail=out.text)
         out.thread.join(30)
         text = out.text()
@@ -138,10 +139,10 @@ def test_invalid_utf8_output_neither_hangs_nor_silences_horovodrun(tmp_path):
 
 @pytest.mark.timeout(300)
 def test_a_character_cut_across_writes_arrives_whole(tmp_path):
-    """0102 (was 0037): a multi-byte character split between two writes (0.3 s apart, so between two of the
+    """0102: a multi-byte character split between two writes (0.3 s apart, so between two of the
     relay's reads), in a plain line and in tqdm-style progress lines ending in \\r: each
-    arrives whole, nothing replaced. Passes before 0037 too (its incremental decoder): the
-    replacement must not cost that."""
+    arrives whole, nothing replaced. Passed before a relay that never dies too (its incremental
+    decoder): the replacement must not cost that."""
     proc = run_static(tmp_path, SPLIT)
     out = Reader(proc.stdout).start()
     try:
@@ -160,10 +161,10 @@ def test_a_character_cut_across_writes_arrives_whole(tmp_path):
 
 @pytest.mark.timeout(300)
 def test_sigterm_ends_horovodrun_whose_output_is_blocked(tmp_path):
-    """0102 (was 0038/0039): two ranks print 2000-character lines without pause; nobody reads horovodrun's stdout,
+    """0102: two ranks print 2000-character lines without pause; nobody reads horovodrun's stdout,
     so its pipe fills and stays full. SIGTERM to horovodrun (not to its workers) ends it and
-    them. Before 0038 the relay thread sat in the blocked write and never saw the kill event
-    the SIGTERM handler set: horovodrun and its workers ran on (this test: 120 s)."""
+    them. Before output that never blocks the relay thread sat in the blocked write and never
+    saw the kill event the SIGTERM handler set: horovodrun and its workers ran on (this test: 120 s)."""
     proc = run_static(tmp_path, CHATTY)
     pids: list[int] = []
     try:
@@ -172,7 +173,7 @@ def test_sigterm_ends_horovodrun_whose_output_is_blocked(tmp_path):
         pids = [int(p.read_text()) for p in tmp_path.glob("pid.*")]
         os.kill(proc.pid, signal.SIGTERM)
         wait_for(lambda: proc.poll() is not None, 120,
-                 "horovodrun to end after SIGTERM, its stdout unread (before 0038: never)")
+                 "horovodrun to end after SIGTERM, its stdout unread (a blocking relay: never)")
         wait_for(lambda: all(pid_gone(p) for p in pids), 30, "its workers to be gone")
         pids = []
     finally:
@@ -183,14 +184,14 @@ def test_sigterm_ends_horovodrun_whose_output_is_blocked(tmp_path):
 
 @pytest.mark.timeout(600)
 def test_an_elastic_job_whose_output_nobody_reads_trains_on_and_grows(tmp_path):
-    """0102 (was 0038): an elastic job (discovery script, 2 hosts, --max-np 3) whose ranks print 2000
+    """0102: an elastic job (discovery script, 2 hosts, --max-np 3) whose ranks print 2000
     characters a step, and nobody reads horovodrun's stdout or stderr for 30 s: the ranks keep
     training (their log), a host added to discovery meanwhile gets a worker and the world
     grows to 3 (discovery runs on, its change is taken). Then the output is read again: it
     says how much was dropped ("N bytes of output dropped: stdout blocked", past the 256 KiB
     buffer set here), the job is stopped, every rank's "done" line arrives and horovodrun
-    exits 0. Before 0038 the relay thread sat in the blocked write: the ranks blocked in
-    their prints and the discovery script's output was never read (the world never grew)."""
+    exits 0. Before output that never blocks the relay thread sat in the blocked write: the
+    ranks blocked in their prints and the discovery script's output was never read (the world never grew)."""
     me = socket.gethostname()
     script, hosts, _ = discovery_script(tmp_path, "localhost:1\n127.0.0.1:1\n")
     log, stop_file, events = tmp_path / "relay.jsonl", tmp_path / "stop", tmp_path / "events.jsonl"
@@ -220,7 +221,7 @@ def test_an_elastic_job_whose_output_nobody_reads_trains_on_and_grows(tmp_path):
         blocked = max(r["time"] for r in read_log(log))
         hosts.write_text(f"localhost:1\n127.0.0.1:1\n{me}:1\n")
         wait_for(lambda: steps(3) >= 20, 240,
-                 "the world to grow to 3 and train, stdout unread (before 0038: the ranks block in print, "
+                 "the world to grow to 3 and train, stdout unread (a blocking relay: the ranks block in print, "
                  "the discovery script's output is never read)", alive=running, detail=driver_events)
         wait_for(lambda: max(r["time"] for r in read_log(log)) > blocked + 30, 120,
                  "30 s of training with stdout unread", alive=running)
@@ -246,11 +247,12 @@ def test_an_elastic_job_whose_output_nobody_reads_trains_on_and_grows(tmp_path):
 
 @pytest.mark.timeout(300)
 def test_sigterm_ends_horovodrun_within_its_deadline_whatever_it_waits_for(tmp_path):
-    """0102 (was 0039): each rank leaves a process in a session of its own holding its stdout (a daemon it
+    """0102: each rank leaves a process in a session of its own holding its stdout (a daemon it
     started), so after the ranks are ended their output never reaches EOF and horovodrun
     would wait for it for good. SIGTERM to horovodrun: at HOROVOD_SHUTDOWN_DEADLINE_SECONDS
     (5 here) it kills what it still waits for, says so, and exits 143 (128 + SIGTERM). Before
-    0039 (0037 and 0038 included) it waited for that output forever (this test: 120 s)."""
+    the shutdown deadline (the relay's other two fixes included) it waited for that output
+    forever (this test: 120 s)."""
     proc = run_static(tmp_path, ESCAPES, HOROVOD_SHUTDOWN_DEADLINE_SECONDS="5")
     out = Reader(proc.stdout).start()
     escaped: list[int] = []
@@ -261,7 +263,7 @@ def test_sigterm_ends_horovodrun_within_its_deadline_whatever_it_waits_for(tmp_p
         ranks = [int(p.read_text()) for p in tmp_path.glob("pid.*")]
         os.kill(proc.pid, signal.SIGTERM)
         wait_for(lambda: proc.poll() is not None, 120,
-                 "horovodrun to exit at its shutdown deadline (before 0039: never)", detail=out.text)
+                 "horovodrun to exit at its shutdown deadline (without one: never)", detail=out.text)
         assert proc.returncode == 128 + signal.SIGTERM, out.text()
         assert all(pid_gone(p) for p in ranks)
         wait_for(lambda: "still running 5 s after SIGTERM" in out.text(), 30, "the line saying why it exits",

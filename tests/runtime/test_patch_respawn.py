@@ -53,7 +53,7 @@ class _Either:
 
 
 def test_a_host_back_from_its_cooldown_gets_a_new_process_for_its_ended_one():
-    """0107 (was 0047): a world of three (host-1, host-2, host-3; --min-np 2, blacklist cooldown 1 s).
+    """0107: a world of three (host-1, host-2, host-3; --min-np 2, blacklist cooldown 1 s).
     host-1[0] checks in for a reset; host-2[0] and host-3[0] exit with 1 (their failures
     complete the barrier: both hosts are blacklisted, one slot is left, the driver waits for
     two). Once host-2's or host-3's cooldown ends, the next world forms with it, and a new

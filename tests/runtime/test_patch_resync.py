@@ -1,10 +1,10 @@
 """The worker side of the elastic run (horovod/common/elastic.py, horovod/torch/elastic), as
-patched by horovod-fork 0012 and later: through plain horovodrun with a
+patched by horovod-fork 0109: through plain horovodrun with a
 discovery script, as tests/runtime/test_horovod_patches.py does, plus unit tests of
 ``run_fn`` in a single process.
 
-Each horovodrun test fails on the patches before its own (0001-0005 and the runner's
-0006-0009: ``scripts/setup`` with ELASTIC_HOROVOD_WHEELS pointing at such a wheel shows it);
+Each horovodrun test fails on a build without its fix (the driver's fixes alone:
+``scripts/setup`` with ELASTIC_HOROVOD_WHEELS pointing at such a wheel shows it);
 a job that hangs is found by the test's deadline, never waited out.
 """
 import json
@@ -48,14 +48,14 @@ def finish(job: Job, timeout: float, what: str) -> None:
     assert job.proc.returncode == 0, job.output()
 
 
-# -- one decision on re-syncing (0012) ---------------------------------------------------------
+# -- one decision on re-syncing -----------------------------------------------------------------
 
 @pytest.mark.timeout(400)
 def test_ranks_that_leave_a_world_differently_still_sync_together(tmp_path):
-    """0109 (was 0012), the Horovod #3494 moment forced: in a world of two, rank 0 leaves with a
+    """0109, the Horovod #3494 moment forced: in a world of two, rank 0 leaves with a
     removal-only host update (it may skip the sync) while rank 1 leaves with
     HorovodInternalError (as when an abort lands in ``check_host_updates``'s broadcast after
-    rank 0 got it): rank 1 must sync. Before 0012 rank 0 skipped the sync and called its next
+    rank 0 got it): rank 1 must sync. Before one re-sync decision rank 0 skipped the sync and called its next
     collective while rank 1 broadcast the state: each waited for the other forever (the job
     hangs, found by the deadline). Patched, the ranks agree (an AND of their skip flags) and
     both sync."""
@@ -66,7 +66,7 @@ def test_ranks_that_leave_a_world_differently_still_sync_together(tmp_path):
     job = elastic_run(tmp_path, script, 2, 2, 2, env)
     try:
         finish(job, 240, "the job to end after the ranks left a world with different decisions "
-                         "(before 0012 it hangs: one rank skips the sync, the other syncs)")
+                         "(without one re-sync decision it hangs: one rank skips the sync, the other syncs)")
     finally:
         job.close()
     forced = records(Path(f"{log}.interrupts"))
@@ -82,10 +82,10 @@ def test_ranks_that_leave_a_world_differently_still_sync_together(tmp_path):
 
 @pytest.mark.timeout(400)
 def test_a_host_that_joins_after_a_removal_below_min_np_gets_the_state(tmp_path):
-    """0109 (was 0012), Horovod #3494 as reported: a world at --min-np loses a host gracefully (it leaves
+    """0109, Horovod #3494 as reported: a world at --min-np loses a host gracefully (it leaves
     discovery: a removal-only update, so the survivor may skip the sync) and waits below
     --min-np until a new host joins. The joiner must sync, and so must the survivor. Before
-    0012 the survivor skipped the sync and the joiner waited in its broadcast: the job hung
+    one re-sync decision the survivor skipped the sync and the joiner waited in its broadcast: the job hung
     (found by the deadline). Patched, both sync and the job ends on the new world."""
     me = socket.gethostname()
     script, hosts, calls = discovery_script(tmp_path, "localhost:1\n127.0.0.1:1\n")
@@ -103,7 +103,7 @@ def test_a_host_that_joins_after_a_removal_below_min_np_gets_the_state(tmp_path)
         seen = len(answers(calls))
         wait_for(lambda: len(answers(calls)) >= seen + 2, 60, "the driver to discover the new host",
                  alive=alive(job), detail=job.output)
-        finish(job, 180, "the job to end on the new world (before 0012 it hangs: the survivor skips "
+        finish(job, 180, "the job to end on the new world (without one re-sync decision it hangs: the survivor skips "
                          "the sync, the joiner waits in it)")
     finally:
         job.close()
@@ -111,18 +111,18 @@ def test_a_host_that_joins_after_a_removal_below_min_np_gets_the_state(tmp_path)
     assert {r["host"] for r in last} == {"localhost", me}, records(log)[-6:]
 
 
-# -- a peer lost while the next world forms (0013) ---------------------------------------------
+# -- a peer lost while the next world forms ----------------------------------------------------
 
 @pytest.mark.timeout(400)
 def test_a_peer_lost_while_the_world_forms_does_not_end_the_survivors(tmp_path):
-    """0109 (was 0013): a world of two grows by a host whose worker dies right at ``hvd.init`` (SIGKILL,
+    """0109: a world of two grows by a host whose worker dies right at ``hvd.init`` (SIGKILL,
     once), while the two survivors are in their reset's init waiting for it in Gloo's
     rendezvous. Their init fails (at the Gloo timeout, 10 s here, unless an abort ends it
-    first). On 0001-0005 that failure ends both survivors (exit 134: the Gloo error is
+    first). Before the Gloo abort that failure ends both survivors (exit 134: the Gloo error is
     std::terminate in Horovod's background thread; were it raised, it would leave
     ``hvd.elastic.run``, whose reset is outside its ``try``): they are blacklisted and the job
     fails. Patched, ``hvd.init`` fails with an error (the C++ side: a Gloo error while the
-    world forms fails the init) and ``hvd.elastic.run`` resets again (0013): the survivors form
+    world forms fails the init) and ``hvd.elastic.run`` resets again (failed reset inits retried): the survivors form
     the next world without the lost host and train to the end."""
     me = socket.gethostname()
     script, hosts, _ = discovery_script(tmp_path, "localhost:1\n127.0.0.1:1\n")
@@ -141,7 +141,7 @@ def test_a_peer_lost_while_the_world_forms_does_not_end_the_survivors(tmp_path):
         wait_for(died.exists, 120, "the worker on the new host to die at hvd.init", alive=alive(job),
                  detail=job.output)
         lost_at = max(r["step"] for r in records(log))
-        finish(job, 240, "the survivors to train to the end (before 0013 their failed init ended them)")
+        finish(job, 240, "the survivors to train to the end (unretried, their failed init ended them)")
     finally:
         job.close()
     after = [r for r in records(log) if r["step"] > lost_at]
@@ -149,7 +149,7 @@ def test_a_peer_lost_while_the_world_forms_does_not_end_the_survivors(tmp_path):
     assert max(r["step"] for r in after) == 150
 
 
-# -- run_fn in one process: the order of a world's first steps (0012) --------------------------
+# -- run_fn in one process: the order of a world's first steps ---------------------------------
 
 class RecordingState:
     """A State whose sync, restore and reset are recorded (run_fn's collaborator, not under test)."""
@@ -195,7 +195,7 @@ def run_worlds(outcomes: list, agree_answers: list | None, monkeypatch) -> list:
 
 
 def test_every_world_starts_with_the_agreement_and_syncs_unless_all_skip(monkeypatch):
-    """0109 (was 0012): the agreement is each world's first collective on every rank; the sync is
+    """0109: the agreement is each world's first collective on every rank; the sync is
     skipped only when every rank may skip it."""
     from horovod.common.exceptions import HostsUpdatedInterrupt
 
@@ -204,7 +204,7 @@ def test_every_world_starts_with_the_agreement_and_syncs_unless_all_skip(monkeyp
 
 
 def test_a_rank_that_may_skip_syncs_when_another_may_not(monkeypatch):
-    """0109 (was 0012): a rank that took a removal-only update still syncs when any rank of the new
+    """0109: a rank that took a removal-only update still syncs when any rank of the new
     world may not skip (it joined, or left with HorovodInternalError): Horovod #3494."""
     from horovod.common.exceptions import HostsUpdatedInterrupt
 
@@ -213,7 +213,7 @@ def test_a_rank_that_may_skip_syncs_when_another_may_not(monkeypatch):
 
 
 def test_without_an_agreement_every_world_syncs(monkeypatch):
-    """0109 (was 0012): a framework that gives run_fn no agreement collective never skips the sync."""
+    """0109: a framework that gives run_fn no agreement collective never skips the sync."""
     from horovod.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
 
     calls = run_worlds([HostsUpdatedInterrupt(True), HorovodInternalError("x")], None, monkeypatch)
@@ -222,7 +222,7 @@ def test_without_an_agreement_every_world_syncs(monkeypatch):
 
 
 def test_a_failed_reinitialisation_is_retried_like_an_internal_error(monkeypatch):
-    """0109 (was 0013): a reset whose init fails (a peer lost while the world forms) restores the state
+    """0109: a reset whose init fails (a peer lost while the world forms) restores the state
     and resets again; the next world syncs."""
     from horovod.common.elastic import run_fn
     from horovod.common.exceptions import HostsUpdatedInterrupt
@@ -283,8 +283,9 @@ print(json.dumps({"result": run_fn(func, reset)(state), "worlds": worlds}))
 
 @pytest.mark.timeout(180)
 def test_the_state_is_restored_once_horovod_is_initialized_again():
-    """0109 (was 0040): a reset whose init fails leaves Horovod uninitialized; restoring the state then
-    (0013 did) runs the sampler's handler, whose re-plan asks ``hvd.size()`` and raises
+    """0109: a reset whose init fails leaves Horovod uninitialized; restoring the state then
+    (as the first form of failed reset inits retried did) runs the sampler's handler, whose
+    re-plan asks ``hvd.size()`` and raises
     ``ValueError: Horovod has not been initialized`` -- seen in scripts/soak: after a pod was
     killed every rank of the next world timed out in the rendezvous and each died at its first
     retry. The restore now waits for an initialisation that succeeded; real Horovod, one
@@ -298,7 +299,7 @@ def test_the_state_is_restored_once_horovod_is_initialized_again():
 
 
 def test_a_reinitialisation_that_keeps_failing_is_raised(monkeypatch):
-    """0109 (was 0013): the retries are bounded (RESET_RETRIES in a row), so a misconfiguration that
+    """0109: the retries are bounded (RESET_RETRIES in a row), so a misconfiguration that
     fails every init still ends the worker with its error."""
     from horovod.common import elastic
     from horovod.common.exceptions import HorovodInternalError

@@ -1,11 +1,11 @@
 """The elastic state's restore (horovod/torch/elastic/state.py), as patched by
-horovod-fork 0042: every restore gives back the last commit, however many
+horovod-fork 0109: every restore gives back the last commit, however many
 failures come between two commits.
 
 Real Horovod in one process (a world of one), through ``hvd.elastic.run``'s own loop
 (``run_fn`` with ``hvd.init``/``hvd.shutdown`` as its reset): the training function commits,
 trains on, and fails twice (``HorovodInternalError``, as when a peer is lost) before its next
-commit. Fails on the build before 0042: ``OptimizerStateHandler.restore`` loaded the saved
+commit. Fails on the build before optimizer restores from a copy: ``OptimizerStateHandler.restore`` loaded the saved
 optimizer state itself, and ``Optimizer.load_state_dict`` keeps those tensors (momentum
 buffers, Adam's moments), so the steps after the first restore changed the saved state in
 place and the second restore gave that back.
@@ -75,9 +75,9 @@ print(json.dumps({"result": result, "committed": committed, "restored": restored
 
 @pytest.mark.timeout(180)
 def test_every_restore_gives_back_the_last_commit_however_many_failures_between():
-    """0109 (was 0042): two failures without a commit between them: after each restore the optimizers' state
+    """0109: two failures without a commit between them: after each restore the optimizers' state
     (SGD's momentum buffers, Adam's step and moments) and the batch counter are what was
-    committed. Before 0042 the second restore gave the first failure's trained-on optimizer
+    committed. Before optimizer restores from a copy the second restore gave the first failure's trained-on optimizer
     state (the saved state had been loaded by reference and updated in place)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOROVOD_")}
     env["OMP_NUM_THREADS"] = "1"
@@ -143,9 +143,9 @@ print(json.dumps({"result": result, "committed": committed, "restored": restored
 
 @pytest.mark.timeout(180)
 def test_a_restore_rolls_back_lists_and_dicts_changed_in_place():
-    """0109 (was 0045): ``ObjectState`` attributes changed in place after a commit (a list appended to, a
+    """0109: ``ObjectState`` attributes changed in place after a commit (a list appended to, a
     dict updated, a nested list) are rolled back by a restore, twice in a row, like a
-    reassigned int; until the first restore the attribute is the object given. Before 0045
+    reassigned int; until the first restore the attribute is the object given. Before ``ObjectState`` copies
     save kept references: the restore gave back the lists and dicts training had changed
     since the commit."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOROVOD_")}

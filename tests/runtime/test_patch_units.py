@@ -1,4 +1,5 @@
-"""Unit tests of Horovod patches 0006, 0008, 0010, 0025 and 0026, in Horovod's own style.
+"""Unit tests of Horovod patches 0106 and 0108 (request deadlines, liveness, aborts that name
+their world, liveness at its deadline, held readiness flaps), in Horovod's own style.
 
 Like Horovod's test/single/test_elastic_driver.py (tests/horovod_upstream/single): a real
 ``ElasticDriver`` with its ``RendezvousServer`` and a ``FixedHosts`` discovery, in this
@@ -39,7 +40,7 @@ from tests.waiting import wait_for
 START_DEADLINE = 60.0
 END_DEADLINE = 60.0
 WORKER_DEADLINE = 180.0  # a worker thread gives up waiting for the test after this
-# 0006: a request to a frozen service fails after NOTIFY_ATTEMPTS x NOTIFY_TIMEOUT_SECS per
+# request deadlines: a request to a frozen service fails after NOTIFY_ATTEMPTS x NOTIFY_TIMEOUT_SECS per
 # socket operation; the margin is for load, stock Horovod never returns at all
 REQUEST_DEADLINE = NOTIFY_ATTEMPTS * NOTIFY_TIMEOUT_SECS + 30.0
 STOP_DEADLINE = 3 * driver_module.STOP_JOIN_TIMEOUT_SECS + 30.0
@@ -50,7 +51,7 @@ Key = tuple[str, int]
 def freeze_service(service: WorkerNotificationService) -> None:
     """The service stops answering, as a SIGSTOPped process's does: its server loop ends (its
     listening socket still completes connections: the kernel does) and a request on a
-    connection already open (the driver keeps one for its pings, patch 0046) is read and never
+    connection already open (the driver keeps one for its pings: kept ping connections) is read and never
     answered. ``thaw_service`` undoes it."""
     gate = getattr(service, '_test_gate', None)
     if gate is None:
@@ -185,7 +186,7 @@ class Job:
 
 
 def test_stale_abort_is_ignored_and_one_for_its_world_is_acted_on(jobs):
-    """0106 (was patch 0010): a WorkerLostRequest names its world; the worker asks the driver which world
+    """0106: a WorkerLostRequest names its world; the worker asks the driver which world
     it counts it in (GET worker_world) and acts only when they match. The workers checked in
     for world 1 and, the barrier passed, are in world 2: an abort computed for world 1 that
     arrives now (late) is acknowledged and ignored, one for world 2 aborts."""
@@ -199,7 +200,7 @@ def test_stale_abort_is_ignored_and_one_for_its_world_is_acted_on(jobs):
 
     client = job.client(keys[0])
     client.notify_worker_lost(int(time.time()), 'host-9[0] exited with 1', world - 1)
-    # acknowledged at once (0032), acted on by a thread of its own: the stale one first
+    # acknowledged at once (bounded growth), acted on by a thread of its own: the stale one first
     client.notify_worker_lost(int(time.time()), 'host-9[0] exited with 2', world)
     wait_for(lambda: job.aborts[keys[0]], END_DEADLINE, 'the abort for the current world acted on')
     assert job.aborts[keys[0]] == ['worker host-9[0] exited with 2 is gone']
@@ -211,7 +212,7 @@ def test_stale_abort_is_ignored_and_one_for_its_world_is_acted_on(jobs):
 
 
 def test_double_abort_for_the_same_world_is_harmless(jobs):
-    """0106 (was patch 0010) (with 0003/0006): the driver's abort path (_abort_collectives, as for a lost
+    """0106 (aborts for a lost worker, request deadlines): the driver's abort path (_abort_collectives, as for a lost
     worker) run twice for the same world reaches each worker of that world twice; a second
     abort, even one whose handler raises (a Gloo context already aborted), is acknowledged,
     the service goes on answering, and the job still ends with every worker's success."""
@@ -239,7 +240,7 @@ def test_double_abort_for_the_same_world_is_harmless(jobs):
 
 
 def test_request_to_a_frozen_service_fails_within_its_deadline():
-    """0106 (was patch 0006): the notification client's requests have a socket deadline (2 s, two
+    """0106: the notification client's requests have a socket deadline (2 s, two
     attempts). The service is frozen as a SIGSTOPped process is: its listening socket still
     completes connections (the kernel does), nobody reads or answers. Stock Horovod's client
     had no timeout and waited forever."""
@@ -277,8 +278,8 @@ def test_request_to_a_frozen_service_fails_within_its_deadline():
 
 
 def test_stop_returns_while_the_coordinator_does_not_answer(jobs, monkeypatch):
-    """0106 (was patch 0006): stop() does not hang when the notifier thread is delivering a host change
-    (0001) to a coordinator that never answers (its service reads the request, then hangs):
+    """0106: stop() does not hang when the notifier thread is delivering a host change
+    (kept until acted on) to a coordinator that never answers (its service reads the request, then hangs):
     the request fails at its deadline and stop() waits at most STOP_JOIN_TIMEOUT_SECS per
     thread. Stock: the notifier, and stop() joining it, waited forever."""
     monkeypatch.setenv('HOROVOD_ELASTIC_LIVENESS_TIMEOUT_SECONDS', '0')  # no loss of the hung worker
@@ -325,7 +326,7 @@ def _watch_leave_grace(driver: ElasticDriver) -> tuple[list[list[str]], threadin
 
 
 def test_host_back_within_the_leave_grace_aborts_nothing(jobs, monkeypatch):
-    """0106 (was patch 0010): a host that leaves discovery and is listed again within the leave grace (a
+    """0106: a host that leaves discovery and is listed again within the leave grace (a
     readiness blip) aborts nothing: once the grace is over, no worker was told to abort, and
     none was lost or quarantined."""
     monkeypatch.setattr(driver_module, 'DISCOVER_HOSTS_FREQUENCY_SECS', 0.05)
@@ -355,7 +356,8 @@ def test_host_back_within_the_leave_grace_aborts_nothing(jobs, monkeypatch):
 
 
 def test_host_gone_past_the_leave_grace_is_lost(jobs, monkeypatch):
-    """The control of the test above (patches 0003/0007/0010): the same host not listed again
+    """The control of the test above (aborts for a lost worker, the leave grace, aborts that
+    name their world): the same host not listed again
     within the grace has its worker lost (terminated through its kill event) and the worker
     left in its world is told to abort, for that world."""
     monkeypatch.setattr(driver_module, 'DISCOVER_HOSTS_FREQUENCY_SECS', 0.05)
@@ -372,7 +374,7 @@ def test_host_gone_past_the_leave_grace_is_lost(jobs, monkeypatch):
 
 
 def test_quarantined_host_gets_no_new_worker_until_it_leaves_discovery():
-    """0108 (was patch 0008): HostManager.quarantine keeps a host in the discovered hosts but out of the
+    """0108: HostManager.quarantine keeps a host in the discovered hosts but out of the
     assignment order (no new worker placed there) for as long as discovery lists it; once it
     has left discovery it is usable again when it comes back (a restarted or replaced node)."""
     discovery = FixedHosts({'host-1': 2, 'host-2': 2})
@@ -435,12 +437,12 @@ def _two_registered_workers(jobs, monkeypatch, tmp_path, leave_grace: float):
 
 @pytest.mark.parametrize('flapping', ['host-2', 'host-1'])
 def test_readiness_flap_within_the_grace_reaches_no_worker(jobs, monkeypatch, tmp_path, flapping):
-    """0108 (was patch 0026): a host of the world that leaves discovery while its workers answer and none
+    """0108: a host of the world that leaves discovery while its workers answer and none
     said it is leaving (a pod NotReady for a moment) has its removal held back for the leave
     grace; listed again within it, neither the removal nor the return reaches the coordinator
     (no notification: no reset), the host keeps its place (its ranks), nothing is aborted.
     host-1 is the coordinator's host: back at the end of the discovery order it would get
-    other ranks. Stock (and 0001-0024): the removal went to the coordinator at once."""
+    other ranks. Stock (and before held readiness flaps): the removal went to the coordinator at once."""
     grace = 10.0
     job, events = _two_registered_workers(jobs, monkeypatch, tmp_path, grace)
     keys = [('host-1', 0), ('host-2', 0)]
@@ -465,9 +467,9 @@ def test_readiness_flap_within_the_grace_reaches_no_worker(jobs, monkeypatch, tm
 
 
 def test_held_removal_not_back_within_the_grace_is_delivered_then(jobs, monkeypatch, tmp_path):
-    """0108 (was patch 0026): a held removal whose host does not come back is delivered to the
-    coordinator at the end of the leave grace (no host change lost: 0001), and the worker
-    there, still in the world a grace after that, is lost as in 0007."""
+    """0108: a held removal whose host does not come back is delivered to the
+    coordinator at the end of the leave grace (no host change lost: it is kept until acted on), and the worker
+    there, still in the world a grace after that, is lost as past any leave grace."""
     job, events = _two_registered_workers(jobs, monkeypatch, tmp_path, 2.0)
 
     job.discovery.set({'host-1': 1})
@@ -480,7 +482,7 @@ def test_held_removal_not_back_within_the_grace_is_delivered_then(jobs, monkeypa
 
 
 def test_removal_of_a_leaving_worker_goes_at_once(jobs, monkeypatch, tmp_path):
-    """0108 (was patch 0026): a removal whose worker said it is leaving (0011) is not held: the
+    """0108: a removal whose worker said it is leaving (SIGTERM leaves) is not held: the
     coordinator hears of it at once (here well before the 120 s grace would end)."""
     job, events = _two_registered_workers(jobs, monkeypatch, tmp_path, 120.0)
 
@@ -491,12 +493,12 @@ def test_removal_of_a_leaving_worker_goes_at_once(jobs, monkeypatch, tmp_path):
 
 
 def test_silent_worker_is_lost_at_its_deadline_not_at_the_next_ping_round(jobs, monkeypatch, tmp_path):
-    """0108 (was patch 0025): the liveness timeout is checked when it falls due, not at the next ping
+    """0108: the liveness timeout is checked when it falls due, not at the next ping
     round: with pings every 60 s and a 2 s timeout, a worker whose one ping (sent at once)
-    goes unanswered is lost long before the first round. Stock 0008: silence was counted at
+    goes unanswered is lost long before the first round. With liveness alone: silence was counted at
     the 1 s ticks, so a frozen rank was found up to a tick after the timeout (5.3 s for 5 s).
-    Patch 0029: silence counts only for pings actually sent: the other worker, never pinged
-    in that time, is not lost (before 0029 it was, at the same deadline)."""
+    Liveness without a cascade: silence counts only for pings actually sent: the other worker,
+    never pinged in that time, is not lost (before, it was, at the same deadline)."""
     monkeypatch.setattr(driver_module, 'LIVENESS_INTERVAL_SECS', 60.0)
     monkeypatch.setenv('HOROVOD_ELASTIC_LIVENESS_TIMEOUT_SECONDS', '2')
     events = tmp_path / 'events.jsonl'

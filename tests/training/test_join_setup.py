@@ -51,7 +51,7 @@ def startup_order(recs: list[dict]) -> list[str]:
 
 def test_a_joiner_is_ready_before_hvd_init_and_does_not_read_the_checkpoint(tmp_path):
     # The driver starts a joiner while the world trains and takes it in once it waits in
-    # hvd.init (patch 0020): the run must last long enough at world size 1 for the joiner's
+    # hvd.init (spawn first): the run must last long enough at world size 1 for the joiner's
     # start-up (10-50 s on a loaded machine), so the steps are slow until it is in (the hold).
     n = 192
     trace, ckpt = tmp_path / "trace", tmp_path / "ckpt"
@@ -72,7 +72,7 @@ def test_a_joiner_is_ready_before_hvd_init_and_does_not_read_the_checkpoint(tmp_
             "--metrics-file", str(tmp_path / "metrics.jsonl"),
             "--debug-step-delay", "0.5", "--debug-hold-file", str(hold)]
     # Gloo's default rendezvous timeout: the world waits there only for a joiner already
-    # waiting in hvd.init (patch 0020), never for its start-up
+    # waiting in hvd.init (spawn first), never for its start-up
     job = Job(argv, tmp_path / "horovodrun.log", cwd=ROOT, env=run_env())
     try:
         # epoch 1 is done and checkpointed before the second worker is started

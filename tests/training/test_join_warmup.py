@@ -1,6 +1,6 @@
-"""A joiner's input pipeline and kernels are ready before it waits in ``hvd.init()`` (issue
-33, item 10; ``training.warmup``): the driver takes a joiner in once it waits there (patch
-0020), so whatever it still does after that, the running world waits for.
+"""A joiner's input pipeline and kernels are ready before it waits in ``hvd.init()``
+(``training.warmup``): the driver takes a joiner in once it waits there (spawn first), so
+whatever it still does after that, the running world waits for.
 
 ResNet-50 on a tiny-imagenet tree (an ImageFolder read by PIL in loading processes) on the
 GPU code path (``--debug-gpu-path``: persistent forkserver loaders, mixed precision,

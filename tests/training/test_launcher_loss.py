@@ -1,4 +1,4 @@
-"""The training side of losing the launcher (issue 31), on real horovodrun on this machine:
+"""The training side of losing the launcher, on real horovodrun on this machine:
 
 - one SIGTERM sent to the launcher's process group reaches the trainer twice (directly and
   forwarded by horovodrun) and must count once: the trainer commits and writes its checkpoint;

@@ -1,4 +1,4 @@
-"""Issue 33 item 11: validation's batch on a GPU. ResNet-50's model default (32) made an
+"""Validation's batch on a GPU. ResNet-50's model default (32) made an
 ImageNet validation pass on 64 GPUs take about as long as an epoch of training; on CUDA an
 unset ``--val-batch-size`` is now at least the training batch (evaluation keeps no saved
 activations, so what fits one training step fits one validation step). Given, it is kept;

@@ -223,7 +223,7 @@ class LocalScaleUp:
                "--elastic-timeout", "300", *argv, "--debug-hold-file", str(self.hold),
                "--debug-pause-file", str(self.pause)]
         # Gloo's default rendezvous timeout: the driver takes a joiner in only once it waits
-        # in hvd.init (patch 0020), so the survivors never wait there for its start-up
+        # in hvd.init (spawn first), so the survivors never wait there for its start-up
         self.job = Job(cmd, tmp / "horovodrun.log", cwd=str(Path(__file__).parents[2]), env=run_env())
 
     def set_slots(self, n: int) -> None:

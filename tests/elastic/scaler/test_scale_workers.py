@@ -73,7 +73,7 @@ def test_start_sets_the_desired_size_when_there_is_no_cap_above_it(current, expe
 @pytest.mark.parametrize("current,expected", [(None, 8), (0, 8), (1, 8), (2, 8), (7, 8), (8, None), (10, None),
                                               (12, None), (13, 12), (100, 12), ("9", 8)])
 def test_start_grows_to_what_max_np_needs_and_cuts_to_the_cap(current, expected):
-    """Issue 32, item 7: a job of --max-np 8 on 1-GPU workers asks for 8 workers, not the floor
+    """A job of --max-np 8 on 1-GPU workers asks for 8 workers, not the floor
     of 2 (the old start raised them to the floor only); a size up to the cap is kept."""
     assert start_replicas(current, 8, 12) == expected
 
@@ -117,8 +117,7 @@ def test_a_disrupted_pod_keeps_the_workers_even_on_the_last_try():
 
 
 def test_owner_reference_names_the_job_blocks_its_deletion_and_rejects_one_without_a_uid():
-    """blockOwnerDeletion: a foreground delete of the Job waits until the workers are gone
-    (issue 32, item 6)."""
+    """blockOwnerDeletion: a foreground delete of the Job waits until the workers are gone."""
     assert owner_reference(job_json()) == {"apiVersion": "batch/v1", "kind": "Job", "name": JOB, "uid": JOB_UID,
                                            "blockOwnerDeletion": True}
     with pytest.raises(LaunchError):
@@ -132,7 +131,7 @@ def test_a_pod_being_deleted_with_tries_left_keeps_the_workers():
 
 
 def test_a_kubectl_delete_of_the_pod_on_the_last_try_frees_the_workers():
-    """Issue 32, item 10: a deleted pod has no DisruptionTarget, so the Job counts it as a
+    """A deleted pod has no DisruptionTarget, so the Job counts it as a
     failure; on the last try the Job fails and nothing would free the GPUs but the 24 h TTL
     (the old decision kept the workers for any pod being deleted)."""
     pod = pod_json(launcher_state={"terminated": {"exitCode": 143}}, deleting=True)
@@ -146,7 +145,7 @@ def test_a_pod_being_deleted_before_the_launcher_ended_waits_for_its_exit():
 
 @pytest.mark.parametrize("pod", [pod_json(), pod_json(deleting=True), ended(1, disrupted=True), ended(1)])
 def test_a_suspended_job_frees_the_workers_whatever_the_pod(pod):
-    """Issue 32, item 10: Kueue (or `kubectl patch job --suspend`) suspends the Job and its
+    """Kueue (or `kubectl patch job --suspend`) suspends the Job and its
     controller deletes the pod; the workers must not hold their GPUs until it resumes."""
     decision = stop_decision(pod, "launcher", job_json(failed=0, suspend=True))
     assert decision.action == "zero" and "suspended" in decision.reason
@@ -329,7 +328,7 @@ def test_a_larger_size_is_kept_and_a_deleted_pod_keeps_its_workers(tmp_path):
 
 @pytest.mark.slow
 def test_the_start_phase_grows_the_workers_to_what_max_np_needs_and_exits(tmp_path):
-    """Issue 32, item 7: started with the floor 2 (a new ReplicaSet has 1), the workers are set
+    """Started with the floor 2 (a new ReplicaSet has 1), the workers are set
     to --replicas 4; the init container then exits 0 without waiting for a signal."""
     with StandIn(replicas=1, pod=pod_json(), job=job_json(failed=0)) as api:
         proc = start(api.kubeconfig(tmp_path / "kubeconfig"), "--replicas", "4", "--phase", "start", "--job", JOB)
@@ -340,7 +339,7 @@ def test_the_start_phase_grows_the_workers_to_what_max_np_needs_and_exits(tmp_pa
 
 @pytest.mark.slow
 def test_a_workload_being_deleted_fails_the_start_at_once_with_exit_2(tmp_path):
-    """Issue 32, item 6: a re-apply right after a delete patches the ReplicaSet being deleted;
+    """A re-apply right after a delete patches the ReplicaSet being deleted;
     the start refuses it in one line (exit 2: the Job's podFailurePolicy fails the Job) instead
     of owning and scaling an object that is about to disappear."""
     with StandIn(replicas=2, pod=pod_json(), job=job_json(failed=0), deleting=True) as api:

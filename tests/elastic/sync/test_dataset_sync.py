@@ -261,7 +261,7 @@ def _rsyncs_into(staging_path: str) -> str:
 
 def test_kill_9_mid_copy_leaves_no_writer_and_a_later_sync_stays_true_to_its_manifest(
         sync_cluster, pod_ips, ssh_dir, tmp_path):
-    """Issue 13: ``kill -9`` of dataset-sync alone (not its process group) while rsync copies;
+    """``kill -9`` of dataset-sync alone (not its process group) while rsync copies;
     the orphaned transfer must not outlive it, locally or on the host, and a new sync of other
     data publishes a copy that still matches its manifest 30 s later."""
     host = pod_ips["worker-1"]

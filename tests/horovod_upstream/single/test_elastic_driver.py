@@ -30,15 +30,16 @@ from horovod.runner.http.http_server import RendezvousServer
 
 from tests.waiting import wait_for
 
-# elastic-horovod (patch 0001): the driver delivers a host change from a notifier thread, after
-# the call that recorded it has returned, and merges it with a later change it has not
-# delivered yet (an add and a removal become HostUpdateResult.mixed); so these tests wait, with
-# a deadline, for the delivery instead of asserting at once (tests/horovod_upstream/README.md).
+# elastic-horovod (patch 0105, a host change kept until acted on): the driver delivers a host
+# change from a notifier thread, after the call that recorded it has returned, and merges it
+# with a later change it has not delivered yet (an add and a removal become
+# HostUpdateResult.mixed); so these tests wait, with a deadline, for the delivery instead of
+# asserting at once (tests/horovod_upstream/README.md).
 DELIVERY_TIMEOUT_SECS = 30
 
 
 def wait_for_last_delivery(driver, notify):
-    """Wait until the driver's pending host change (patch 0001: kept until its assignments are
+    """Wait until the driver's pending host change (patch 0105: kept until its assignments are
     in effect) has been delivered through the mocked client's ``notify``; at once on stock
     Horovod, which delivers before the discovery thread goes on."""
     def delivered():
@@ -197,7 +198,7 @@ class ElasticDriverTests(unittest.TestCase):
         driver.wait_for_available_slots(min_num_proc=16)
         assert driver._host_manager.current_hosts.count_available_slots() >= 16
 
-        # elastic-horovod (patch 0001): the changes are delivered asynchronously, the last one
+        # elastic-horovod (patch 0105): the changes are delivered asynchronously, the last one
         # (host-3 added) at the latest before stop(); wait for it.
         notify = mock_get_worker_client.return_value.notify_hosts_updated
         wait_for_last_delivery(driver, notify)
@@ -383,7 +384,7 @@ class ElasticDriverTests(unittest.TestCase):
                 time.sleep(0.01)
 
             if slot_info.rank == 0:
-                # elastic-horovod (patch 0001): delivered asynchronously; wait for the removal
+                # elastic-horovod (patch 0105): delivered asynchronously; wait for the removal
                 wait_for(lambda: any(res & HostUpdateResult.removed for _, res in notification_receiver.events),
                          DELIVERY_TIMEOUT_SECS, 'the host removal delivered to the coordinator')
 
@@ -400,7 +401,7 @@ class ElasticDriverTests(unittest.TestCase):
 
         assert len(rank_results) == 2
         for rank, events in rank_results.items():
-            # elastic-horovod (patch 0001): an update is redelivered with the same timestamp
+            # elastic-horovod (patch 0105): an update is redelivered with the same timestamp
             # until it is in effect, and an add not yet in effect is merged with the removal.
             timestamps = [timestamp for timestamp, _ in events]
             assert timestamps == sorted(timestamps), rank
@@ -435,14 +436,14 @@ class ElasticDriverTests(unittest.TestCase):
         driver = ElasticDriver(mock.Mock(), discovery, min_num_proc=8, max_num_proc=12)
         driver.wait_for_available_slots(min_num_proc=16)
 
-        # elastic-horovod (patch 0001): delivered asynchronously; wait for the last change.
+        # elastic-horovod (patch 0105): delivered asynchronously; wait for the last change.
         notify = mock_get_worker_client.return_value.notify_hosts_updated
         wait_for_last_delivery(driver, notify)
         driver.stop()
 
         # On the second call, we should see the number of slots dip below the minimum, but we still want to ensure
         # we notify workers every time there is a change: 3 changes (add, removal, add), each
-        # delivered or merged into a later one that was (elastic-horovod, patch 0001).
+        # delivered or merged into a later one that was (elastic-horovod, patch 0105).
         timestamps = [c.args[0] for c in notify.call_args_list]
         assert timestamps == sorted(timestamps)
         assert 1 <= len(set(timestamps)) <= 3

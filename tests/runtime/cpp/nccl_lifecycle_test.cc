@@ -1,4 +1,4 @@
-// The NCCL communicator life cycle of patches 0043-0044 (horovod/common/ops/nccl_lifecycle.h),
+// The NCCL communicator life cycle of patch 0104 (horovod/common/ops/nccl_lifecycle.h),
 // on the CPU: a fake communicator state stands in for ncclCommGetAsyncError. Prints one line
 // per failed check and exits 1 if any failed. With the argument "stock-order" the teardown
 // runs in stock Horovod's order (free the communicators, then join the finalizers) and the

@@ -39,7 +39,7 @@ parser.add_argument('--logfile', default='/tmp/logfile.txt',
                     help='log file to record results (one line per epoch)')
 parser.add_argument('--discovery-schedule', default='[]',
                     help='JSON string specifying schedule of host updates each epoch')
-# elastic-horovod: 3 s became 60: with patch 0020 (spawn first, notify later) the driver tells
+# elastic-horovod: 3 s became 60: with patch 0107's spawn first (notify later) the driver tells
 # rank 0 of an added host only once the new host's worker has imported torch and Horovod and
 # waits in hvd.init, which takes more than 3 s on a loaded machine (see ../../README.md)
 parser.add_argument('--discovery-wait', type=int, default=60,
