@@ -25,7 +25,7 @@ as an empty list with a warning (the job's pods may not exist yet).
 Exit codes: 0 an answer was printed; 1 no trustworthy answer; 2 bad settings.
 Never a partial list: output is validated first and written with one call.
 
-Start-up is most of a poll's CPU (issue 26): a poll the daemon answers imports only ``sys``,
+Start-up is most of a poll's CPU: a poll the daemon answers imports only ``sys``,
 ``_socket``, ``time`` and the project's small modules here -- no ``os`` (see ``getenv``), no
 ``re``, ``enum`` or ``json``; the cache and api fallbacks import what they need when they run
 (the api fallback runs the ``site`` module first when Python was started with ``-S``, as

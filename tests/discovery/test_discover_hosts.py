@@ -53,7 +53,7 @@ def test_partial_answers_are_refused(body: bytes) -> None:
     b"$(id):1", b"a b:1", b"010.0.0.1:1", b"0.0.0.0:1", b"x" * 300 + b":1", b"h:1:1",
 ])
 def test_a_bad_line_is_left_out_and_reported_the_rest_served(line: bytes) -> None:
-    """Issue 13: one bad pod must not make every poll fail (horovodrun would never scale again)."""
+    """One bad pod must not make every poll fail (horovodrun would never scale again)."""
     warnings: list[str] = []
     out = validate(b"10.0.0.1:2\n" + line + b"\nworker-3.example:4\n", "daemon", warnings)
     assert out == b"10.0.0.1:2\nworker-3.example:4\n"
@@ -343,7 +343,7 @@ def test_an_exec_plugin_that_hangs_is_stopped_at_its_deadline(tmp_path: Path) ->
         exec_credential({**spec, "apiVersion": "v0"}, {}, str(tmp_path), "kc", 1.0)
 
 
-# -- hostile daemons (issue 13) ---------------------------------------------------------------
+# -- hostile daemons ----------------------------------------------------------------------------
 class FakeDaemon:
     """A loopback socket server answering every connection with ``answer(conn)`` in a thread."""
 
@@ -480,7 +480,7 @@ def test_daemon_closes_idle_and_half_sent_connections_and_caps_them(cluster, dae
             s.close()
 
 
-# -- the installed command: -S start (issue 26: the poll's CPU) -------------------------------
+# -- the installed command: -S start (the poll's CPU) ----------------------------------------
 SCRIPT = Path(sys.executable).parent / "discover-hosts"
 
 

@@ -1,5 +1,5 @@
 """Hostile pods: whatever a pod's status says, no value reaches horovodrun's shell unquoted,
-and the good pods keep being served (issue 13).
+and the good pods keep being served.
 
 The chain is the real one: local-cluster API -> discovery-daemon -> ``/hosts`` ->
 ``discover-hosts`` (the installed script) -> Horovod's own ``HostDiscoveryScript`` parser ->

@@ -1,5 +1,5 @@
 """elastic-run stops at once, with exit 2, when every rank of the first world exits 2 before
-any commit (issue 32, item 12): a bad training flag used to hold the workers until the stall
+any commit: a bad training flag used to hold the workers until the stall
 watchdog (900 s) or --elastic-timeout (3600 s) ended horovodrun."""
 import subprocess
 import sys

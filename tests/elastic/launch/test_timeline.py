@@ -125,7 +125,8 @@ def test_world_sizes_and_resets_come_from_the_driver_for_any_script():
 
 
 def test_lost_quarantined_and_leaving_workers_are_on_the_timeline():
-    """The liveness patches' events (0007-0011) say who was given up, and why."""
+    """The events of the leave grace, liveness and SIGTERM leaves (patches 0106 and 0108) say
+    who was given up, and why."""
     driver = [*DRIVER[:2],
               driver_events.Record(1005.0, "worker_leaving", {"host": "127.0.1.1", "slot": 0}),
               driver_events.Record(1012.0, "worker_lost", {"host": "127.0.1.2", "slot": 0,
