@@ -109,6 +109,10 @@ class PodRuntime:
         self.proc: subprocess.Popen | None = None
         self.init_pid: int | None = None
         self.ns: str | None = None
+        # an open handle on the pod's pid namespace, held until the pod is cleaned up: the
+        # kernel reuses a freed namespace's number at once, and ``ns`` must never name the
+        # namespace of a newer pod (its processes would be signalled as this pod's)
+        self.ns_fd: int | None = None
         self.kill_at: float | None = None  # loop time at which to stop waiting for SIGTERM
         self.wake = asyncio.Event()
         self.task: asyncio.Task | None = None
@@ -142,6 +146,9 @@ class PodRuntime:
             self._report_failed(f"internal error in the kubelet: {exc!r}", None)
         finally:
             await self._stop()
+            if self.ns_fd is not None:
+                os.close(self.ns_fd)
+                self.ns_fd = None
             if self.ip:
                 k.pool.release(self.ip)
             shutil.rmtree(self.dir, ignore_errors=True)
@@ -188,9 +195,14 @@ class PodRuntime:
             return
         if self.kubelet.isolation == "namespaces":
             child = procs.first_child(self.proc.pid)
-            ns = procs.namespace_of(child) if child else None
-            if ns and ns != procs.namespace_of(os.getpid()):
-                self.init_pid, self.ns = child, ns
+            held = procs.hold_namespace(child) if child else None
+            if held is None:
+                return
+            fd, ns = held
+            if ns == procs.namespace_of(os.getpid()):  # unshare has not made it yet
+                os.close(fd)
+                return
+            self.init_pid, self.ns, self.ns_fd = child, ns, fd
         else:
             self.init_pid = self.proc.pid
 

@@ -19,6 +19,18 @@ def namespace_of(pid: int) -> str | None:
         return None
 
 
+def hold_namespace(pid: int) -> tuple[int, str] | None:
+    """Open ``pid``'s pid namespace: returns the open descriptor and the namespace's name
+    (as ``namespace_of`` spells it), or None when ``pid`` is gone. While the descriptor is
+    open the namespace stays allocated, so its name cannot be given to a new namespace (the
+    kernel reuses a freed one's number at once). The caller closes it."""
+    try:
+        fd = os.open(f"/proc/{pid}/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    return fd, f"pid:[{os.fstat(fd).st_ino}]"
+
+
 def all_pids() -> list[int]:
     return [int(p) for p in os.listdir("/proc") if p.isdigit()]
 

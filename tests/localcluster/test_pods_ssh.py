@@ -98,6 +98,45 @@ def test_pods_status_reports_ready_with_ip(cluster):
                                "ssh_port": cluster.ssh_port, "uid": pod["metadata"]["uid"]}]
 
 
+def test_a_pods_namespace_is_not_given_to_another_pod_until_the_pod_is_gone(cluster):
+    """The kernel soon gives a freed pid namespace's number to a new namespace. The kubelet
+    finds a pod's processes by that number (to stop, freeze or clean up the pod), so it holds
+    the pod's namespace open until the pod is cleaned up: a pod whose sandbox died is still
+    known by its number, and no newer pod can be signalled in its place."""
+    import signal
+    import subprocess
+
+    cluster.create_pod("held")
+    cluster.wait_ready("held")
+    pids = _pods_processes(cluster, "held")
+    assert pids, "no process of the pod found"
+    ns = procs.namespace_of(pids[0])
+    kubelet = int(cluster.state["pid"])
+    for pid in pids:  # the sandbox dies: sshd and everything in the pod
+        os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: cluster.client.get_pod("held")["status"].get("phase") == "Failed", 60,
+             "the pod whose sandbox died to be Failed")
+    assert not procs.in_namespace(ns)
+    assert ns in _namespaces_held_by(kubelet), "the kubelet let go of a failed pod's namespace"
+    for _ in range(20):  # new namespaces never take the held number
+        made = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "--", "readlink", "/proc/self/ns/pid"],
+                              capture_output=True, text=True, timeout=30, check=True).stdout.strip()
+        assert made != ns
+    cluster.delete_pod("held", grace_seconds=1)
+    cluster.wait_gone("held", timeout=30)
+    assert ns not in _namespaces_held_by(kubelet), "the kubelet kept a deleted pod's namespace open"
+
+
+def _namespaces_held_by(pid):
+    held = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            held.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            continue
+    return held
+
+
 def _pods_processes(cluster, name):
     """Host pids of every process of pod ``name`` (its pid namespace, found from its sshd)."""
     config = str(cluster.pod_data_dir(name).parent / "sshd_config")
