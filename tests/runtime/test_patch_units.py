@@ -211,6 +211,60 @@ def test_stale_abort_is_ignored_and_one_for_its_world_is_acted_on(jobs):
     assert all(code == 0 for code, _ in res.values()), res
 
 
+def _world_question_failing(job: Job, monkeypatch: pytest.MonkeyPatch, failures: int | None) -> list[Key]:
+    """The driver cannot say which world a worker is in for its first ``failures`` questions
+    (None: never); returns the list of the questions' keys, as they come."""
+    answer = job.driver.worker_world_and_checkins
+    asked: list[Key] = []
+
+    def failing(host: str, slot: int) -> Any:
+        asked.append((host, slot))
+        if failures is None or len(asked) <= failures:
+            raise RuntimeError('the driver cannot say, for now')
+        return answer(host, slot)
+
+    monkeypatch.setattr(job.driver, 'worker_world_and_checkins', failing)
+    return asked
+
+
+def test_an_abort_whose_world_question_fails_asks_again_and_is_acted_on(jobs, monkeypatch):
+    """0106: a worker told to abort asks which world the driver counts it in; while that
+    question fails (the driver busy, a full accept backlog) it asks again, with a growing wait,
+    and acts on the answer: an abort ignored would leave it blocked on a gone peer."""
+    job = jobs({'host-1': 2}, min_np=2, max_np=2)
+    job.start()
+    keys = [('host-1', 0), ('host-1', 1)]
+    job.wait_ready(*keys)
+    world = job.driver.worker_world('host-1', 0)
+    asked = _world_question_failing(job, monkeypatch, failures=3)
+
+    job.client(keys[0]).notify_worker_lost(int(time.time()), 'host-9[0] exited with 1', world)
+    wait_for(lambda: job.aborts[keys[0]], END_DEADLINE, 'the abort acted on once the driver could say')
+    assert asked == [keys[0]] * 4
+    assert job.aborts[keys[0]] == ['worker host-9[0] exited with 1 is gone']
+    assert job.aborts[keys[1]] == []
+
+
+def test_an_abort_whose_world_question_fails_is_dropped_once_the_worker_resets(jobs, monkeypatch):
+    """0106: while the world question fails, a worker that begins a reset has left the world
+    the abort was for: it stops asking and does not abort (the abort would land in the next
+    world's hvd.init)."""
+    job = jobs({'host-1': 2}, min_np=2, max_np=2)
+    job.start()
+    keys = [('host-1', 0), ('host-1', 1)]
+    job.wait_ready(*keys)
+    world = job.driver.worker_world('host-1', 0)
+    asked = _world_question_failing(job, monkeypatch, failures=None)
+
+    job.client(keys[0]).notify_worker_lost(int(time.time()), 'host-9[0] exited with 1', world)
+    wait_for(lambda: len(asked) >= 2, END_DEADLINE, 'the world question asked again')
+    job.managers[keys[0]].begin_reset()
+    abort_thread = [t for t in threading.enumerate() if t.name == 'abort-collectives']
+    assert len(abort_thread) == 1
+    wait_for(lambda: not abort_thread[0].is_alive(), END_DEADLINE, 'the abort dropped after the reset began')
+    assert job.aborts[keys[0]] == []
+
+
 def test_double_abort_for_the_same_world_is_harmless(jobs):
     """0106 (aborts for a lost worker, request deadlines): the driver's abort path (_abort_collectives, as for a lost
     worker) run twice for the same world reaches each worker of that world twice; a second
