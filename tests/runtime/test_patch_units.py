@@ -520,6 +520,25 @@ def test_readiness_flap_within_the_grace_reaches_no_worker(jobs, monkeypatch, tm
     assert all(code == 0 for code, _ in res.values()), res
 
 
+def test_a_reset_during_a_readiness_flap_keeps_the_flapping_host_in_the_world(jobs, monkeypatch, tmp_path):
+    """0108: a reset while a host's removal is held (another host's change, a lost worker
+    elsewhere) forms its world with the held host and its slots: its workers still answer and
+    keep their place. Before, the reset formed the world without it, released the hold, and
+    the flap cost the host's workers. Back within the grace, nothing more happens."""
+    job, events = _two_registered_workers(jobs, monkeypatch, tmp_path, 120.0)
+
+    job.discovery.set({'host-1': 1})
+    wait_for(lambda: _kinds(events, 'removal_held'), START_DEADLINE, 'the removal of host-2 held')
+    job.driver.resume()  # a reset, as after a failure elsewhere
+    assert sorted(job.driver._host_assignments) == ['host-1', 'host-2']
+    assert job.driver.world_size() == 2
+    assert not _kinds(events, 'removal_released')
+    job.discovery.set({'host-1': 1, 'host-2': 1})
+    wait_for(lambda: _kinds(events, 'removal_dropped'), START_DEADLINE, 'host-2 back, its removal dropped')
+    assert not _kinds(events, 'removal_released', 'notify', 'worker_lost')
+    assert job.aborts == {('host-1', 0): [], ('host-2', 0): []}
+
+
 def test_held_removal_not_back_within_the_grace_is_delivered_then(jobs, monkeypatch, tmp_path):
     """0108: a held removal whose host does not come back is delivered to the
     coordinator at the end of the leave grace (no host change lost: it is kept until acted on), and the worker
