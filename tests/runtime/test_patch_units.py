@@ -106,7 +106,8 @@ class Job:
         self.driver.wait_for_available_slots(self.min_np)
         self.driver.start(self.min_np, self._run_worker)
 
-    def _run_worker(self, slot_info: Any, events: list[threading.Event]) -> tuple[int, float]:
+    def _run_worker(self, slot_info: Any, events: list[threading.Event], joining: bool = False) -> tuple[int, float]:
+        # a joiner (spawn first) runs as any worker here: it checks in at once
         key = (slot_info.hostname, slot_info.local_rank)
         with self._lock:
             self.aborts[key] = []
@@ -537,6 +538,38 @@ def test_a_reset_during_a_readiness_flap_keeps_the_flapping_host_in_the_world(jo
     wait_for(lambda: _kinds(events, 'removal_dropped'), START_DEADLINE, 'host-2 back, its removal dropped')
     assert not _kinds(events, 'removal_released', 'notify', 'worker_lost')
     assert job.aborts == {('host-1', 0): [], ('host-2', 0): []}
+
+
+def test_a_held_host_counts_towards_max_np_and_a_spare_host_gets_no_joiner(jobs, monkeypatch, tmp_path):
+    """0107: while a host's removal is held (a readiness flap), its workers are still in the
+    world: its slots count towards --max-np, so a spare host gets no joiner (before, the held
+    host's slots were not counted and a joiner started beyond --max-np)."""
+    monkeypatch.setattr(driver_module, 'DISCOVER_HOSTS_FREQUENCY_SECS', 0.05)
+    events = tmp_path / 'events.jsonl'
+    monkeypatch.setenv('HOROVOD_ELASTIC_EVENTS_FILE', str(events))
+    hosts = {'host-1': 1, 'host-2': 1, 'host-3': 1}
+    job = jobs(hosts, min_np=1, max_np=2, leave_grace=120.0, spawn_first=True)
+    job.start()
+    in_world = sorted(job.driver._host_assignments)  # two of the three: the discovery's order
+    assert len(in_world) == 2, in_world
+    (spare,) = set(hosts) - set(in_world)
+    flapping = in_world[1]
+    job.wait_ready(*[(host, 0) for host in in_world])
+    wait_for(lambda: all(w.client is not None for w in job.driver._workers.values()), START_DEADLINE,
+             'the notification services registered')
+
+    job.discovery.set({host: 1 for host in hosts if host != flapping})
+    wait_for(lambda: _kinds(events, 'removal_held'), START_DEADLINE, f'the removal of {flapping} held')
+    # the discovery round that held it starts its joiners before it logs the hosts it found
+    wait_for(lambda: [e for e in _events(events)[_first_index(events, 'removal_held'):] if e['kind'] == 'hosts'],
+             START_DEADLINE, 'the round that held the removal to end')
+    started = [e['detail'] for e in _kinds(events, 'worker_start') if e['detail'].get('host') == spare]
+    assert started == [], f'a joiner started beyond --max-np on the spare host {spare}'
+    assert not _kinds(events, 'removal_released')
+
+
+def _first_index(path: Any, kind: str) -> int:
+    return next(i for i, e in enumerate(_events(path)) if e['kind'] == kind)
 
 
 def test_held_removal_not_back_within_the_grace_is_delivered_then(jobs, monkeypatch, tmp_path):
