@@ -48,6 +48,7 @@ from discovery.errors import ConfigError
 from discovery.hosts import Host, escape, servable
 from discovery.table import ADMITTED, PREPARING
 from shared.atomicfile import write_atomic
+from shared.discovery_wire import PREPARE_FAILED
 from shared.environment import DISCOVERY_POD_UID
 
 log = logging.getLogger("discovery.admission")
@@ -189,7 +190,7 @@ class Admission:
             return ""
         log.warning("prepare failed", extra={"fields": {
             "pod": host.pod, "host": host.host, "attempt": attempt, "reason": reason}})
-        return f"prepare failed after {attempt} attempts: {reason}"
+        return f"{PREPARE_FAILED} after {attempt} attempts: {reason}"
 
     def _finish(self, uid: str, state: str) -> None:
         if uid in self._state:

@@ -3,9 +3,16 @@
 Standard library only, no I/O, no clock: ``discover-hosts --fallback api`` imports it too.
 
 A pod is a host when it is ``Running``, its ``Ready`` condition is ``True``, it has no
-``deletionTimestamp`` and it has a ``podIP``. Anything else is *waiting* (not an error,
-counted by reason). A pod that would be a host but whose settings are wrong (bad slots
-annotation, bad GPU limit, no usable address) is *skipped* with a reason, never a crash.
+``deletionTimestamp`` and it has a ``podIP``. Anything else is *waiting*, counted by reason:
+``not scheduled`` (no node yet: the pool is full or still growing), ``not running`` (on a node,
+starting), ``not ready``, ``no pod IP``, ``terminating``, and ``failing`` (on a node, but a
+container crash-loops or cannot start: ``CrashLoopBackOff``, an image pull error, a bad
+container config; or the pod ``Failed``). A waiting pod's ``detail`` says more where the API
+does (the scheduler's message, the container's state, restarts, last exit), cut to
+``DETAIL_CHARS`` printable characters: the launcher tells a lack of capacity from failing
+workers by them (``elastic.launch.shortfall``). A pod that would be a host but whose settings
+are wrong (bad slots annotation, bad GPU limit, no usable address) is *skipped* with a reason,
+never a crash.
 
 Slots: the annotation ``elastic-horovod/slots`` (a positive integer), else the sum of the
 containers' ``nvidia.com/gpu`` limits when positive, else ``default_slots``.
@@ -35,6 +42,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from discovery.errors import BadHost
+from shared.discovery_wire import (
+    WAIT_FAILING,
+    WAIT_NO_GROUP,
+    WAIT_NO_IP,
+    WAIT_NOT_READY,
+    WAIT_NOT_RUNNING,
+    WAIT_NOT_SCHEDULED,
+    WAIT_TERMINATING,
+)
 from shared.hosts import MAX_SLOTS, host_ok, host_problem
 
 if TYPE_CHECKING:  # annotations only
@@ -44,12 +60,15 @@ SLOTS_ANNOTATION = "elastic-horovod/slots"
 GPU_RESOURCE = "nvidia.com/gpu"
 ADDRESS_MODES = ("ip", "dns", "name")
 
-# Reasons a pod is waiting (not yet or no longer a host); not errors.
-WAIT_NOT_RUNNING = "not running"
-WAIT_NOT_READY = "not ready"
-WAIT_TERMINATING = "terminating"
-WAIT_NO_IP = "no pod IP"
-WAIT_NO_GROUP = "no group label"
+# Reasons a pod is waiting (not yet or no longer a host): ``shared.discovery_wire``'s WAIT_*.
+
+# A container waiting for one of these reasons will not start by itself: the pod is failing.
+FAILING_CONTAINER_REASONS = frozenset({
+    "CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "ErrImageNeverPull", "InvalidImageName",
+    "CreateContainerConfigError", "CreateContainerError", "RunContainerError", "PreStartHookError",
+    "PostStartHookError",
+})
+DETAIL_CHARS = 200
 
 _SHOWN = 80  # characters of a bad value quoted in a reason
 
@@ -170,13 +189,15 @@ class Skipped:
 
 @dataclass(frozen=True)
 class Waiting:
-    """A pod that is not (yet, or any more) a host, for an ordinary reason."""
+    """A pod that is not (yet, or any more) a host: ``reason`` one of the ``WAIT_*`` values,
+    ``detail`` what the API says about it (printable, at most ``DETAIL_CHARS``; may be empty)."""
 
     namespace: str
     pod: str
     uid: str
     reason: str
     group: str | None = field(default=None, compare=False)
+    detail: str = ""
 
 
 Verdict = Host | Skipped | Waiting
@@ -249,16 +270,28 @@ def classify(pod: Mapping[str, Any], rules: Rules) -> Verdict:
 
     if meta.get("deletionTimestamp"):
         return Waiting(namespace, name, uid, WAIT_TERMINATING, group)
-    if _get(status, "phase") != "Running":
-        return Waiting(namespace, name, uid, WAIT_NOT_RUNNING, group)
+    phase = _get(status, "phase")
     conditions = _get(status, "conditions")
-    ready = False
-    if isinstance(conditions, list):
-        for cond in conditions:
-            if isinstance(cond, dict) and cond.get("type") == "Ready":
-                ready = cond.get("status") == "True"
+    conditions = [c for c in conditions if isinstance(c, dict)] if isinstance(conditions, list) else []
+    if phase != "Running":
+        if phase == "Failed":
+            return Waiting(namespace, name, uid, WAIT_FAILING, group,
+                           _detail("pod Failed", _get(status, "reason"), _get(status, "message"),
+                                   container_state(status)))
+        if phase != "Succeeded" and not _scheduled(pod, conditions):
+            sched: dict[str, Any] = next((c for c in conditions if c.get("type") == "PodScheduled"), {})
+            return Waiting(namespace, name, uid, WAIT_NOT_SCHEDULED, group,
+                           _detail(sched.get("reason"), sched.get("message")))
+        failing = failing_container(status)
+        if failing:
+            return Waiting(namespace, name, uid, WAIT_FAILING, group, failing)
+        return Waiting(namespace, name, uid, WAIT_NOT_RUNNING, group, _detail(container_state(status)))
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
     if not ready:
-        return Waiting(namespace, name, uid, WAIT_NOT_READY, group)
+        failing = failing_container(status)
+        if failing:
+            return Waiting(namespace, name, uid, WAIT_FAILING, group, failing)
+        return Waiting(namespace, name, uid, WAIT_NOT_READY, group, _detail(container_state(status)))
     raw_ip = _get(status, "podIP")
     if not raw_ip:
         return Waiting(namespace, name, uid, WAIT_NO_IP, group)
@@ -310,6 +343,73 @@ def classify(pod: Mapping[str, Any], rules: Rules) -> Verdict:
         return Skipped(namespace, name, uid, bad_address(where, host, e), group)
     return Host(created=str(meta.get("creationTimestamp") or ""), namespace=namespace, pod=name,
                 host=host, slots=slots, uid=uid, ip=ip, group=group)
+
+
+def _scheduled(pod: Mapping[str, Any], conditions: list[dict[str, Any]]) -> bool:
+    """On a node: ``spec.nodeName`` set, or the ``PodScheduled`` condition ``True``."""
+    return bool(_get(pod, "spec", "nodeName")) or any(
+        c.get("type") == "PodScheduled" and c.get("status") == "True" for c in conditions)
+
+
+def _detail(*parts: Any) -> str:
+    """The non-empty string parts joined with ``: ``, printable, cut to ``DETAIL_CHARS``."""
+    text = ": ".join(p for p in parts if isinstance(p, str) and p)
+    text = "".join(c if c.isprintable() else " " for c in text)
+    return text if len(text) <= DETAIL_CHARS else text[:DETAIL_CHARS - 3] + "..."
+
+
+def _statuses(status: Mapping[str, Any]) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    for key in ("initContainerStatuses", "containerStatuses"):
+        items = status.get(key) if isinstance(status, dict) else None
+        found += [s for s in items if isinstance(s, dict)] if isinstance(items, list) else []
+    return found
+
+
+def _restarts(cs: Mapping[str, Any]) -> int:
+    n = cs.get("restartCount")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 0
+
+
+def _last_exit(cs: Mapping[str, Any]) -> str:
+    last = _get(cs, "lastState", "terminated") or _get(cs, "state", "terminated")
+    if not isinstance(last, dict):
+        return ""
+    code = last.get("exitCode")
+    reason = last.get("reason")
+    text = f"last exit {code}" if isinstance(code, int) and not isinstance(code, bool) else ""
+    return f"{text} ({reason})" if text and isinstance(reason, str) and reason else text
+
+
+def failing_container(status: Mapping[str, Any]) -> str:
+    """The detail of the first container (init containers first) waiting for a reason in
+    ``FAILING_CONTAINER_REASONS`` (name, reason, restarts, last exit, message), else ``""``. Pure."""
+    for cs in _statuses(status):
+        waiting = _get(cs, "state", "waiting")
+        reason = waiting.get("reason") if isinstance(waiting, dict) else None
+        if reason in FAILING_CONTAINER_REASONS:
+            restarts = _restarts(cs)
+            facts = ", ".join(f for f in (f"{restarts} restarts" if restarts else "", _last_exit(cs)) if f)
+            name = cs.get("name") if isinstance(cs.get("name"), str) else "?"
+            return _detail(f"container {name} {reason}" + (f" ({facts})" if facts else ""), waiting.get("message"))
+    return ""
+
+
+def container_state(status: Mapping[str, Any]) -> str:
+    """A short account of the containers that are not ready (waiting reason, restarts), for a
+    pod that is starting or not ready; ``""`` when there is nothing to say. Pure."""
+    parts: list[str] = []
+    for cs in _statuses(status):
+        if cs.get("ready") is True:
+            continue
+        waiting = _get(cs, "state", "waiting")
+        reason = waiting.get("reason") if isinstance(waiting, dict) else None
+        restarts = _restarts(cs)
+        facts = ", ".join(f for f in (reason if isinstance(reason, str) else "",
+                                      f"{restarts} restarts" if restarts else "") if f)
+        if facts:
+            parts.append(f"container {cs.get('name')} {facts}")
+    return _detail("; ".join(parts))
 
 
 def collect(verdicts: Iterable[Verdict]) -> HostResult:

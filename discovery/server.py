@@ -167,7 +167,7 @@ def make_app(svc: DiscoveryService, token: str | None = None) -> web.Application
                           for k in table.skipped),
             waiting=dict(table.waiting),
             preparing=tuple(PreparingHost(host=h.host, pod=h.pod, uid=h.uid) for h in table.preparing),
-            waiting_pods=tuple(WaitingPod(pod=w.pod, namespace=w.namespace, reason=w.reason)
+            waiting_pods=tuple(WaitingPod(pod=w.pod, namespace=w.namespace, reason=w.reason, detail=w.detail)
                                for w in table.waiting_pods[:WAITING_PODS_SHOWN]),
             watch=WatchStatus(connected=s.connected, lists=s.lists, relists=s.relists, restarts=s.restarts,
                               events=s.events, last_error=s.last_error, fatal=s.fatal),

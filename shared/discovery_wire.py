@@ -38,3 +38,16 @@ AGE_LOWER = AGE.lower()
 STALE_LOWER = STALE.lower()
 GENERATION_LOWER = GENERATION.lower()
 GROUP_LOWER = GROUP.lower()
+
+# ``/hosts.json`` ``waiting_pods[].reason`` (and the ``waiting`` counts' keys): why a pod is not
+# served (``discovery.hosts``); the launcher tells capacity from failure by them
+# (``elastic.launch.shortfall``).
+WAIT_NOT_SCHEDULED = "not scheduled"   # no node yet: the pool is full or still growing
+WAIT_NOT_RUNNING = "not running"       # on a node, starting (image pull, container creation)
+WAIT_NOT_READY = "not ready"
+WAIT_FAILING = "failing"               # on a node, a container crash-loops or cannot start; pod Failed
+WAIT_TERMINATING = "terminating"
+WAIT_NO_IP = "no pod IP"
+WAIT_NO_GROUP = "no group label"
+# ``skipped[].reason`` of a pod whose ``--prepare-cmd`` failed (``discovery.admission``)
+PREPARE_FAILED = "prepare failed"

@@ -8,6 +8,11 @@
 - ``EXIT_NO_CAPACITY`` 75 (``EX_TEMPFAIL``): ``elastic-run`` only: the first world did not
   form within ``--first-world-timeout`` (too few slots: a capped pool); try again later
   (``elastic.launch.gang``).
+- ``EXIT_WORKERS_FAILING`` 69 (``EX_UNAVAILABLE``): ``elastic-run`` only: the first world did
+  not form within ``--first-world-timeout`` and capacity is not what is missing: workers that
+  have their place crash-loop, cannot start, fail their preparation or stay unready
+  (``elastic.launch.shortfall``); a retry would meet the same failure, so deploy/'s Job
+  counts it.
 - ``EXIT_CANNOT_RUN`` 127: a wrapper (``elastic.worker.lease``) could not start its command
   (the shell's "command not found").
 - ``EXIT_INTERRUPTED`` 130: Ctrl-C (128 + SIGINT); a command ended by another signal
@@ -20,6 +25,7 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+EXIT_WORKERS_FAILING = 69  # EX_UNAVAILABLE
 EXIT_NO_CAPACITY = 75  # EX_TEMPFAIL
 EXIT_CANNOT_RUN = 127
 SIGNAL_BASE = 128

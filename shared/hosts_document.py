@@ -59,11 +59,14 @@ class PreparingHost:
 
 @dataclass(frozen=True)
 class WaitingPod:
-    """A pod not served yet, and why (``not ready``, ``not running``, ``no pod IP``...)."""
+    """A pod not served yet, and why: ``reason`` (``not scheduled``, ``not running``, ``not
+    ready``, ``failing``, ``no pod IP``...) and ``detail``, what the API says about it (the
+    scheduler's message, a container's state; empty from an older daemon)."""
 
     pod: str
     reason: str
     namespace: str = ""
+    detail: str = ""
 
 
 @dataclass(frozen=True)
@@ -122,7 +125,7 @@ class HostsDocument:
                         for k in self.skipped],
             "waiting": dict(self.waiting),
             "preparing": [{"host": p.host, "pod": p.pod, "uid": p.uid} for p in self.preparing],
-            "waiting_pods": [{"pod": w.pod, "namespace": w.namespace, "reason": w.reason}
+            "waiting_pods": [{"pod": w.pod, "namespace": w.namespace, "reason": w.reason, "detail": w.detail}
                              for w in self.waiting_pods],
             "watch": None if self.watch is None else {
                 "connected": self.watch.connected, "lists": self.watch.lists, "relists": self.watch.relists,
@@ -145,7 +148,8 @@ class HostsDocument:
                           for i, e in enumerate(_objects(doc, "preparing")))
         waiting_pods = tuple(WaitingPod(pod=_text(e, "pod", f"waiting_pods[{i}]"),
                                         reason=_text(e, "reason", f"waiting_pods[{i}]"),
-                                        namespace=_text(e, "namespace", f"waiting_pods[{i}]", ""))
+                                        namespace=_text(e, "namespace", f"waiting_pods[{i}]", ""),
+                                        detail=_text(e, "detail", f"waiting_pods[{i}]", ""))
                              for i, e in enumerate(_objects(doc, "waiting_pods")))
         waiting = _object(doc.get("waiting") or {}, "waiting")
         for reason, count in waiting.items():

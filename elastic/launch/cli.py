@@ -145,7 +145,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--first-world-timeout", type=float, default=None, metavar="SECONDS",
                    help="exit 75 (no capacity: try again later) when no world of --min-np slots formed "
                         "within this long (plus up to 25%% jitter), so that a capped pool's workers can "
-                        "be freed for another job; default off: wait up to --elastic-timeout")
+                        "be freed for another job; default off: wait up to --elastic-timeout. Only a lack of "
+                        "capacity gives 75: workers that have their place but crash-loop, cannot start, fail "
+                        "their preparation or stay unready past --ready-timeout give 69 (a counted failure)")
+    g.add_argument("--ready-timeout", type=float, default=600.0, metavar="SECONDS",
+                   help="with --first-world-timeout: how long a worker that has its place (a node) may stay not "
+                        "ready or unprepared before it counts as failing, not as waiting for capacity "
+                        "(default: %(default)g)")
     g.add_argument("--verbose", action="store_true", help="horovodrun --verbose and debug logs")
     p.add_argument("--dry-run", action="store_true",
                    help="print the plan (commands, paths, environment) as JSON and exit 0 without starting anything")
@@ -268,6 +274,8 @@ def config_from_args(args: argparse.Namespace, command: list[str]) -> LaunchConf
     first_world = args.first_world_timeout
     if first_world is not None and not first_world > 0:
         raise ConfigError(f"--first-world-timeout must be a positive number of seconds, got {first_world:g}")
+    if not args.ready_timeout > 0:
+        raise ConfigError(f"--ready-timeout must be a positive number of seconds, got {args.ready_timeout:g}")
     leave_grace = None
     if args.leave_grace is not None:
         leave_grace = parse_leave_grace(args.leave_grace)
@@ -306,7 +314,7 @@ def config_from_args(args: argparse.Namespace, command: list[str]) -> LaunchConf
         namespace=namespace, kubeconfig=os.path.abspath(args.kubeconfig) if args.kubeconfig else None,
         dataset=dataset, ssh_dir=os.path.abspath(args.ssh_dir) if args.ssh_dir else None,
         metrics_file=metrics, timeline_file=args.timeline_file, plot_file=plot_file, log_dir=log_dir,
-        stall_timeout=stall or None, first_world_timeout=first_world,
+        stall_timeout=stall or None, first_world_timeout=first_world, ready_timeout=args.ready_timeout,
         events_file=os.path.abspath(args.events_file) if args.events_file else None,
         leave_grace=leave_grace, job_id=job_id, lease=lease, term_grace=term_grace, run_id=run_id,
     )

@@ -11,23 +11,35 @@ counting a failure (its podFailurePolicy ignores 75), so the freed slots go to t
 was already waiting, which forms its world. The jitter keeps two jobs that started together
 from giving up together and retrying in step.
 
+Only a lack of capacity is worth that retry. With a ``judge`` (``elastic.launch.shortfall``:
+the daemon's account of every missing worker), the deadline asks it why no world formed: 75
+when the missing workers have no place yet; ``EXIT_WORKERS_FAILING`` (69), which the Job
+counts, when workers that have their place crash-loop, cannot start, fail their preparation or
+stay unready; and no decision yet while enough slots are served (the world is forming: asked
+again at the next round).
+
 - ``first_world_formed(records)`` (pure): whether the driver's records hold a ``reset``.
 - ``deadline_for(timeout, draw)`` (pure): the run's deadline in seconds, ``draw`` in [0, 1).
-- ``FirstWorldPolicy(seconds, min_slots, started)``: the launcher monitor's policy
-  (``elastic.launch.monitor``): one ``Stop`` (exit 75) when the deadline passes with no world
-  formed; done once one has.
+- ``FirstWorldPolicy(seconds, min_slots, started, judge=None)``: the launcher monitor's policy
+  (``elastic.launch.monitor``): one ``Stop`` when the deadline passes with no world formed (exit
+  75 without a ``judge``; ``judge(wall_seconds)`` returns a ``shortfall.Verdict``); done once
+  one has.
 """
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from elastic.launch.decisions import Decision, Stop, Tick
 from elastic.launch.events import Record
+from elastic.launch.shortfall import Verdict
 from shared.event_kinds import Kind
-from shared.exitcodes import EXIT_NO_CAPACITY
+from shared.exitcodes import EXIT_NO_CAPACITY, EXIT_WORKERS_FAILING
 
-__all__ = ["EXIT_NO_CAPACITY", "JITTER", "FirstWorldPolicy", "deadline_for", "first_world_formed"]
+__all__ = ["EXIT_NO_CAPACITY", "EXIT_WORKERS_FAILING", "JITTER", "FirstWorldPolicy", "deadline_for",
+           "first_world_formed"]
+
+Judge = Callable[[float], Verdict]
 
 JITTER = 0.25
 
@@ -45,18 +57,19 @@ def deadline_for(timeout: float, draw: float) -> float:
 
 
 class FirstWorldPolicy:
-    """Decides ``Stop(..., EXIT_NO_CAPACITY)`` when no world formed within ``seconds`` of
-    ``started`` (monotonic seconds; module docstring)."""
+    """Decides a ``Stop`` when no world formed within ``seconds`` of ``started`` (monotonic
+    seconds): ``EXIT_NO_CAPACITY``, or what ``judge`` says (module docstring)."""
 
-    def __init__(self, seconds: float, min_slots: int, started: float):
+    def __init__(self, seconds: float, min_slots: int, started: float, judge: Judge | None = None):
         self.seconds, self._min_slots, self._started = seconds, min_slots, started
+        self._judge = judge
         self.formed = False
         self.fired = False
 
     @classmethod
-    def jittered(cls, timeout: float, min_slots: int, started: float) -> FirstWorldPolicy:
+    def jittered(cls, timeout: float, min_slots: int, started: float, judge: Judge | None = None) -> FirstWorldPolicy:
         """A deadline for ``timeout`` with this run's own jitter (``deadline_for``)."""
-        return cls(deadline_for(timeout, random.random()), min_slots, started)
+        return cls(deadline_for(timeout, random.random()), min_slots, started, judge)
 
     @property
     def done(self) -> bool:
@@ -70,7 +83,15 @@ class FirstWorldPolicy:
             return []
         if tick.monotonic - self._started < self.seconds:
             return []
+        verdict = self._judge(tick.wall) if self._judge is not None else None
+        if verdict is not None and verdict.exit_code is None:
+            return []  # enough slots are served: the world is forming
         self.fired = True
-        return [Stop(f"no world of --min-np {self._min_slots} slots formed within {self.seconds:.0f} s "
-                     f"(--first-world-timeout): exiting {EXIT_NO_CAPACITY} (no capacity) so the workers can be "
-                     "freed and the job tried again later", EXIT_NO_CAPACITY)]
+        head = (f"no world of --min-np {self._min_slots} slots formed within {self.seconds:.0f} s "
+                "(--first-world-timeout)")
+        if verdict is not None and verdict.exit_code == EXIT_WORKERS_FAILING:
+            return [Stop(f"{head}: {verdict.reason}: exiting {EXIT_WORKERS_FAILING} (workers failing): a retry "
+                         "would meet the same failure", EXIT_WORKERS_FAILING)]
+        why = f": {verdict.reason}" if verdict is not None else ""
+        return [Stop(f"{head}{why}: exiting {EXIT_NO_CAPACITY} (no capacity) so the workers can be freed and the "
+                     "job tried again later", EXIT_NO_CAPACITY)]

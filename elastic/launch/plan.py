@@ -84,6 +84,7 @@ class LaunchConfig:
     daemon_env: dict = field(default_factory=dict)
     stall_timeout: float | None = 900.0
     first_world_timeout: float | None = None
+    ready_timeout: float = 600.0
     events_file: str | None = None
     leave_grace: float | None = None
     job_id: str | None = None
@@ -141,6 +142,9 @@ class LaunchPlan:
     first_world_timeout: seconds (before jitter) for the driver to form its first world, else
         exit 75 so the workers can be freed (``elastic.launch.gang``); None: wait up to
         ``--elastic-timeout`` as horovodrun does.
+    ready_timeout: how long a placed worker may stay unready or unprepared before the
+        first-world deadline counts it as failing (exit 69), not as missing capacity
+        (``elastic.launch.shortfall``).
     horovodrun_death_signal: the signal the kernel sends horovodrun when the launcher dies
         (``PR_SET_PDEATHSIG``): ``hvdrun.LAUNCHER_GONE_SIGNAL`` for ``elastic.driver.hvdrun``
         (it stops the job, reaps the hosts and exits within seconds), SIGTERM for the plain
@@ -178,6 +182,7 @@ class LaunchPlan:
     events_file: str = ""
     stall_timeout: float | None = None
     first_world_timeout: float | None = None
+    ready_timeout: float = 600.0
     horovodrun_death_signal: int = int(signal.SIGTERM)
     leave_grace: float | None = None
     job_id: str = ""
@@ -259,7 +264,7 @@ def make_plan(config: LaunchConfig, *, run_id: str, workdir: str,
         min_slots=opts.min_np,
         daemon_log_kept=daemon is not None and config.log_dir is not None,
         events_file=events_file, stall_timeout=config.stall_timeout,
-        first_world_timeout=config.first_world_timeout,
+        first_world_timeout=config.first_world_timeout, ready_timeout=config.ready_timeout,
         horovodrun_death_signal=int(LAUNCHER_GONE_SIGNAL if hvdrun else signal.SIGTERM),
         leave_grace=config.leave_grace, job_id=job_id, lease=config.lease, term_grace=config.term_grace,
     )

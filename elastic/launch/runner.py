@@ -31,10 +31,12 @@ side effects) and ``execute(plan)`` carries it out, in these steps (blocks until
    rank of the first world exited 2 before any commit, ``elastic.launch.badinput``: a bad
    training flag; exit 2 at once instead of waiting for other hosts up to
    ``--elastic-timeout``); with ``plan.first_world_timeout``, no world formed by its
-   (jittered) deadline (``elastic.launch.gang``: a capped pool; free the workers; exit 75);
-   and at the first step of the training, where the start-up went, phase by phase
-   (``elastic.launch.phases``). A stop says why, stops horovodrun's whole session, and its
-   exit code is the launcher's;
+   (jittered) deadline (``elastic.launch.gang``: a capped pool, free the workers, exit 75; or
+   workers that have their place but fail, exit 69: ``elastic.launch.shortfall`` judges from
+   the daemon's answers); and at the first step of the training, where the start-up went,
+   phase by phase (``elastic.launch.phases``). A stop says why (again as the launcher's last
+   line, after the report), stops horovodrun's whole session, and its exit code is the
+   launcher's;
 4. at the end (always; each step runs even when one before it failed, and a SIGINT/SIGTERM
    arriving meanwhile is noted, not obeyed: this is what stops the job's processes, and
    each step has a deadline): a horovodrun still running is stopped; the daemon watch (the
@@ -91,6 +93,7 @@ from elastic.launch.monitor import Monitor, Policy
 from elastic.launch.outputs import outputs_line
 from elastic.launch.phases import Marks, PhasePolicy, first_served
 from elastic.launch.plan import LaunchConfig, LaunchPlan, horovodrun_env, make_plan
+from elastic.launch.shortfall import ShortfallTracker
 from elastic.launch.stall import StallPolicy
 from elastic.launch.waits import WaitExplainer
 from elastic.launch.watch import DaemonWatch, HostRecorder
@@ -299,7 +302,9 @@ def _execute(plan: LaunchPlan) -> int:
         if daemon_ready is None:  # spawn first: horovodrun started while our daemon starts
             daemon_ready = _ready(daemon, plan)
         daemon_watch.subscribe(WaitExplainer(url, plan.min_slots).see)  # which pods it waits for, and why
-        monitor = Monitor(plan.events_file, _policies(plan, start, daemon_ready, recorder, relay),
+        shortfall = ShortfallTracker(plan.min_slots, plan.ready_timeout)  # why, at the first-world deadline
+        daemon_watch.subscribe(shortfall.see)
+        monitor = Monitor(plan.events_file, _policies(plan, start, daemon_ready, recorder, relay, shortfall),
                           functools.partial(_act, proc))  # the driver's events, read once
         cleanup.step("stopping the monitor", monitor.stop)
         monitor.start()
@@ -315,6 +320,7 @@ def _execute(plan: LaunchPlan) -> int:
             return exit_for_signal(forwarder.received[0])
         if monitor.stopped is not None:  # a policy ended the job: its exit code
             outcome.returncode = monitor.stopped.exit_code  # what the timeline's summary reports
+            outcome.stop_reason = monitor.stopped.reason  # said again as the last line
             return monitor.stopped.exit_code
         return bad_input_exit(exit_code(outcome.returncode), events.read_records(plan.events_file))
     raise AssertionError("unreachable")  # pragma: no cover - the with block returns or raises
@@ -326,6 +332,7 @@ class _Outcome:
 
     returncode: int | None = None
     recorder: HostRecorder | None = None
+    stop_reason: str | None = None  # a policy's Stop: the report's last line
 
 
 class _CleanUp(ExitStack):
@@ -361,6 +368,8 @@ def _final_report(plan: LaunchPlan, start: float, outcome: _Outcome) -> None:
     records = events.read_records(plan.events_file)
     _report(plan, start, time.time(), outcome.recorder, bad_input_exit(exit_code(outcome.returncode), records),
             records)
+    if outcome.stop_reason:  # why the job was ended, as the launcher's last line
+        print(f"elastic-run: error: {outcome.stop_reason}", file=sys.stderr, flush=True)
 
 
 class _Shielded:
@@ -388,7 +397,7 @@ STALL_KILL_GRACE = 10.0
 
 
 def _policies(plan: LaunchPlan, start: float, daemon_ready: float, recorder: HostRecorder,
-              relay: console.Relay) -> list[Policy]:
+              relay: console.Relay, shortfall: ShortfallTracker) -> list[Policy]:
     """What the monitor asks at every round (``elastic.launch.monitor``), from the plan."""
     policies: list[Policy] = [
         PhasePolicy(functools.partial(_marks, start, daemon_ready, recorder, plan.min_slots, relay), plan.min_slots),
@@ -397,7 +406,8 @@ def _policies(plan: LaunchPlan, start: float, daemon_ready: float, recorder: Hos
     if plan.stall_timeout:
         policies.append(StallPolicy(plan.stall_timeout, started=time.time()))
     if plan.first_world_timeout:
-        policies.append(FirstWorldPolicy.jittered(plan.first_world_timeout, plan.min_slots, time.monotonic()))
+        policies.append(FirstWorldPolicy.jittered(plan.first_world_timeout, plan.min_slots, time.monotonic(),
+                                                  shortfall.verdict))
     return policies
 
 

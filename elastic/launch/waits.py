@@ -46,7 +46,8 @@ def explain(doc: HostsDocument, min_slots: int) -> list[str] | None:
     n = len(doc.hosts)
     lines = [f"waiting for hosts: {served} of the {min_slots} slots --min-np needs are served "
              f"({n} host{'s' if n != 1 else ''})"]
-    pods: list[tuple[str, str]] = [(_text(w.pod, 80), _text(w.reason)) for w in doc.waiting_pods]
+    pods: list[tuple[str, str]] = [(_text(w.pod, 80), _text(w.reason) + (f" ({_text(w.detail)})" if w.detail else ""))
+                                   for w in doc.waiting_pods]
     pods += [(f"{_text(p.pod, 80)} ({_text(p.host, 80)})", PREPARING_TEXT) for p in doc.preparing]
     pods += [(_text(k.pod, 80), f"skipped: {_text(k.reason)}") for k in doc.skipped]
     for pod, why in sorted(pods):

@@ -27,12 +27,15 @@ native sidecar); ``both`` (the default) does all three.
    to ``--finish-timeout`` seconds (the pod's grace period must be longer):
    - the Job is suspended (Kueue preempting it, ``kubectl patch job --suspend``): zero, the
      GPUs are free; the Job's next pod raises them again;
+   - the Job is over or about to be (a ``Failed``/``FailureTarget``/``Complete`` condition:
+     its ``activeDeadlineSeconds`` passed, a FailJob rule): zero (``job_over``);
    - the pod has the ``DisruptionTarget`` condition (eviction, preemption, node pressure):
      the Job ignores that failure and makes a new pod; the workers are kept for it;
    - ``--container`` exited 0 (done), 2 (bad input: the Job's podFailurePolicy fails it) or
      75 (no first world within ``--first-world-timeout``: the pool is capped; the Job's
      podFailurePolicy ignores it and tries again; ``elastic.launch.gang``): zero;
-   - any other exit (1, an OOM kill's 137, a ``kubectl delete pod``'s 143): a retry when the
+   - any other exit (1; 69, workers failing, ``elastic.launch.shortfall``; an OOM kill's 137;
+     a ``kubectl delete pod``'s 143): a retry when the
      Job's failures so far are below its ``backoffLimit`` (the workers and their size are
      kept for the next pod), else the Job's last try (zero). Without ``--job`` (or the Job
      unreadable) the workers are kept;
@@ -127,6 +130,22 @@ FINAL_CODES = {0: "the job is done", 2: "bad input: the Job fails without a retr
                                  "freed for other jobs; the Job tries again without counting a failure"}
 
 
+# Job conditions that say it is over, or about to be (the Job controller sets the *Target ones
+# before it stops the pods: activeDeadlineSeconds, a podFailurePolicy FailJob, backoffLimit)
+OVER_CONDITIONS = ("Failed", "FailureTarget", "Complete", "SuccessCriteriaMet")
+
+
+def job_over(job: object) -> str:
+    """``"<condition>: <reason>"`` when the Job (the API's JSON) has a condition of
+    ``OVER_CONDITIONS`` set, else ``""`` (also for a malformed or unknown Job). Pure."""
+    conditions = _object(_object(job).get("status")).get("conditions")
+    for cond in conditions if isinstance(conditions, list) else []:
+        if isinstance(cond, dict) and cond.get("type") in OVER_CONDITIONS and cond.get("status") == "True":
+            reason = cond.get("reason")
+            return f"{cond['type']}: {reason}" if isinstance(reason, str) and reason else str(cond["type"])
+    return ""
+
+
 def stop_decision(pod: object, container: str, job: object = None) -> Decision:
     """Decide from the pod and the Job (the API's JSON, camelCase; ``job`` None when unknown)
     what the stop means: see the module docstring. Pure; never raises on malformed input (a
@@ -136,6 +155,9 @@ def stop_decision(pod: object, container: str, job: object = None) -> Decision:
     if isinstance(job, dict) and _object(job.get("spec")).get("suspend") is True:
         return Decision("zero", "the Job is suspended (Kueue, or spec.suspend): the workers free their "
                                 "GPUs; the Job's next pod raises them again")
+    over = job_over(job)
+    if over:
+        return Decision("zero", f"the Job is over ({over}): the workers free their GPUs")
     conditions = _object(pod.get("status")).get("conditions")
     for cond in conditions if isinstance(conditions, list) else []:
         if isinstance(cond, dict) and cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":

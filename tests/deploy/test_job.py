@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from shared.exitcodes import EXIT_NO_CAPACITY
+from shared.exitcodes import EXIT_NO_CAPACITY, EXIT_WORKERS_FAILING
 from tests.deploy.render import (
     DEPLOY,
     all_containers,
@@ -64,6 +64,18 @@ def test_a_job_without_capacity_for_its_first_world_frees_its_workers_and_tries_
     first_world = float(flag(launcher["args"], "--first-world-timeout"))
     # long enough for a cold node scale-up's usual case, far below the hour of --elastic-timeout
     assert 300 <= first_world < float(flag(launcher["args"], "--elastic-timeout")) / 2
+
+
+def test_failing_workers_are_counted_and_the_ignored_retries_end_at_a_deadline(objects):
+    """Exit 75 is ignored, so only activeDeadlineSeconds bounds a job that never gets its
+    places; failing workers (69) are a counted failure: no rule ignores them, and a placed
+    worker is judged failing well before the first-world deadline (elastic.launch.shortfall)."""
+    job = one(objects, "Job")
+    assert 86400 <= job["spec"]["activeDeadlineSeconds"] <= 30 * 86400
+    for rule in job["spec"]["podFailurePolicy"]["rules"]:
+        assert EXIT_WORKERS_FAILING not in rule.get("onExitCodes", {}).get("values", []), rule
+    launcher = container(pod_spec(job), "launcher")
+    assert 0 < float(flag(launcher["args"], "--ready-timeout")) < float(flag(launcher["args"], "--first-world-timeout"))
 
 
 def test_the_launcher_waits_long_enough_for_workers(objects):

@@ -114,3 +114,52 @@ def test_parse_slots() -> None:
     assert parse_slots("8") == 8
     with pytest.raises(ValueError, match="not a string: 8"):
         parse_slots(8)  # annotations are strings
+
+
+def _status(pod_: dict, **status) -> dict:
+    pod_["status"].update(status)
+    return pod_
+
+
+def _crashing(restarts: int = 4) -> dict:
+    return {"name": "worker", "ready": False, "restartCount": restarts,
+            "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s restarting failed container"}},
+            "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}}}
+
+
+# (case id, pod, expected reason, a part of the detail): why a pod is not served, told apart
+# finely enough for the launcher to tell a lack of capacity from failing workers
+WAITING_CASES = [
+    ("unscheduled: no node, the scheduler's word", _status(pod(phase="Pending", ready=None), conditions=[
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."}]),
+     "not scheduled", "Unschedulable: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu."),
+    ("not yet seen by the scheduler", pod(phase="Pending", ready=None), "not scheduled", ""),
+    ("placed, pulling its image", _status(pod(phase="Pending"), containerStatuses=[
+        {"name": "worker", "ready": False, "state": {"waiting": {"reason": "ContainerCreating"}}}]),
+     "not running", "container worker ContainerCreating"),
+    ("placed, image pull failing", _status(pod(phase="Pending"), containerStatuses=[
+        {"name": "worker", "ready": False, "state": {"waiting": {
+            "reason": "ImagePullBackOff", "message": 'Back-off pulling image "r/x:1"'}}}]),
+     "failing", 'container worker ImagePullBackOff: Back-off pulling image "r/x:1"'),
+    ("an init container crash-looping", _status(pod(phase="Pending"), initContainerStatuses=[_crashing(2)]),
+     "failing", "container worker CrashLoopBackOff (2 restarts, last exit 1 (Error))"),
+    ("running, crash-looping", _status(pod(ready="False"), containerStatuses=[_crashing()]),
+     "failing", "container worker CrashLoopBackOff (4 restarts, last exit 1 (Error)): back-off 40s"),
+    ("running, not ready, restarted", _status(pod(ready="False"), containerStatuses=[
+        {"name": "worker", "ready": False, "restartCount": 1, "state": {"running": {}}}]),
+     "not ready", "container worker 1 restarts"),
+    ("pod failed", _status(pod(phase="Failed", ready="False"), reason="Evicted", message="low on ephemeral-storage"),
+     "failing", "pod Failed: Evicted: low on ephemeral-storage"),
+    ("a hostile message is printable and short", _status(pod(phase="Pending"), containerStatuses=[
+        {"name": "w", "state": {"waiting": {"reason": "CreateContainerError", "message": "x\n\x1b[2J" + "y" * 500}}}]),
+     "failing", "container w CreateContainerError: x  [2Jyyy"),
+]
+
+
+@pytest.mark.parametrize("case, pod_, reason, detail", WAITING_CASES, ids=[c[0] for c in WAITING_CASES])
+def test_why_a_pod_waits(case, pod_, reason, detail):
+    v = classify(pod_, Rules())
+    assert isinstance(v, Waiting) and v.reason == reason
+    assert v.detail.startswith(detail) if detail else v.detail == ""
+    assert len(v.detail) <= 200 and v.detail.isprintable()

@@ -41,3 +41,30 @@ def test_a_world_before_the_deadline_settles_it_for_good():
     assert policy.step([], at(110)) == [] and not policy.done
     assert policy.step([HOSTS, RESET], at(111)) == [] and policy.formed and policy.done
     assert policy.step([], at(1000)) == []
+
+
+def test_with_a_judge_the_deadline_exits_as_it_says():
+    from elastic.launch.gang import EXIT_WORKERS_FAILING
+    from elastic.launch.shortfall import Verdict
+
+    failing = FirstWorldPolicy(30, 2, 0.0, judge=lambda now: Verdict(EXIT_WORKERS_FAILING, "w-1: failing (X)"))
+    [stop] = failing.step([], at(30))
+    assert stop.exit_code == EXIT_WORKERS_FAILING and failing.done
+    assert stop.reason == ("no world of --min-np 2 slots formed within 30 s (--first-world-timeout): "
+                           "w-1: failing (X): exiting 69 (workers failing): a retry would meet the same failure")
+    capacity = FirstWorldPolicy(30, 2, 0.0, judge=lambda now: Verdict(EXIT_NO_CAPACITY, "w-1: not scheduled"))
+    [stop] = capacity.step([], at(31))
+    assert stop.exit_code == EXIT_NO_CAPACITY and ": w-1: not scheduled: exiting 75 (no capacity)" in stop.reason
+
+
+def test_while_the_judge_sees_a_world_forming_the_deadline_waits_and_asks_again():
+    from elastic.launch.shortfall import Verdict
+
+    answers = [Verdict(None, "forming"), Verdict(None, "forming"), Verdict(EXIT_NO_CAPACITY, "gone")]
+    asked: list[float] = []
+    policy = FirstWorldPolicy(30, 2, 0.0, judge=lambda now: asked.append(now) or answers[len(asked) - 1])
+    assert policy.step([], at(29)) == [] and asked == []       # not asked before the deadline
+    assert policy.step([], at(30)) == [] and not policy.done
+    assert policy.step([], at(31)) == [] and not policy.done
+    assert policy.step([RESET], at(32)) == [] and policy.formed  # the world formed meanwhile
+    assert asked == [1e9 + 30, 1e9 + 31]                        # asked with the wall clock

@@ -87,12 +87,15 @@ def test_the_document_round_trips():
 def test_the_daemon_rule_lists_the_waiting_pods_by_name():
     pods = [{"metadata": {"name": "worker-1", "namespace": "default", "uid": "u1"},
              "status": {"phase": "Pending"}},
+            {"metadata": {"name": "worker-2", "namespace": "default", "uid": "u2"},
+             "spec": {"nodeName": "n1"}, "status": {"phase": "Pending"}},
             {"metadata": {"name": "worker-0", "namespace": "default", "uid": "u0"},
              "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]}}]
     result = pods_to_hosts(pods)
     assert [(w.pod, w.reason) for w in result.waiting_pods] == [("worker-0", "not ready"),
-                                                                ("worker-1", "not running")]
-    assert dict(result.waiting) == {"not ready": 1, "not running": 1}
+                                                                ("worker-1", "not scheduled"),
+                                                                ("worker-2", "not running")]
+    assert dict(result.waiting) == {"not ready": 1, "not scheduled": 1, "not running": 1}
 
 
 def test_the_explainer_says_a_state_once_and_stops_when_enough_hosts_are_served():

@@ -414,3 +414,21 @@ def test_bad_input_is_one_line_and_exit_2(args, message):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert message in proc.stderr and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
+def test_a_job_past_its_deadline_frees_the_workers_though_tries_are_left():
+    """activeDeadlineSeconds: the Job controller marks the Job and stops its pod (143); the
+    workers must not wait for the Job's TTL to go."""
+    over = job_json(failed=0)
+    over["status"]["conditions"] = [{"type": "FailureTarget", "status": "True", "reason": "DeadlineExceeded"}]
+    decision = stop_decision(ended(143), "launcher", over)
+    assert decision.action == "zero" and "FailureTarget: DeadlineExceeded" in decision.reason
+    over["status"]["conditions"] = [{"type": "Failed", "status": "False"}]
+    assert stop_decision(ended(143), "launcher", over).action == "keep"
+
+
+def test_workers_failing_is_a_counted_failure_that_keeps_the_workers_for_a_retry():
+    from shared.exitcodes import EXIT_WORKERS_FAILING
+
+    assert stop_decision(ended(EXIT_WORKERS_FAILING), "launcher", job_json(failed=1)).action == "keep"
+    assert stop_decision(ended(EXIT_WORKERS_FAILING), "launcher", job_json(failed=3)).action == "zero"
