@@ -214,7 +214,7 @@ TRAINING_LAYERS = (
               "signals", "fingerprint", "trace", "commits", "gpu_defaults", "cuda_arch"}),
     # finding, reading, decoding and ordering samples
     ("data", {"idx", "imagefolder", "datasets", "device_augment", "datagen", "digits", "loaders",
-              "sampler", "jpeg_header"}),
+              "sampler", "jpeg_header", "decode_backend"}),
     # the networks and their memory layout
     ("model", {"models", "layout"}),
     # the elastic loop and what only it uses

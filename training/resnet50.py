@@ -48,9 +48,13 @@ def make_task(args: options.TrainConfig):
         SyntheticDataset,
         uint8_transforms,
     )
+    from training.decode_backend import backend_name
     from training.loop import Task
     from training.models import resnet50
+    from training.trainer_base import log, use_cuda
 
+    device_type = "cuda" if use_cuda(args) else "cpu"
+    log(f"decode backend: {backend_name(found is not None, bool(args.augment_on_device), device_type)}")
     size, num_classes = args.image_size, args.num_classes
     if size is None or num_classes is None:  # parse sets both for this command's DEFAULTS
         raise ConfigError("train-resnet50 needs --image-size and --num-classes")
