@@ -572,6 +572,22 @@ def _first_index(path: Any, kind: str) -> int:
     return next(i for i, e in enumerate(_events(path)) if e['kind'] == kind)
 
 
+def test_a_departed_worker_leaves_no_connection_kept_for_its_pings(jobs, monkeypatch, tmp_path):
+    """0108: the driver keeps one connection per worker for its liveness pings; when the
+    worker's process ends, that connection is closed (before, one stayed open per departed
+    worker for the job's life: a week of pod churn, thousands of sockets)."""
+    job, events = _two_registered_workers(jobs, monkeypatch, tmp_path, 120.0)
+    key = ('host-2', 0)
+    client = job.driver._workers[key].client
+    wait_for(lambda: client._ping_conn is not None, START_DEADLINE, 'a liveness ping to keep its connection')
+    sock = client._ping_conn[0]
+
+    job.driver._workers[key].kill.set()  # the worker's process ends
+    wait_for(lambda: job.ended.get(key) == 'kill', START_DEADLINE, 'the worker on host-2 to end')
+    wait_for(lambda: _kinds(events, 'worker_exit'), START_DEADLINE, 'the driver to see its exit')
+    assert client._ping_conn is None and sock.fileno() == -1, 'the connection kept for its pings is still open'
+
+
 def test_held_removal_not_back_within_the_grace_is_delivered_then(jobs, monkeypatch, tmp_path):
     """0108: a held removal whose host does not come back is delivered to the
     coordinator at the end of the leave grace (no host change lost: it is kept until acted on), and the worker
