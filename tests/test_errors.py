@@ -95,15 +95,20 @@ def _literal_exit_codes(tree: ast.Module) -> list[int]:
     return found
 
 
+# the folders of the project's tools: scripts/ and the Horovod fork's tools
+TOOL_FOLDERS = ("scripts", "horovod-fork/tools")
+
+
 def _python_scripts() -> list[Path]:
-    """scripts/'s Python files: ``*.py`` and the commands whose first line names python."""
-    return sorted(p for p in (ROOT / "scripts").iterdir() if p.is_file() and (
+    """The tools' Python files (``TOOL_FOLDERS``): ``*.py`` and the commands whose first line
+    names python."""
+    return sorted(p for folder in TOOL_FOLDERS for p in (ROOT / folder).iterdir() if p.is_file() and (
         p.suffix == ".py" or (not p.suffix and p.read_text(errors="replace").startswith("#!")
                               and "python" in p.read_text(errors="replace").splitlines()[0])))
 
 
 def test_no_literal_exit_codes():
-    """Exit codes are ``shared.exitcodes``' names everywhere in the packages and in scripts/'s
+    """Exit codes are ``shared.exitcodes``' names everywhere in the packages and in the tools'
     Python commands (docs/architecture.md; the bash ones, setup and build-images, excepted)."""
     files = [p for package in (*PACKAGES, "shared") for p in (ROOT / package).rglob("*.py")
              if p.relative_to(ROOT).as_posix() != "shared/exitcodes.py"] + _python_scripts()
@@ -112,8 +117,8 @@ def test_no_literal_exit_codes():
     assert found == {}
 
 
-def test_scripts_mains_return_named_exit_codes():
-    """scripts/'s Python commands: ``main`` returns no literal number (``return 2``), as the
+def test_the_tools_mains_return_named_exit_codes():
+    """The tools' Python commands: ``main`` returns no literal number (``return 2``), as the
     packages' commands do not."""
     found = {}
     for p in _python_scripts():
@@ -128,7 +133,7 @@ def test_scripts_mains_return_named_exit_codes():
 
 def test_the_python_scripts_are_found():
     names = {p.name for p in _python_scripts()}
-    assert {"soak", "bench", "horovod-patch-tests", "bench_detector.py"} <= names
+    assert {"soak", "bench", "horovod-patch-tests", "bench_detector.py", "weave_edit.py"} <= names
     assert "setup" not in names
 
 

@@ -15,6 +15,10 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the clone, for shared
+from shared.exitcodes import EXIT_USAGE  # noqa: E402
 
 
 def git(repo: str, *args: str) -> bytes:
@@ -49,7 +53,8 @@ def _imports_one_a_name(body: list[ast.stmt]) -> list[ast.stmt]:
         if isinstance(stmt, ast.ImportFrom):
             run += [ast.ImportFrom(module=stmt.module, names=[name], level=stmt.level) for name in stmt.names]
             continue
-        out += sorted(run, key=lambda s: (s.module or "", s.level, s.names[0].name, s.names[0].asname or ""))
+        ordered = sorted(run, key=lambda s: (s.module or "", s.level, s.names[0].name, s.names[0].asname or ""))
+        out += ordered
         run = []
         if stmt is not None:
             out.append(stmt)
@@ -59,17 +64,17 @@ def _imports_one_a_name(body: list[ast.stmt]) -> list[ast.stmt]:
 def main() -> int:
     if len(sys.argv) != 4:
         print(__doc__.split("\n", 1)[0], file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     repo, a, b = sys.argv[1:]
     try:
         return compare(repo, a, b)
     except subprocess.CalledProcessError as e:
         message = e.stderr.decode(errors="replace").strip().splitlines()
         print(f"same_code: git {' '.join(e.cmd[3:])}: {message[0] if message else 'failed'}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except SyntaxError as e:
         print(f"same_code: {e.filename or 'a file'} does not parse: {e.msg} (line {e.lineno})", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
 
 
 def compare(repo: str, a: str, b: str) -> int:

@@ -20,7 +20,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the clone, for shared
 import weave as W  # noqa: E402
+
+from shared.exitcodes import EXIT_OK, EXIT_USAGE  # noqa: E402
 
 
 def rewrites(checkout: Path, names: list[str]) -> tuple[collections.Counter[tuple[str, str, str]],
@@ -37,7 +40,7 @@ def rewrites(checkout: Path, names: list[str]) -> tuple[collections.Counter[tupl
             if path:
                 files.setdefault(path, []).append((sha, num))
     found: collections.Counter[tuple[str, str, str]] = collections.Counter()
-    lines = []
+    lines: list[str] = []
     for path, commits in sorted(files.items()):
         for e in W.weave(checkout, commits, path):
             if e.ins is not None and e.dele is not None and e.ins != e.dele:
@@ -50,7 +53,7 @@ def main() -> int:
     args = [a for a in sys.argv[1:] if a != "-v"]
     if len(args) != 1:
         print(__doc__.split("\n", 1)[0], file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     checkout = Path(args[0])
     # the series' one reader: the patches in order, one path a line
     series = Path(__file__).resolve().parents[2] / "scripts" / "horovod-series"
@@ -62,7 +65,7 @@ def main() -> int:
     for (path, a, b), n in sorted(found.items()):
         print(f"{path}: {n} line(s) of {a} changed by {b}")
     print(f"series_rewrites: {sum(found.values())} line(s) in {len(found)} place(s)", file=sys.stderr)
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":

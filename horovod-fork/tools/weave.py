@@ -43,7 +43,8 @@ class Entry:
     __slots__ = ("text", "ins", "dele")
 
     def __init__(self, text: bytes, ins: str | None) -> None:
-        self.text, self.ins, self.dele = text, ins, None
+        self.text, self.ins = text, ins
+        self.dele: str | None = None
 
 
 def weave(repo: Path, commits: list[tuple[str, str]], path: str) -> list[Entry]:

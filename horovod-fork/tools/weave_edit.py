@@ -29,7 +29,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the clone, for shared
 import weave as W  # noqa: E402
+
+from shared.exitcodes import EXIT_OK, EXIT_USAGE  # noqa: E402
 
 LINE = re.compile(r"^(\d\d)-(\d\d|\.\.)\|")
 
@@ -122,7 +125,7 @@ def main() -> int:
     args = sys.argv[1:]
     if len(args) not in (3, 4) or args[0] not in ("export", "apply") or (args[0] == "apply") != (len(args) == 4):
         print(__doc__.split("\n", 1)[0], file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     checkout, path = Path(args[1]), args[2]
     try:
         if args[0] == "export":
@@ -132,12 +135,12 @@ def main() -> int:
             print(f"weave_edit: {path} woven into the commits after stock; HEAD is {tip[:12]}", file=sys.stderr)
     except (WeaveError, OSError, UnicodeDecodeError) as e:
         print(f"weave_edit: {e}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except subprocess.CalledProcessError as e:
         lines = (e.stderr or b"").decode(errors="replace").strip().splitlines()
         print(f"weave_edit: git {' '.join(map(str, e.cmd[3:]))}: {lines[0] if lines else 'failed'}", file=sys.stderr)
-        return 2
-    return 0
+        return EXIT_USAGE
+    return EXIT_OK
 
 
 if __name__ == "__main__":
