@@ -95,8 +95,8 @@ def _literal_exit_codes(tree: ast.Module) -> list[int]:
     return found
 
 
-# the folders of the project's tools: scripts/ and the Horovod fork's tools
-TOOL_FOLDERS = ("scripts", "horovod-fork/tools")
+# the folders of the project's tools: commands, benchmarks, the Horovod fork's tools
+TOOL_FOLDERS = ("scripts", "scripts/benchmarks", "horovod-fork/tools")
 
 
 def _python_scripts() -> list[Path]:
@@ -133,7 +133,7 @@ def test_the_tools_mains_return_named_exit_codes():
 
 def test_the_python_scripts_are_found():
     names = {p.name for p in _python_scripts()}
-    assert {"soak", "bench", "horovod-patch-tests", "bench_detector.py", "weave_edit.py"} <= names
+    assert {"soak", "bench", "bench-elastic", "bench_detector.py", "horovod-patch-tests", "weave_edit.py"} <= names
     assert "setup" not in names
 
 

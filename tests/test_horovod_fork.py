@@ -18,8 +18,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FORK = ROOT / "horovod-fork"
-SERIES = ROOT / "scripts" / "horovod-series"
-CHECK = ROOT / "scripts" / "check-horovod-series"
+TOOLS = FORK / "tools"
+SERIES = TOOLS / "horovod-series"
+CHECK = TOOLS / "check-horovod-series"
 DEADLINE = 300  # seconds for one script run; a check takes seconds, the first one downloads the sdist
 
 
@@ -94,7 +95,7 @@ def test_a_series_that_does_not_match_its_folder_is_a_one_line_error(tmp_path, d
     assert out.returncode == 1 and out.stdout == ""
     assert why in one_line(out.stderr)
     # the build refuses it the same way, before it downloads anything
-    build = run(ROOT / "scripts" / "build-horovod", tmp_path / "wheel", env={"HOROVOD_PATCHES": str(fork)})
+    build = run(TOOLS / "build-horovod", tmp_path / "wheel", env={"HOROVOD_PATCHES": str(fork)})
     assert build.returncode == 1 and why in one_line(build.stderr)
     assert not (tmp_path / "wheel").exists()
 
@@ -104,7 +105,7 @@ def test_a_build_with_a_python_that_has_no_torch_is_a_one_line_error(tmp_path):
     named in one line, before anything is downloaded (it was a Python traceback)."""
     bare = tmp_path / "bare"
     subprocess.run(["python3", "-m", "venv", "--without-pip", str(bare)], check=True, timeout=DEADLINE)
-    build = run(ROOT / "scripts" / "build-horovod", tmp_path / "wheel", env={"PYTHON": str(bare / "bin" / "python")})
+    build = run(TOOLS / "build-horovod", tmp_path / "wheel", env={"PYTHON": str(bare / "bin" / "python")})
     assert build.returncode == 1
     assert "cannot import torch" in one_line(build.stderr)
     assert not (tmp_path / "wheel").exists()
@@ -131,24 +132,24 @@ def test_the_version_is_written_once_in_the_version_patch(tmp_path):
 
 
 def _clone_for_key(where: Path) -> Path:
-    """The files scripts/horovod-wheel-key reads, copied under where."""
-    for rel in ("scripts/horovod-wheel-key", "scripts/horovod-series", "scripts/build-horovod", "scripts/setup"):
-        (where / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / rel, where / rel)
+    """The files horovod-fork/tools/horovod-wheel-key reads (the fork folder with its tools, the
+    set-up's pins), copied under where."""
     shutil.copytree(FORK, where / "horovod-fork")
+    (where / "scripts").mkdir(parents=True)
+    shutil.copy2(ROOT / "scripts" / "setup", where / "scripts" / "setup")
     return where
 
 
 def test_the_wheel_key_follows_the_patches_content_not_their_place(tmp_path):
     a = _clone_for_key(tmp_path / "a")
     b = _clone_for_key(tmp_path / "elsewhere" / "b")
-    key = run(ROOT / "scripts" / "horovod-wheel-key", "py311", "cpu").stdout.strip()
+    key = run(TOOLS / "horovod-wheel-key", "py311", "cpu").stdout.strip()
     assert key.startswith("horovod-" + run(SERIES, "--version").stdout.strip() + "-")
-    assert run(a / "scripts/horovod-wheel-key", "py311", "cpu").stdout.strip() == key
-    assert run(b / "scripts/horovod-wheel-key", "py311", "cpu").stdout.strip() == key
+    assert run(a / "horovod-fork/tools/horovod-wheel-key", "py311", "cpu").stdout.strip() == key
+    assert run(b / "horovod-fork/tools/horovod-wheel-key", "py311", "cpu").stdout.strip() == key
     patch = next((b / "horovod-fork" / "patches").glob("0102-*.patch"))
     patch.write_text(patch.read_text().replace("What:", "What (changed):", 1))
-    assert run(b / "scripts/horovod-wheel-key", "py311", "cpu").stdout.strip() != key
+    assert run(b / "horovod-fork/tools/horovod-wheel-key", "py311", "cpu").stdout.strip() != key
 
 
 def test_every_prefix_of_the_series_applies_to_the_stock_sdist():
@@ -175,7 +176,7 @@ def test_a_patch_that_does_not_apply_is_named_and_the_rest_still_tried(tmp_path)
 
 
 def _patch_tests() -> ModuleType:
-    path = ROOT / "scripts" / "horovod-patch-tests"
+    path = TOOLS / "horovod-patch-tests"
     loader = importlib.machinery.SourceFileLoader("horovod_patch_tests", str(path))
     spec = importlib.util.spec_from_loader(loader.name, loader)
     assert spec is not None
@@ -203,7 +204,7 @@ def test_a_test_names_its_patches_at_the_start_of_its_docstring(doc, claimed):
 
 
 def test_every_patch_of_the_series_is_named_by_a_test_and_the_table_is_current():
-    out = run(ROOT / "scripts" / "horovod-patch-tests", "--check")
+    out = run(TOOLS / "horovod-patch-tests", "--check")
     assert out.returncode == 0 and out.stderr == "", out.stderr
 
 
@@ -233,9 +234,9 @@ def test_no_patch_changes_what_another_wrote_but_at_the_recorded_places(tmp_path
     put into a patch that rewrites an earlier patch's code adds a place and fails here; a place
     the series no longer has must leave the record too."""
     checkout = tmp_path / "hvd"
-    out = run(ROOT / "scripts" / "horovod-fork-checkout", checkout)
+    out = run(TOOLS / "horovod-fork-checkout", checkout)
     assert out.returncode == 0, out.stderr
-    found = run(sys.executable, FORK / "tools" / "series_rewrites.py", checkout)
+    found = run(sys.executable, TOOLS / "series_rewrites.py", checkout)
     assert found.returncode == 0, found.stderr
     assert found.stdout.splitlines() == _recorded_rewrites()
 
@@ -266,7 +267,7 @@ def test_same_code_tells_a_moved_docstring_or_import_from_a_change_of_code(tmp_p
     (repo / "n.py").write_text(source)
     _git(repo, "add", "n.py")
     _git(repo, "commit", "-q", "-m", "new file")
-    tool = FORK / "tools" / "same_code.py"
+    tool = TOOLS / "same_code.py"
     same = run(sys.executable, tool, repo, "HEAD~3", "HEAD~2")
     assert same.returncode == 0 and same.stdout == "m.py: the same code (docstrings, comments or layout differ)\n"
     changed = run(sys.executable, tool, repo, "HEAD~3", "HEAD~1")
@@ -276,12 +277,12 @@ def test_same_code_tells_a_moved_docstring_or_import_from_a_change_of_code(tmp_p
 
 
 def test_a_venv_set_up_from_a_wheel_directory_stays_on_it_until_told(tmp_path):
-    """scripts/horovod-wheel-source, setup's choice of the wheel: ELASTIC_HOROVOD_WHEELS=DIR (stock
+    """horovod-fork/tools/horovod-wheel-source, setup's choice of the wheel: ELASTIC_HOROVOD_WHEELS=DIR (stock
     Horovod, to see a test fail without the patches) is remembered by the venv, so the setup
     that scripts/test runs without the variable keeps it instead of putting the series' wheel
     back (the test would then run on the fork); =series returns to the series' wheel; a
     directory without a wheel is a one-line error that changes nothing."""
-    tool = ROOT / "scripts" / "horovod-wheel-source"
+    tool = TOOLS / "horovod-wheel-source"
     venv, stock = tmp_path / "venv", tmp_path / "stock"
     venv.mkdir()
     stock.mkdir()
@@ -323,7 +324,7 @@ def test_weave_edit_moves_a_line_between_patches_and_keeps_everything_else(tmp_p
     (repo / "g.txt").write_text("other\n")
     _git(repo, "add", "g.txt")
     _git(repo, "commit", "-q", "-am", "two")
-    tool = FORK / "tools" / "weave_edit.py"
+    tool = TOOLS / "weave_edit.py"
     tip = run("git", "-C", repo, "rev-parse", "HEAD").stdout.strip()
     exported = run(sys.executable, tool, "export", repo, "f.py")
     assert exported.returncode == 0, exported.stderr

@@ -2,7 +2,7 @@
 
 At 64 px the CPU pipeline (PIL decode, RandomResizedCrop, flip, ToTensor, Normalize per
 image in the loading processes) delivers a few hundred images/s per core while one GPU
-trains ResNet-50 on tens of thousands (``scripts/bench-input-pipeline``). On this path the
+trains ResNet-50 on tens of thousands (``scripts/benchmarks/bench-input-pipeline``). On this path the
 loading processes only read each file's bytes (``JpegBytesDataset``: no decode, so a core
 reads thousands of files/s); the training process decodes a whole batch at once
 (``torchcodec.decoders.decode_jpeg`` on a list, with ``device=`` on CUDA: one nvJPEG call;

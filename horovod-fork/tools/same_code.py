@@ -8,7 +8,7 @@ same, 1 when not, 2 (one line on stderr) when git cannot read a revision or a fi
 parse.
 
 For a change to the fork's patches meant to move code between them, not to change it: the
-checkout before and after (``scripts/horovod-fork-checkout``) must give the same code.
+checkout before and after (``horovod-fork/tools/horovod-fork-checkout``) must give the same code.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """series_rewrites.py CHECKOUT [-v]: the lines one patch of the series writes and a later patch
 of it changes or deletes (a patch rewriting another), in a checkout of the fork
-(``scripts/horovod-fork-checkout``: tag ``stock``, then one commit per patch in series order).
+(``horovod-fork/tools/horovod-fork-checkout``: tag ``stock``, then one commit per patch in series order).
 
 Prints one line per place, ``PATH: N line(s) of NNNN changed by MMMM``, sorted, and with
 ``-v`` every such line's text before them. Lines of stock Horovod that a patch changes do not
@@ -56,7 +56,7 @@ def main() -> int:
         return EXIT_USAGE
     checkout = Path(args[0])
     # the series' one reader: the patches in order, one path a line
-    series = Path(__file__).resolve().parents[2] / "scripts" / "horovod-series"
+    series = Path(__file__).resolve().parent / "horovod-series"
     listed = subprocess.run([str(series)], capture_output=True, text=True, check=True).stdout
     names = [Path(line).name[:4] for line in listed.splitlines()]
     found, lines = rewrites(checkout, names)

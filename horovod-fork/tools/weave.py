@@ -1,4 +1,4 @@
-"""A file's history in a checkout of the fork (``scripts/horovod-fork-checkout``: tag ``stock``,
+"""A file's history in a checkout of the fork (``horovod-fork/tools/horovod-fork-checkout``: tag ``stock``,
 then one commit per patch in series order), as a weave: every line the file ever has from stock
 through the commits, in file order, each with the commit that inserted it (``None``: stock) and
 the one that deleted it (``None``: still there), from ``git diff --histogram`` between

@@ -3,7 +3,7 @@
 at once, as a weave: every line PATH ever has from stock Horovod through the series, each
 tagged with the commit that adds it and the one that deletes it.
 
-In a checkout of the fork (``scripts/horovod-fork-checkout``: tag ``stock``, then one commit
+In a checkout of the fork (``horovod-fork/tools/horovod-fork-checkout``: tag ``stock``, then one commit
 per patch in series order), commits are numbered by position: ``00`` is stock, ``01`` the
 first patch, and so on (the export's header names each). A weave line is ``AA-DD|text``:
 added by commit AA (``00``: stock's line), deleted by commit DD (``..``: still there at the

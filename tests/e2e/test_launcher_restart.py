@@ -4,7 +4,7 @@ the real elastic MNIST training (the job of ``tests/e2e/test_launcher_loss.py``)
 - the driver (horovodrun) stopped for 6 s, the stalls it tolerates of itself (a GIL hold, a
   throttled pod), and continued: the 8 s lease loses nothing, the same workers train on;
 - the launcher SIGKILLed mid-training and retried: the retry says where its start-up went,
-  phase by phase, at its first step (the figures go to scripts/bench_launcher_loss.py's table).
+  phase by phase, at its first step (the figures go to scripts/benchmarks/bench_launcher_loss.py's table).
 """
 from __future__ import annotations
 

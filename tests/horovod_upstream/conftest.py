@@ -4,7 +4,7 @@ Horovod's ``test/conftest.py`` puts ``test/utils`` on ``sys.path`` (its tests im
 ``common`` from there); the integration tests import ``elastic_common`` from their own
 folder, which upstream's rootdir-less pytest layout put on the path. Both are done here, and
 every test below this folder gets the ``horovod_upstream`` marker, so ``pytest -m
-horovod_upstream`` (or ``scripts/test-horovod-upstream``) runs them alone.
+horovod_upstream`` (or ``horovod-fork/tools/test-horovod-upstream``) runs them alone.
 
 The suite's warnings-are-errors applies here too, with no exception: stock Horovod's
 ``RendezvousServer.stop()`` left its listening socket open (a ``ResourceWarning: unclosed

@@ -56,8 +56,8 @@ def test_every_copy_source_exists_in_the_build_context():
 
 def test_horovod_is_built_by_the_setup_script_with_nccl():
     steps = instructions(IMAGES / "Dockerfile")
-    copied = [rest for word, rest in steps if word == "COPY" and "scripts/build-horovod" in rest]
-    assert copied, "Dockerfile does not COPY scripts/build-horovod"
+    copied = [rest for word, rest in steps if word == "COPY" and "horovod-fork/tools/build-horovod" in rest]
+    assert copied, "Dockerfile does not COPY horovod-fork/tools/build-horovod"
     builds = [rest for word, rest in steps if word == "RUN" and "build-horovod" in rest]
     assert len(builds) == 1
     assert "HOROVOD_GPU_OPERATIONS=$HOROVOD_GPU_OPERATIONS" in builds[0]
@@ -65,7 +65,7 @@ def test_horovod_is_built_by_the_setup_script_with_nccl():
     # Horovod links the NCCL of torch's nvidia-nccl wheel, not a second one from the base
     assert "HOROVOD_NCCL_HOME=$nccl" in builds[0] and "import nvidia.nccl" in builds[0]
     # scripts/setup uses the same script
-    assert "scripts/build-horovod" in (ROOT / "scripts" / "setup").read_text()
+    assert "horovod-fork/tools/build-horovod" in (ROOT / "scripts" / "setup").read_text()
     # and the result is checked for Gloo (and NCCL when built for it) in the image
     assert any(word == "RUN" and "nccl_built()" in rest and "gloo_built()" in rest for word, rest in steps)
 
@@ -113,7 +113,7 @@ def test_the_bases_are_build_arguments_and_nothing_else_differs():
     daemon = [rest for word, rest in instructions(IMAGES / "Dockerfile.daemon") if word == "FROM"]
     assert daemon == ["${DAEMON_BASE}"]
     # scripts/build-images passes only bases, pip settings, the GPU operations and the key of
-    # the set-up's Horovod wheel (scripts/horovod-wheel-key), which a CUDA build never has
+    # the set-up's Horovod wheel (horovod-fork/tools/horovod-wheel-key), which a CUDA build never has
     script = (ROOT / "scripts" / "build-images").read_text()
     passed = set(re.findall(r'--build-arg "([A-Z_]+)=', script))
     assert passed == {"BUILD_BASE", "RUNTIME_BASE", "DAEMON_BASE", "HOROVOD_GPU_OPERATIONS", "PIP_EXTRA_INDEX_URL",

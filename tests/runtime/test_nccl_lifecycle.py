@@ -3,7 +3,7 @@ finalizer threads before it frees the communicators) on a machine without a GPU:
 they share, ``horovod/common/ops/nccl_lifecycle.h``, includes no NCCL or CUDA header, so it is
 compiled here with g++ from the patches themselves and run against a fake communicator state
 (``tests/runtime/cpp/nccl_lifecycle_test.cc``). The NCCL calls around it are only compiled
-(``scripts/check-horovod-nccl``), never run here.
+(``horovod-fork/tools/check-horovod-nccl``), never run here.
 """
 from __future__ import annotations
 

@@ -187,11 +187,11 @@ def test_a_stopped_rendezvous_server_no_longer_listens():
 
 
 def test_the_installed_horovod_carries_the_series_version():
-    """0101: the installed Horovod's version is the one the series sets (scripts/horovod-series
+    """0101: the installed Horovod's version is the one the series sets (horovod-fork/tools/horovod-series
     --version, read from the version patch), in pip's metadata and in ``horovod.__version__``
     (read from the file, without importing Horovod): a set-up can tell a patched install from a
     stock one. Stock: 0.28.1."""
-    wanted = subprocess.run([str(ROOT / 'scripts' / 'horovod-series'), '--version'], check=True,
+    wanted = subprocess.run([str(ROOT / 'horovod-fork' / 'tools' / 'horovod-series'), '--version'], check=True,
                             capture_output=True, text=True).stdout.strip()
     assert re.fullmatch(r'0\.28\.1\+eh\d+', wanted)
     assert importlib.metadata.version('horovod') == wanted

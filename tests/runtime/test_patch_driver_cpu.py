@@ -2,7 +2,7 @@
 Horovod's own style: a real ``ElasticDriver`` with its ``RendezvousServer``, ``FixedHosts`` discovery and worker
 threads running real ``WorkerNotificationManager``s (tests/runtime/test_patch_units.py's
 harness). The figures (driver CPU per worker per second at 64 and 256 simulated workers) are
-``scripts/bench_detector.py``'s; this test holds the behaviour they come from.
+``scripts/benchmarks/bench_detector.py``'s; this test holds the behaviour they come from.
 
 Before kept ping connections every liveness ping was a new TCP connection (a new thread in the
 worker's service), and every worker's commit count went to the driver as an HTTP request of its own

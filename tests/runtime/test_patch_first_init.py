@@ -7,7 +7,7 @@ while its world forms.
   world the driver aborted is told (it asks the driver: it has no notification service yet)
   and leaves it at once.
 
-The race behind it, found by scripts/bench-parity on CI: a joiner is taken into a world of
+The race behind it, found by scripts/benchmarks/bench-parity on CI: a joiner is taken into a world of
 three just as rank 1 is killed. The joiner's first ``hvd.init`` (the Gloo rendezvous of a
 world that lost a rank) fails. Before first inits retried the joiner exited 1; the driver counted that as a failure
 of its host and blacklisted it, and the world waited a blacklist cooldown and a new

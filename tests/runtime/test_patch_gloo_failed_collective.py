@@ -11,7 +11,7 @@ neighbour's background loop went on to its next cycle, whose controller allreduc
 8-byte receive on the same Gloo slot, and a stale 1 MB segment arriving for it ended the
 process in Gloo's device thread (``terminate called after throwing an instance of
 'gloo::EnforceNotMet'``, ``op.preamble.length <= op.nbytes. 1048576 vs 8``): a survivor lost
-with the killed rank (2 of 8 rounds of scripts/bench-elastic's kill-large). A round does not
+with the killed rank (2 of 8 rounds of scripts/benchmarks/bench-elastic's kill-large). A round does not
 always show it (it takes a segment in flight at the right moment), so the test kills up to
 ``ROUNDS`` times, at different moments in the step, and each round must leave every survivor
 with HorovodInternalError and a returning hvd.shutdown. HOROVOD_GLOO_TIMEOUT_SECONDS is 120

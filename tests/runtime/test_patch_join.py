@@ -27,7 +27,7 @@ HERE = Path(__file__).parent
 JOB = str(HERE / "join_job.py")
 # The longest pause (last step at the old world size -> first step at the new one) a join may
 # cost here. Generous: the machine is shared and loaded, and a reset's own rendezvous and sync
-# take seconds then; speed is measured by scripts/bench-elastic --scenario join. Without spawn first
+# take seconds then; speed is measured by scripts/benchmarks/bench-elastic --scenario join. Without spawn first
 # the pause includes the joiner's whole 20 s start-up.
 PAUSE_BOUND_S = 10.0
 JOINER_SETUP_S = 20.0

@@ -171,7 +171,7 @@ def test_the_spawned_discovery_script_still_ends_with_the_driver(tmp_path, setpr
     `setpriv --pdeathsig TERM` for the tie; without setpriv on PATH, forked as before). Nothing
     is lost either way: its output is the poll's answer, and a driver killed with -9 during a
     poll ends the script (SIGTERM), as no middleman's tie did. (A CPU saving, which
-    scripts/bench-launcher measures: this passes with no middleman alone too.)"""
+    scripts/benchmarks/bench-launcher measures: this passes with no middleman alone too.)"""
     pidfile = tmp_path / "script.pid"
     script = tmp_path / "discover.sh"
     script.write_text(f"#!/bin/sh\nif [ -e {tmp_path}/hang ]; then echo $$ > {pidfile}; exec /bin/sleep 600; fi\n"

@@ -1,7 +1,7 @@
 """A slot whose process ended gets a new process when the world is formed again, even when the
 driver's last assignment still names it.
 
-Found by scripts/bench-parity on CI, reproduced with real horovodrun on the local cluster: a
+Found by scripts/benchmarks/bench-parity on CI, reproduced with real horovodrun on the local cluster: a
 world of three at --min-np 2 (rank 0, rank 1, and a joiner just taken in as rank 2); rank 1
 was killed while the world formed and the joiner's first ``hvd.init`` failed with it (the
 joiner exited 1). The barrier's action blacklisted both hosts, and the driver waited for two

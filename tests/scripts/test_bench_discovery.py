@@ -1,6 +1,6 @@
-"""scripts/bench-discovery ends, with a one-line error, when one of its worker processes dies.
+"""scripts/benchmarks/bench-discovery ends, with a one-line error, when one of its worker processes dies.
 
-The helpers (scripts/bench_discovery_workers.py) on real forked processes: killed, exited,
+The helpers (scripts/benchmarks/bench_discovery_workers.py) on real forked processes: killed, exited,
 raised, silent past the deadline; and the benchmark itself on a small local cluster, its group
 readers' process killed with SIGKILL in the middle of the churn section: the benchmark exits
 non-zero within a deadline, its last line the error, no traceback."""
@@ -17,8 +17,8 @@ import pytest
 
 from tests.waiting import wait_for
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
-sys.path.insert(0, str(SCRIPTS))
+BENCHMARKS = Path(__file__).resolve().parents[2] / "scripts" / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
 
 import bench_discovery_workers as workers  # noqa: E402
 
@@ -107,7 +107,7 @@ def _children_named(pid: int, name: str) -> list[int]:
 
 @pytest.mark.slow
 def test_the_benchmark_ends_with_one_line_when_its_readers_die(tmp_path: Path) -> None:
-    argv = [sys.executable, str(SCRIPTS / "bench-discovery"), "--pods", "2", "--runs", "1", "--freshness", "1",
+    argv = [sys.executable, str(BENCHMARKS / "bench-discovery"), "--pods", "2", "--runs", "1", "--freshness", "1",
             "--push", "0", "--scale", "40", "--groups", "2", "--readers", "2", "--requests", "1",
             "--churn-rate", "4", "--churn-seconds", "600", "--poll-hz", "2"]
     err = tmp_path / "stderr"

@@ -1,4 +1,4 @@
-"""scripts/bench-elastic's fault rounds: bad flags are one-line errors (exit 2), and the freeze
+"""scripts/benchmarks/bench-elastic's fault rounds: bad flags are one-line errors (exit 2), and the freeze
 the rounds use stops every process of a local-cluster pod (its sshd too: ssh to it hangs)
 until the pod is deleted, which still works on a frozen pod."""
 import subprocess
@@ -9,8 +9,8 @@ import pytest
 
 from tests.waiting import wait_for
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
-sys.path.insert(0, str(SCRIPTS))
+BENCHMARKS = Path(__file__).resolve().parents[2] / "scripts" / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
 
 import bench_elastic_faults as bf  # noqa: E402
 
@@ -24,7 +24,7 @@ import bench_elastic_faults as bf  # noqa: E402
     (["--scenario", "join", "--synthetic-example", "/nonexistent/example.py"], "--synthetic-example: no such file"),
 ])
 def test_bad_flags_are_one_line_errors(argv, message):
-    proc = subprocess.run([sys.executable, str(SCRIPTS / "bench-elastic"), *argv], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / "bench-elastic"), *argv], capture_output=True, text=True,
                           timeout=60, stdin=subprocess.DEVNULL)
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and message in proc.stderr and "Traceback" not in proc.stderr

@@ -1,11 +1,11 @@
-"""scripts/bench-launcher: bad flags are one-line errors (exit 2), before anything starts."""
+"""scripts/benchmarks/bench-launcher: bad flags are one-line errors (exit 2), before anything starts."""
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "scripts" / "benchmarks"
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -16,7 +16,7 @@ SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
     (["--build", "x=/nonexistent"], "--build 'x=/nonexistent': expected NAME=VENV"),
 ])
 def test_bad_flags_are_one_line_errors(argv, message):
-    proc = subprocess.run([sys.executable, str(SCRIPTS / "bench-launcher"), *argv], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / "bench-launcher"), *argv], capture_output=True, text=True,
                           timeout=60, stdin=subprocess.DEVNULL)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and message in proc.stderr and "Traceback" not in proc.stderr

@@ -1,4 +1,4 @@
-"""scripts/bench-parity end to end with --quick (one seed, two epochs): both runs train on the
+"""scripts/benchmarks/bench-parity end to end with --quick (one seed, two epochs): both runs train on the
 real digits to the end on the local cluster, the elastic one through its whole schedule
 (2 -> 3 -> 2 -> 3 with a hard kill mid-epoch), and the table and JSON have their shape. What
 it asserts is what a user of the bench relies on, not an accuracy (one seed of two epochs
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "scripts" / "bench-parity"
+BENCH = Path(__file__).resolve().parents[2] / "scripts" / "benchmarks" / "bench-parity"
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -1,11 +1,11 @@
-"""scripts/parity_stats.py: when bench-parity's next elastic step is due, and its summary."""
+"""scripts/benchmarks/parity_stats.py: when bench-parity's next elastic step is due, and its summary."""
 import math
 import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "benchmarks"))
 
 from parity_stats import Row, due, fraction_done, settled, summarize, table  # noqa: E402
 

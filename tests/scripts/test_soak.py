@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
-sys.path.insert(0, str(SCRIPTS))
+sys.path.insert(0, str(SCRIPTS / "benchmarks"))  # the soak's modules
 
 import soak_checks as sc  # noqa: E402
 import soak_plan as sp  # noqa: E402

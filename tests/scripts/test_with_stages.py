@@ -11,7 +11,7 @@ import pytest
 
 WITH_STAGES = Path(__file__).resolve().parents[2] / "scripts" / "with-stages"
 
-# stands in for scripts/build-horovod: stage lines on stderr among other output
+# stands in for horovod-fork/tools/build-horovod: stage lines on stderr among other output
 BUILD = """
 echo "build-horovod: stage 1/3: downloading" >&2
 echo "compiler noise"
@@ -70,7 +70,7 @@ def test_plain_lines_when_not_a_terminal(tmp_path):
 
 
 def test_build_horovod_announces_its_stages_in_that_form():
-    text = (WITH_STAGES.parent / "build-horovod").read_text()
+    text = (WITH_STAGES.parents[1] / "horovod-fork" / "tools" / "build-horovod").read_text()
     stages = [line.split('"')[1] for line in text.splitlines() if line.startswith("stage ")]
     assert len(stages) == 4
     assert 'stage() { echo "build-horovod: stage $1/4: $2" >&2; }' in text

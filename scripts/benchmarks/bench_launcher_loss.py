@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench-elastic's launcher-loss scenario: what losing the launcher mid-epoch costs.
 
-    scripts/bench_launcher_loss.py [--project DIR]... [--signals SIGKILL,SIGSTOP,SIGTERM]
+    scripts/benchmarks/bench_launcher_loss.py [--project DIR]... [--signals SIGKILL,SIGSTOP,SIGTERM]
                                    [--rounds N] [--at-samples N] [--keep-logs DIR]
 
 For each project tree (``--project``, default this clone; give any other
@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parents[1]))
 
 from localcluster.testing import running_cluster  # noqa: E402
 from shared.exitcodes import EXIT_OK, EXIT_USAGE  # noqa: E402
@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --signals wants {','.join(SIGNALS)}, --rounds >= 1, --at-samples in 1..{EPOCH - 1}",
               file=sys.stderr)
         return EXIT_USAGE
-    projects = [q.resolve() for q in (args.project or [HERE.parent])]
+    projects = [q.resolve() for q in (args.project or [HERE.parents[1]])]
     rounds = run(projects, signals, args.rounds, args.at_samples, args.keep_logs)
     print(table(rounds))
     said = [(Path(r.project).name, r.signal, r.extra["phases"]) for r in rounds if r.extra.get("phases")]

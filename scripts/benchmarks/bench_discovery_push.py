@@ -1,4 +1,4 @@
-"""The push section of scripts/bench-discovery: how soon and how cheaply Horovod's elastic driver
+"""The push section of scripts/benchmarks/bench-discovery: how soon and how cheaply Horovod's elastic driver
 holds a host change, push discovery (elastic.driver.push.DaemonDiscovery, what ``elastic-run``
 gives the driver) beside script mode (``--host-discovery-script discover-hosts``: Horovod runs
 it through ``safe_shell_exec`` once a second).

@@ -1,4 +1,4 @@
-"""scripts/bench-parity's pure parts: when the next elastic step is due, and the summary table.
+"""scripts/benchmarks/bench-parity's pure parts: when the next elastic step is due, and the summary table.
 
 - ``fraction_done(records, epochs, train_size)``: how far the training is (0..1) by rank 0's
   metrics records (``epoch`` 1-based, ``samples`` trained in that epoch so far);

@@ -1,7 +1,7 @@
-"""The wrapper scripts/bench-elastic --scenario join runs a training script under, unchanged:
+"""The wrapper scripts/benchmarks/bench-elastic --scenario join runs a training script under, unchanged:
 
-    python scripts/bench_join_job.py SCRIPT.py ARGS...     (e.g. Horovod's elastic example)
-    python scripts/bench_join_job.py -m MODULE ARGS...     (e.g. training.mnist)
+    python scripts/benchmarks/bench_join_job.py SCRIPT.py ARGS...     (e.g. Horovod's elastic example)
+    python scripts/benchmarks/bench_join_job.py -m MODULE ARGS...     (e.g. training.mnist)
 
 It appends JSON lines to $BENCH_LOG (unix time "t", "ev", "host", "pid", "size") at the
 moments a join is made of, then runs the script as ``python SCRIPT``/``python -m`` would:

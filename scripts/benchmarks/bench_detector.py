@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench-detector: what the elastic driver's failure detector costs as the job grows.
 
-    scripts/bench_detector.py [--workers 64,256] [--seconds 30] [--baseline DIR] [--drivers fork,project]
+    scripts/benchmarks/bench_detector.py [--workers 64,256] [--seconds 30] [--baseline DIR] [--drivers fork,project]
 
 The real ``ElasticDriver`` (its ``RendezvousServer``, ``FixedHosts`` discovery, liveness pings,
 notification clients, event log) runs in this process over N one-slot hosts; the N workers are
@@ -36,7 +36,7 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = str(Path(__file__).resolve().parents[1])
+ROOT = str(Path(__file__).resolve().parents[2])
 sys.path.insert(0, ROOT)
 
 from shared.exitcodes import EXIT_OK  # noqa: E402

@@ -1,4 +1,4 @@
-"""The fault rounds of scripts/bench-elastic: dirty failures on the local cluster (a vanished
+"""The fault rounds of scripts/benchmarks/bench-elastic: dirty failures on the local cluster (a vanished
 node, a hung rank, a flapping host, a kill mid large message), each timed against its goal.
 
 Scenarios (``SCENARIOS``), each run against an elastic-run job of 3 one-slot pods
@@ -193,7 +193,7 @@ class Job:
              "-x", f"BENCH_STOP={self.stopfile}", "-x", "BENCH_TICKS=1", *extra,
              "-x", f"BENCH_BUSY_TRIGGER={self.busy_trigger}", "-x", f"BENCH_BUSY_SECONDS={BUSY_S:g}",
              "-x", f"BENCH_SLOW_HOSTS={self.slow_hosts}", "-x", f"BENCH_SLOW_SECONDS={SLOW_S:g}",
-             "--", sys.executable, str(self.root / "scripts" / "bench_elastic_job.py")],
+             "--", sys.executable, str(self.root / "scripts" / "benchmarks" / "bench_elastic_job.py")],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE if self.pipe_stdout else self.out,
             stderr=self.out if self.pipe_stdout else subprocess.STDOUT, env=env, start_new_session=True)
         print(f"bench-elastic: started job {self.n} ({d})", file=sys.stderr, flush=True)

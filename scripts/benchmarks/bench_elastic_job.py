@@ -1,4 +1,4 @@
-"""The job scripts/bench-elastic runs under elastic-run: each rank appends JSON lines to
+"""The job scripts/benchmarks/bench-elastic runs under elastic-run: each rank appends JSON lines to
 $BENCH_LOG at the moments a join or a leave is made of (unix time "t", "ev", "host",
 "pid", "size", "rank", "step"):
 

@@ -1,4 +1,4 @@
-"""Worker processes for scripts/bench-discovery: each one ends in a result or a one-line error.
+"""Worker processes for scripts/benchmarks/bench-discovery: each one ends in a result or a one-line error.
 
 ``start(name, target, *args)`` forks a process (its own GIL, so the load it makes and the
 latencies it measures do not contend with the benchmark) that runs ``target(*args, report)``;
