@@ -1,11 +1,19 @@
-"""The project's own Python modules, for the tests that check the code's layout and its text
-(tests/test_layout.py, tests/test_docs.py)."""
+"""The project's own Python modules and the folders of its tools, for the tests that check the
+code's layout and its text (tests/test_layout.py, tests/test_docs.py, tests/test_errors.py)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("discovery", "elastic", "training", "localcluster", "shared")
+# folder -> the kind of tool it holds (each kind in one place)
+TOOL_FOLDERS = {
+    "scripts": "the commands a user runs: setup, test, demo, build-images, gpu-smoke, bench (runs the "
+               "benchmarks), simulate, soak, with-stages",
+    "scripts/benchmarks": "the benchmarks (bench-*), their modules, and the modules the soak shares with them",
+    "horovod-fork/tools": "the Horovod fork's tools: its series, build, wheel key and source, checks, checkout, "
+                          "patch-to-test table, the rewrite and weave tools",
+}
 
 
 def project_modules() -> dict[str, Path]:

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.projectmodules import TOOL_FOLDERS
+
 ROOT = Path(__file__).resolve().parents[1]
 ERRORS = {"discovery": "errors.py", "elastic": "errors.py", "localcluster": "errors.py", "training": "errors.py"}
 PACKAGES = tuple(ERRORS)
@@ -95,13 +97,10 @@ def _literal_exit_codes(tree: ast.Module) -> list[int]:
     return found
 
 
-# the folders of the project's tools: commands, benchmarks, the Horovod fork's tools
-TOOL_FOLDERS = ("scripts", "scripts/benchmarks", "horovod-fork/tools")
-
-
 def _python_scripts() -> list[Path]:
-    """The tools' Python files (``TOOL_FOLDERS``): ``*.py`` and the commands whose first line
-    names python."""
+    """The tools' Python files (every folder of ``TOOL_FOLDERS``: commands,
+    benchmarks, the Horovod fork's tools): ``*.py`` and the commands whose first line names
+    python."""
     return sorted(p for folder in TOOL_FOLDERS for p in (ROOT / folder).iterdir() if p.is_file() and (
         p.suffix == ".py" or (not p.suffix and p.read_text(errors="replace").startswith("#!")
                               and "python" in p.read_text(errors="replace").splitlines()[0])))

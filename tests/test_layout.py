@@ -3,15 +3,19 @@ they must agree on live once, in ``shared`` (standard library only), which any o
 import and which imports none of them; no module imports itself back through a cycle; and
 ``elastic``'s rooms, one per process they run in (``ELASTIC_ROOMS``), import only what their
 row allows: code loaded into horovodrun (``driver``), on worker hosts (``worker``) or in the
-Kubernetes controller (``scaler``) never imports the launcher (``launch``)."""
+Kubernetes controller (``scaler``) never imports the launcher (``launch``). The tools are
+kept by kind, one folder each (``TOOL_FOLDERS``): the commands a user runs in scripts/, the
+benchmarks in scripts/benchmarks/, the Horovod fork's tools in horovod-fork/tools/."""
 from __future__ import annotations
 
 import ast
+import os
+import re
 from pathlib import Path
 
 import pytest
 
-from tests.projectmodules import project_modules
+from tests.projectmodules import TOOL_FOLDERS, project_modules
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = "shared"  # the one package every other may import
@@ -284,3 +288,60 @@ def test_training_layers_and_import_time_rules():
     assert horovod <= HOROVOD_AT_IMPORT
     eager = sorted(f"{m} -> {t}" for m, (now, _) in imports.items() for t in now & HOROVOD_AT_IMPORT)
     assert eager == []
+
+
+# -- the tools: one folder per kind ---------------------------------------------------------
+
+# the fork's tools by name: here, and in no other folder
+FORK_TOOLS = {"build-horovod", "horovod-series", "horovod-wheel-key", "horovod-wheel-source", "horovod-fork-checkout",
+              "check-horovod-series", "check-horovod-nccl", "horovod-patch-tests", "test-horovod-upstream",
+              "same_code.py", "series_rewrites.py", "weave.py", "weave_edit.py"}
+
+
+def _entries(folder: str) -> list[Path]:
+    return sorted(p for p in (ROOT / folder).iterdir() if p.name != "__pycache__")
+
+
+def test_scripts_holds_commands_and_the_benchmarks_folder():
+    """scripts/'s top level is what a user runs: executable files without a suffix, and the
+    benchmarks' folder; a module goes to the folder of the command that imports it."""
+    wrong = sorted(p.name for p in _entries("scripts")
+                   if not (p.is_dir() and p.relative_to(ROOT).as_posix() in TOOL_FOLDERS)
+                   and not (p.is_file() and not p.suffix and os.access(p, os.X_OK)))
+    assert wrong == []
+    assert {p.relative_to(ROOT).as_posix() for p in (ROOT / "scripts").rglob("*") if p.is_dir()
+            and "__pycache__" not in p.parts} <= set(TOOL_FOLDERS)
+
+
+def test_benchmarks_are_in_their_folder_and_bench_runs_them_there():
+    """A benchmark (``bench-*``, ``bench_*.py``) is in scripts/benchmarks/; ``scripts/bench``,
+    which runs them, is the one entry at the top, and every benchmark it runs is there."""
+    stray = sorted(p.relative_to(ROOT).as_posix() for folder in TOOL_FOLDERS if folder != "scripts/benchmarks"
+                   for p in _entries(folder) if re.match(r"bench[-_]", p.name))
+    assert stray == []
+    # BENCHES' rows: "name": (["command", ...], [quick arguments])
+    runs = re.findall(r'^\s+"[\w-]+": \(\["([^"]+)"', (ROOT / "scripts" / "bench").read_text(), re.M)
+    assert runs and [r for r in runs if not (r.startswith("scripts/benchmarks/bench-") and (ROOT / r).is_file())] == []
+
+
+def test_the_fork_tools_are_in_horovod_fork_tools():
+    """Every tool of the Horovod fork is in horovod-fork/tools/, and none elsewhere: no file of
+    the other tool folders is one of ``FORK_TOOLS`` or named for Horovod (a new tool that
+    builds, checks or reads the fork goes to horovod-fork/tools/)."""
+    tools = {p.name for p in _entries("horovod-fork/tools")}
+    assert sorted(FORK_TOOLS - tools) == []
+    elsewhere = sorted(p.relative_to(ROOT).as_posix() for folder in TOOL_FOLDERS if folder != "horovod-fork/tools"
+                       for p in (ROOT / folder).rglob("*") if "__pycache__" not in p.parts
+                       and (p.name in FORK_TOOLS or "horovod" in p.name))
+    assert elsewhere == []
+
+
+def test_every_python_tool_without_a_suffix_is_linted():
+    """ruff checks a Python file without a ``.py`` suffix only when pyproject.toml names it:
+    every such command of the tool folders is named there."""
+    import tomllib
+    included = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["ruff"]["extend-include"])
+    commands = {p.relative_to(ROOT).as_posix() for folder in TOOL_FOLDERS for p in _entries(folder)
+                if p.is_file() and not p.suffix and p.read_text(errors="replace").splitlines()[:1]
+                and "python" in p.read_text(errors="replace").splitlines()[0]}
+    assert sorted(commands - included) == []
