@@ -32,6 +32,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from elastic.launch.waits import printable, waiting_reason
 from shared import discovery_wire as wire
 from shared.exitcodes import EXIT_NO_CAPACITY, EXIT_WORKERS_FAILING
 from shared.hosts_document import HostsDocument
@@ -48,12 +49,6 @@ class Verdict:
 
     exit_code: int | None
     reason: str
-
-
-def _text(value: object, limit: int = 160) -> str:
-    """A value from the daemon (hostile until shown otherwise) as a short printable text."""
-    text = "".join(c if c.isprintable() else "?" for c in str(value))
-    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _named(items: list[str]) -> str:
@@ -78,11 +73,11 @@ def judge(doc: HostsDocument | None, min_slots: int, placed_since: Mapping[str, 
                        "start or did not reach hvd.init (their output above)")
     failing: list[str] = []
     for s in doc.skipped:
-        failing.append(f"{_text(s.pod, 80)}: {_text(s.reason)}")
+        failing.append(f"{printable(s.pod, 80)}: {printable(s.reason, 160)}")
     starting: list[str] = []
     unplaced: list[str] = []
     for w in doc.waiting_pods:
-        pod, why = _text(w.pod, 80), _text(w.reason, 40) + (f" ({_text(w.detail)})" if w.detail else "")
+        pod, why = printable(w.pod, 80), waiting_reason(w, 40, 160)
         if w.reason == wire.WAIT_FAILING:
             failing.append(f"{pod}: {why}")
         elif w.reason == wire.WAIT_NOT_SCHEDULED:
@@ -96,9 +91,10 @@ def judge(doc: HostsDocument | None, min_slots: int, placed_since: Mapping[str, 
     for p in doc.preparing:
         since = placed_since.get(p.pod)
         if since is not None and now - since >= ready_timeout:
-            failing.append(f"{_text(p.pod, 80)}: being prepared (SSH host key, dataset sync) for {now - since:.0f} s")
+            failing.append(f"{printable(p.pod, 80)}: being prepared (SSH host key, dataset sync) "
+                           f"for {now - since:.0f} s")
         else:
-            starting.append(f"{_text(p.pod, 80)}: being prepared")
+            starting.append(f"{printable(p.pod, 80)}: being prepared")
     head = f"{served} of the {min_slots} slots --min-np needs are served"
     if failing:
         return Verdict(EXIT_WORKERS_FAILING, f"{head}, and not for lack of capacity: workers that have their "

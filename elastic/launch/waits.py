@@ -22,18 +22,26 @@ from collections.abc import Callable
 
 from shared import daemon_client
 from shared import discovery_wire as wire
-from shared.hosts_document import BadDocument, HostsDocument
+from shared.hosts_document import BadDocument, HostsDocument, WaitingPod
 
 log = logging.getLogger("elastic.run")
 
 PREPARING_TEXT = "being prepared (SSH host key pinning, dataset sync)"
 
 
-def _text(value: object, limit: int = 200) -> str:
-    """A value from the daemon (hostile until shown otherwise) as one short printable line."""
+def printable(value: object, limit: int = 200) -> str:
+    """A value from the daemon (hostile until shown otherwise) as one short printable line:
+    unprintable characters as ``?``, cut to ``limit`` characters with ``...``."""
     text = "".join(c if c.isprintable() else "?" for c in str(value))
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
+
+
+def waiting_reason(pod: WaitingPod, reason_limit: int = 200, detail_limit: int = 200) -> str:
+    """Why ``pod`` is not served, printable: its reason, and its detail in parentheses when the
+    daemon gave one."""
+    detail = f" ({printable(pod.detail, detail_limit)})" if pod.detail else ""
+    return printable(pod.reason, reason_limit) + detail
 
 def explain(doc: HostsDocument, min_slots: int) -> list[str] | None:
     """Why fewer than ``min_slots`` slots are served (see the module docstring); None when
@@ -46,15 +54,14 @@ def explain(doc: HostsDocument, min_slots: int) -> list[str] | None:
     n = len(doc.hosts)
     lines = [f"waiting for hosts: {served} of the {min_slots} slots --min-np needs are served "
              f"({n} host{'s' if n != 1 else ''})"]
-    pods: list[tuple[str, str]] = [(_text(w.pod, 80), _text(w.reason) + (f" ({_text(w.detail)})" if w.detail else ""))
-                                   for w in doc.waiting_pods]
-    pods += [(f"{_text(p.pod, 80)} ({_text(p.host, 80)})", PREPARING_TEXT) for p in doc.preparing]
-    pods += [(_text(k.pod, 80), f"skipped: {_text(k.reason)}") for k in doc.skipped]
+    pods: list[tuple[str, str]] = [(printable(w.pod, 80), waiting_reason(w)) for w in doc.waiting_pods]
+    pods += [(f"{printable(p.pod, 80)} ({printable(p.host, 80)})", PREPARING_TEXT) for p in doc.preparing]
+    pods += [(printable(k.pod, 80), f"skipped: {printable(k.reason)}") for k in doc.skipped]
     for pod, why in sorted(pods):
         lines.append(f"  {pod}: {why}")
     unnamed = sum(doc.waiting.values()) - len(doc.waiting_pods)
     if unnamed > 0:
-        by_reason = ", ".join(f"{n} {_text(r, 60)}" for r, n in sorted(doc.waiting.items()))
+        by_reason = ", ".join(f"{n} {printable(r, 60)}" for r, n in sorted(doc.waiting.items()))
         lines.append(f"  ... and {unnamed} more pods not served ({by_reason})")
     if len(lines) == 1:
         lines.append("  no pod matches the selector yet" if not doc.pods_seen else
@@ -86,8 +93,8 @@ def describe(answer: HostsDocument | Exception, url: str, min_slots: int) -> lis
         return explain(answer, min_slots)
     if isinstance(answer, BadDocument):
         return [f"waiting for hosts: the discovery daemon at {url} answered something that is not a hosts "
-                f"document ({_text(answer, 120)})"]
-    return [f"waiting for hosts: the discovery daemon at {url} does not answer ({_text(answer, 120)})"]
+                f"document ({printable(answer, 120)})"]
+    return [f"waiting for hosts: the discovery daemon at {url} does not answer ({printable(answer, 120)})"]
 
 
 class WaitExplainer:
