@@ -25,7 +25,12 @@ What changes against the fork's detector (the rules are the core's, see its docs
   ``Cooldowns``, the refusals' rule too (the simulation's): the cooldown doubles in a row,
   and the count starts again after ``QUARANTINE_MAX_SECS`` without one.
 
-Everything else (leaves, joins, aborts, the barrier deadline) is the fork's.
+- The registration barrier's deadline is ``elastic.driver.barrier``'s: it arms once anyone
+  has checked in and anyone is missing (the fork's: exactly one missing, so a multi-slot pod
+  whose ranks all hung held the next world for ever), and judges the missing by their
+  progress; a joiner not yet in a world is its join deadline's, never the barrier's.
+
+Everything else (leaves, joins, aborts) is the fork's.
 
 The fork's refusals are a dict (host -> why) read under its ``_wait_hosts_cond``: ``Refusals``
 keeps that interface and reads the clock, so the pure rule stays in ``Cooldowns``.
@@ -43,7 +48,7 @@ from typing import Any
 
 from horovod.runner.elastic import driver as horovod_driver
 
-from elastic.driver import lease_answers
+from elastic.driver import barrier, lease_answers
 from elastic.driver.cooldowns import Cooldowns
 from elastic.driver.liveness import Liveness, Lose, Ping, Rebaseline, Settings
 from shared.event_kinds import Kind
@@ -182,6 +187,42 @@ class ElasticDriver(horovod_driver.ElasticDriver):
                          'worker again (%s s after its quarantine)', release.host, after)
             self._events.emit(Kind.QUARANTINE_ENDED.value, host=release.host, after=after)
         return bool(releases)
+
+    # -- the registration barrier's deadline: decided by elastic.driver.barrier -----------------
+    def barrier_deadline_arms(self, checked_in: int, size: int) -> bool:
+        """Asked by the fork's registration (under its lock) at each check-in."""
+        return barrier.arms(checked_in, size)
+
+    def _unrecorded(self, recorded: Any) -> list:
+        """The fork's (running, registered, not lost, not checked in), without joiners not yet
+        in a world: waiting idle for admission is what a joiner does, and its join deadline,
+        not the barrier, gives it up."""
+        return [(key, worker) for key, worker in super()._unrecorded(recorded) if worker.joining is None]
+
+    def lose_unrecorded_workers(self, recorded: Any, reason: str, baseline: dict | None = None) -> Any:
+        """The deadline passed for the workers not in recorded: ``barrier.judge`` against
+        baseline (``unrecorded_progress``'s samples when it armed); the silent and the idle are
+        lost, the busy kept. Returns the kept workers' samples, the next deadline's baseline.
+        Without baseline (a registry that does not sample): every one is lost."""
+        if baseline is None:
+            return self.lose_workers([key for key, _ in self._unrecorded(recorded)], reason)
+        samples = self.unrecorded_progress(recorded)
+        verdict = barrier.judge({key: barrier.Sample.of(value) for key, value in baseline.items()},
+                                {key: barrier.Sample.of(value) for key, value in samples.items()})
+        for key, sample in verdict.kept.items():
+            before = barrier.Sample.of(baseline.get(key))
+            cpu = None if before is None or before.cpu is None or sample.cpu is None else sample.cpu - before.cpu
+            io = None if before is None or before.io is None or sample.io is None else sample.io - before.io
+            logging.info('%s[%s] %s, but its main thread is busy (%s s of CPU, %s bytes of I/O since the '
+                         'last check): kept, judged again at the next deadline', key[0], key[1], reason,
+                         'unknown' if cpu is None else f'{cpu:.2f}', 'unknown' if io is None else io)
+            self._events.emit(Kind.BARRIER_BUSY.value, host=key[0], slot=key[1],
+                              cpu=None if cpu is None else round(cpu, 3), io=io)
+        if verdict.silent:
+            self.lose_workers(list(verdict.silent), f'{reason}, and no answer to the progress request')
+        if verdict.idle:
+            self.lose_workers(list(verdict.idle), f'{reason}, and its main thread made no progress')
+        return {key: samples[key] for key in verdict.kept}
 
     # -- the liveness thread: observe, decide (the core), execute --------------------------------
     def _watch_liveness(self) -> None:

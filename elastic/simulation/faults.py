@@ -21,6 +21,11 @@ KINDS = {
     "driver-stall": "the driver process stops for up to 6 s",
     "bad-start": "joiners started on one pod fail at start, for a while",
     "hang-start": "joiners started on one pod hang at start, for a while",
+    "hang-at-reset": "one training process hangs at its world's next reset, before it checks in (its "
+                     "main thread stuck in a collective the abort did not reach): it still answers pings",
+    "hang-pod-at-reset": "every training process of one pod hangs so (a multi-GPU pod's shared fault)",
+    "busy-write": "one rank writes in the background (a checkpoint its restore waits for): at a reset it "
+                  "checks in only once the write is done, busy meanwhile",
 }
 SHORT = 1.5  # the longest short freeze or answer loss: shorter than any loss may need
 
@@ -92,6 +97,12 @@ def schedule(rng: random.Random, topo: Topology, faults: int, window: float,
             f = Fault(at, kind, (rng.choice(workers),), 0.0)
         elif kind == "slow-answers":
             f = Fault(at, kind, (rng.choice(hosts),), rng.uniform(5.0, 30.0))
+        elif kind == "hang-at-reset":
+            f = Fault(at, kind, (rng.choice(workers),), _long(rng))
+        elif kind == "hang-pod-at-reset":
+            f = Fault(at, kind, (rng.choice(hosts),), _long(rng))
+        elif kind == "busy-write":
+            f = Fault(at, kind, (rng.choice(workers),), rng.uniform(5.0, 25.0))
         elif kind == "driver-stall":
             f = Fault(at, kind, (), rng.uniform(0.5, 6.0))
         else:  # bad-start, hang-start

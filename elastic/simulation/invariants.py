@@ -9,7 +9,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from elastic.simulation.faults import SHORT
-from elastic.simulation.model import FILL_EVERY, JOIN_DEADLINE, LEASE, START, Proc, Record
+from elastic.simulation.model import (
+    BARRIER_DEADLINE,
+    CHECK_IN,
+    FILL_EVERY,
+    JOIN_DEADLINE,
+    LEASE,
+    PROGRESS_ANSWER,
+    START,
+    Proc,
+    Record,
+    Reset,
+)
 
 INVARIANTS = {
     "healthy-kept": "a worker that answers is never lost: a pause or lost answers of up to "
@@ -19,6 +30,9 @@ INVARIANTS = {
     "hosts-serve-again": "a pod healthy again serves again within its cooldown bound",
     "joiners-settle": "every joiner is in the world or given up within its join deadline",
     "driver-work": "the driver handles at most 3 pings, reports and connections per worker per second",
+    "resets-end": "every reset forms its next world within its bound: the barrier's deadline, a member's "
+                  "background write, a silent member's loss",
+    "one-world": "each reset forms at most one world, of members that checked in for it and still run",
 }
 WORK_LIMIT = 3.0
 
@@ -35,7 +49,7 @@ class Violation:
 
 def check(rec: Record) -> list[Violation]:
     out: list[Violation] = []
-    for f in (healthy_kept, silent_lost, hosts_serve_again, joiners_settle, driver_work):
+    for f in (healthy_kept, silent_lost, hosts_serve_again, joiners_settle, driver_work, resets_end, one_world):
         out += f(rec)
     return sorted(out, key=lambda v: v.when)
 
@@ -49,6 +63,16 @@ def stretches(rec: Record, p: Proc) -> list[tuple[float, float]]:
     for a, b in spans:
         if b <= a:
             continue
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _merged(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(spans):
         if out and a <= out[-1][1]:
             out[-1] = (out[-1][0], max(out[-1][1], b))
         else:
@@ -72,6 +96,14 @@ def healthy_kept(rec: Record) -> list[Violation]:
             if stall <= 6.5:
                 out.append(Violation("healthy-kept", when, f"{key} ended by its lease after a {stall:.1f} s "
                                                          "driver stall"))
+            continue
+        if cause == "barrier":
+            hung = any(a <= when <= b for a, b in p.stuck)
+            frozen = p.freezes + rec.hosts[p.host].freezes
+            unanswered = _overlap(_merged(frozen), when, when + PROGRESS_ANSWER) >= PROGRESS_ANSWER - 1e-6
+            if not hung and not unanswered:
+                out.append(Violation("healthy-kept", when, f"{key} lost at the barrier deadline, neither hung nor "
+                                                         "silent (busy in a background write, or on its way)"))
             continue
         window = s.timeout + s.interval + s.ping_timeout
         silent = _overlap(stretches(rec, p), when - window, when)
@@ -156,6 +188,68 @@ def joiners_settle(rec: Record) -> list[Violation]:
         if settled - p.started > limit and p.started + limit <= rec.end:
             out.append(Violation("joiners-settle", p.started + limit, f"{p.key} neither joined nor given up "
                                  f"{limit:.1f} s after its start"))
+    return out
+
+
+def _arrival(rec: Record, r: Reset, p: Proc) -> float:
+    """When p's READY or FAILURE reaches reset r's barrier at the latest, as it behaves: a
+    healthy member after its abort and restore; one in a background write once it is done;
+    a silent one once it answers again or liveness loses it; one hung there never."""
+    if any(a == r.began for a, _ in p.stuck):
+        return math.inf
+    t = r.began + CHECK_IN[1]
+    t = max([t] + [b for a, b in p.waiting if a == r.began])
+    for a, b in stretches(rec, p):
+        if a <= t < b:
+            t = min(b, _deadline(rec, a))
+    return t
+
+
+def reset_bound(rec: Record, r: Reset) -> float:
+    """Seconds by which reset r must have formed its world: the barrier's deadline, one after
+    the first READY or FAILURE arrives; a member's background write; a silent member's loss
+    by liveness; each counted again past the driver's stalls."""
+    procs = {p.key: p for p in rec.procs}
+    arrivals = [_arrival(rec, r, procs[key]) for key in sorted(r.expected)]
+    first = r.began if r.began_by_failure else min(arrivals, default=r.began)
+    need = first - r.began + BARRIER_DEADLINE + 1.0
+    need = max([need] + [t - r.began + 1.0 for t in arrivals if t < math.inf])
+    return need + _overlap(rec.stalls, r.began, r.began + need + 7.0)
+
+
+def resets_end(rec: Record) -> list[Violation]:
+    out = []
+    for r in rec.resets:
+        bound = reset_bound(rec, r)
+        took = (r.ended if r.ended is not None else math.inf) - r.began
+        if took > bound and r.began + bound <= rec.end:
+            by = r.began + bound
+            recorded = {key for rid, key, when in rec.check_ins if rid == r.rid and when <= by}
+            waiting = sorted(r.expected - recorded - r.failed)
+            out.append(Violation("resets-end", r.began + bound, f"reset {r.rid} (t={r.began:.2f}) still waits "
+                                 f"{bound:.1f} s later for {', '.join(waiting[:4])}"
+                                 f"{' and more' if len(waiting) > 4 else ''}"))
+    return out
+
+
+def one_world(rec: Record) -> list[Violation]:
+    out = []
+    checked: dict[int, set[str]] = {}
+    for rid, key, _ in rec.check_ins:
+        checked.setdefault(rid, set()).add(key)
+    known = {p.key: p.known for p in rec.procs}
+    formed: set[int] = set()
+    last = -math.inf
+    for rid, when, members in rec.worlds:
+        if rid in formed or when < last:
+            out.append(Violation("one-world", when, f"reset {rid} formed a second world"))
+        formed.add(rid)
+        last = when
+        strangers = sorted(m for m in members if m not in checked.get(rid, set()))
+        dead = sorted(m for m in members if (k := known[m]) is not None and k < when)
+        if strangers or dead:
+            out.append(Violation("one-world", when, f"world {rid} counts {', '.join(strangers + dead)}: "
+                                 "not checked in for it, or known gone"))
     return out
 
 

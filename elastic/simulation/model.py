@@ -1,7 +1,10 @@
 """The simulated world: pods and their training processes, the network between them and the
-driver, the driver process (its stalls, its ping senders, its accept queue) and the lease
-wrapper on each pod. The decisions are the real cores'; everything here only observes and
-executes, as the driver's threads do. The ``Record`` it leaves is what the invariants check.
+driver, the driver process (its stalls, its ping senders, its accept queue), the lease
+wrapper on each pod, and the worlds: a member's loss or a joiner begins a reset, every member
+checks in at the registration barrier, the barrier's deadline judges the missing, and the
+next world forms. The decisions are the real cores' (``liveness``, ``cooldowns``,
+``barrier``); everything here only observes and executes, as the driver's threads do. The
+``Record`` it leaves is what the invariants check.
 """
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import random
 from collections import deque
 from dataclasses import dataclass, field, replace
 
+from elastic.driver import barrier
 from elastic.driver.cooldowns import Cooldowns
 from elastic.driver.liveness import Lose, Ping, Rebaseline, Settings
 from elastic.simulation.clock import Clock
@@ -25,6 +29,9 @@ LEASE = 8.0  # the lease wrapper ends its worker after this long without a renew
 SYN_RETRIES = (1.0, 3.0, 7.0)  # a dropped handshake is tried again this long after the first
 EXIT_SEEN = 0.05  # a process exit reaches the driver (its ssh session ends)
 FILL_EVERY = 1.0  # the driver's discovery loop: releases, joiners for empty slots
+CHECK_IN = (0.05, 0.5)  # a healthy member's abort, restore and check-in after a reset begins
+BARRIER_DEADLINE = 15.0
+PROGRESS_ANSWER = 4.0  # the progress request: 2 tries of 2 s
 
 
 @dataclass
@@ -37,7 +44,12 @@ class Proc:
     ready: float | None = None  # in the world since
     gone: float | None = None  # exited, lost or dropped
     cause: str | None = None  # why gone
+    known: float | None = None  # when the driver knew it was gone (lost it, or saw its exit)
     freezes: list[tuple[float, float]] = field(default_factory=list)  # its own (and drops)
+    hangs: list[tuple[float, float]] = field(default_factory=list)  # it hangs at a reset within these
+    writes: list[tuple[float, float]] = field(default_factory=list)  # background writes
+    stuck: list[tuple[float, float]] = field(default_factory=list)  # hung at a reset: no progress
+    waiting: list[tuple[float, float]] = field(default_factory=list)  # its main thread waits for a write
 
 
 @dataclass
@@ -55,6 +67,20 @@ def _covers(spans, t: float) -> bool:
 
 
 @dataclass
+class Reset:
+    """One reset: the members it waits for, when it began and ended (the next world formed)."""
+    rid: int
+    began: float
+    expected: set[str]
+    checked: set[str] = field(default_factory=set)  # recorded READY
+    failed: set[str] = field(default_factory=set)  # recorded FAILURE: lost or exited
+    ended: float | None = None
+    armed: bool = False
+    began_by_failure: bool = False  # a member's loss began it (its FAILURE is the first record)
+    busy_until: float = 0.0  # the last background write a member waits for
+
+
+@dataclass
 class Record:
     """What happened, for the invariants."""
     procs: list[Proc] = field(default_factory=list)
@@ -66,6 +92,9 @@ class Record:
     work: int = 0  # pings sent, reports and new connections the driver handled
     end: float = 0.0
     settings: Settings = field(default_factory=Settings)
+    resets: list[Reset] = field(default_factory=list)
+    worlds: list[tuple[int, float, frozenset[str]]] = field(default_factory=list)  # (reset, when, members)
+    check_ins: list[tuple[int, str, float]] = field(default_factory=list)  # (reset, proc key, when)
 
 
 class World:
@@ -84,6 +113,8 @@ class World:
         self.lanes: dict[str, deque[str]] = {"main": deque(), "suspect": deque()}
         self.busy = {"main": 0, "suspect": 0}
         self.tick_due, self.tick_gen = math.inf, 0
+        self.reset: Reset | None = None  # the open reset
+        self.pending: set[str] = set()  # joiners that joined while a reset was open
         self.rec.stalls = _merge([(f.at, f.at + f.duration) for f in faults if f.kind == "driver-stall"])
         for h, n in topo.hosts:
             for s in range(n):
@@ -195,10 +226,13 @@ class World:
         for host in sorted({self.procs[k].host for k in keys}):
             self.cooldowns.keep_out(host, "a worker there went silent", now)
         self.liveness.watch(self.world, now)
+        self._members_left(keys)
 
     def _gone(self, p: Proc, t: float, cause: str) -> None:
         if p.gone is None:
             p.gone, p.cause = t, cause
+        if cause in ("liveness", "barrier") and p.known is None:
+            p.known = t
         self.world.discard(p.key)
 
     def _fill(self) -> None:
@@ -240,6 +274,10 @@ class World:
         self.world.add(p.key)
         self.liveness.watch(self.world, self.clock.now)
         self._report_loop(p, self.clock.now + REPORT_EVERY)
+        if self.reset is not None:
+            self.pending.add(p.key)
+        else:
+            self._begin_reset()
 
     def _joiner_failed(self, p: Proc, why: str) -> None:
         if p.gone is not None:
@@ -287,6 +325,16 @@ class World:
                     self.driver(now + EXIT_SEEN, lambda p=p: self._exited(p))
                 else:
                     p.freezes.append((now, end))
+        elif f.kind in ("hang-at-reset", "busy-write"):
+            name, slot = f.targets[0].split("/")
+            p = self._current(name, int(slot))
+            if p is not None:
+                (p.hangs if f.kind == "hang-at-reset" else p.writes).append((now, end))
+        elif f.kind == "hang-pod-at-reset":
+            for s in range(self.rec.hosts[f.targets[0]].slots):
+                p = self._current(f.targets[0], s)
+                if p is not None:
+                    p.hangs.append((now, end))
         elif f.kind in ("freeze-host", "freeze-two-hosts", "slow-answers", "bad-start", "hang-start"):
             host = self.rec.hosts[f.targets[0]]
             if f.kind in ("freeze-host", "freeze-two-hosts"):
@@ -304,8 +352,12 @@ class World:
         return p if p is not None and p.gone is None else None
 
     def _exited(self, p: Proc) -> None:
+        if p.known is None:
+            p.known = self.clock.now
         self.world.discard(p.key)
         self.liveness.watch(self.world, self.clock.now)
+        if p.ready is not None:
+            self._members_left([p.key])
 
     def _lease_through_stall(self, a: float, b: float) -> None:
         """Each running wrapper renews its lease every second; through the stall [a, b) its
@@ -338,6 +390,110 @@ class World:
                         self.driver(at + EXIT_SEEN, lambda: self._exited(p))
                 self.clock.at(last + LEASE, killed)
 
+    # -- worlds: resets, check-ins, the barrier's deadline -------------------------------------
+    # As Horovod's registration barrier: a reset waits for every member of the world it began
+    # in; a member that checks in records READY, one lost or exited records its FAILURE (both
+    # count for the barrier and for the deadline's arming); the next world is the READY ones.
+    def _members_left(self, keys) -> None:
+        """Members gone (lost, exited): their failure is recorded at the barrier of the open
+        reset, or begins one (the others are aborted)."""
+        left = {k for k in keys if self.procs[k].ready is not None}
+        if not left:
+            return
+        self.pending -= left
+        r = self.reset
+        if r is None:
+            self._begin_reset(failed=left)
+            return
+        r.failed |= left & r.expected
+        r.checked -= left  # a FAILURE overrides its READY (it died waiting at the barrier)
+        self._barrier_moved(r)
+
+    def _begin_reset(self, failed: set[str] | None = None) -> None:
+        now = self.clock.now
+        rid = len(self.rec.resets) + 1
+        alive = {k for k in self.world if self.procs[k].gone is None}
+        r = Reset(rid, now, expected=alive | (failed or set()), failed=set(failed or ()),
+                  began_by_failure=bool(failed))
+        self.reset = r
+        self.rec.resets.append(r)
+        self.pending.clear()
+        for key in sorted(alive):
+            p = self.procs[key]
+            t = now + self.rng.uniform(*CHECK_IN)
+            hang = max((b for a, b in p.hangs if a <= now < b), default=None)
+            if hang is not None:
+                p.stuck.append((now, hang))
+                t = max(t, hang)
+            write = max((b for a, b in p.writes if a <= now < b), default=None)
+            if write is not None:
+                p.waiting.append((now, write))
+                r.busy_until = max(r.busy_until, write)
+                t = max(t, write)
+            t = self.answering_from(p, t)
+            if t < math.inf:
+                self.driver(t, functools.partial(self._check_in, p, rid))
+        self._barrier_moved(r)
+
+    def _check_in(self, p: Proc, rid: int) -> None:
+        r = self.reset
+        if r is None or r.rid != rid or p.gone is not None or p.key not in r.expected or p.key in r.failed:
+            return  # a check-in for a world that is gone, or from a worker given up
+        r.checked.add(p.key)
+        self.rec.check_ins.append((rid, p.key, self.clock.now))
+        self._barrier_moved(r)
+
+    def _barrier_moved(self, r: Reset) -> None:
+        """A check-in or a failure was recorded: the world forms once everyone has one; else
+        the deadline arms when the rule says so."""
+        recorded = r.checked | r.failed
+        now = self.clock.now
+        if recorded >= r.expected:
+            r.ended = now
+            self.rec.worlds.append((r.rid, now, frozenset(r.checked)))
+            self.reset = None
+            if self.pending:
+                self._begin_reset()
+            return
+        if not r.armed and self.rules.barrier_arms(len(recorded), len(r.expected)):
+            r.armed = True
+            baseline = self._samples(r)
+            self.driver(now + BARRIER_DEADLINE, functools.partial(self._deadline, r.rid, baseline))
+
+    def _samples(self, r: Reset) -> dict[str, barrier.Sample | None]:
+        now = self.clock.now
+        return {key: self._sample(self.procs[key], now) for key in sorted(r.expected - r.checked - r.failed)}
+
+    def _sample(self, p: Proc, t: float) -> barrier.Sample | None:
+        """The progress request's answer: none from a process that cannot answer within its two
+        tries; else its main thread's CPU time so far (the work declared for it included,
+        unless the rules say otherwise)."""
+        if p.gone is not None or self.answering_from(p, t) > t + PROGRESS_ANSWER:
+            return None
+        idle = p.freezes + self.rec.hosts[p.host].freezes + p.stuck
+        if not self.rules.declared_work:
+            idle = idle + p.waiting
+        spans = [(max(a, p.started), min(b, t)) for a, b in idle if min(b, t) > max(a, p.started)]
+        return barrier.Sample(t, (t - p.started) - sum(b - a for a, b in _merge(spans)), None)
+
+    def _deadline(self, rid: int, baseline: dict[str, barrier.Sample | None]) -> None:
+        r = self.reset
+        if r is None or r.rid != rid:
+            return
+        verdict = barrier.judge(baseline, self._samples(r))
+        now = self.clock.now
+        lost = list(verdict.silent) + list(verdict.idle)
+        for key in lost:
+            self._gone(self.procs[key], now, "barrier")
+            self.rec.losses.append((now, key, "barrier"))
+        if lost:
+            self.liveness.watch(self.world, now)
+        if verdict.kept:
+            self.driver(now + BARRIER_DEADLINE, functools.partial(self._deadline, rid, dict(verdict.kept)))
+        if lost:
+            r.failed |= set(lost)
+            self._barrier_moved(r)
+
     def run(self) -> Record:
         self.clock.run_until(self.rec.end)
         return self.rec
@@ -353,4 +509,4 @@ def _merge(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return out
 
 
-__all__ = ["World", "Record", "Proc", "Host", "FOREVER"]
+__all__ = ["World", "Record", "Reset", "Proc", "Host", "FOREVER"]

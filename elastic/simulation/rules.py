@@ -5,8 +5,10 @@ was, so that a test can show the simulation finds what that rule broke (``tests/
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from elastic.driver import barrier
 from elastic.driver.liveness import Liveness
 
 
@@ -22,6 +24,11 @@ class MajorityDoubt(Liveness):
         return None
 
 
+def one_missing(checked_in: int, size: int) -> bool:
+    """The old barrier deadline: it armed only when exactly one worker was missing."""
+    return checked_in == size - 1 and size > 0
+
+
 @dataclass(frozen=True)
 class Rules:
     name: str
@@ -34,6 +41,8 @@ class Rules:
     backlog: int = 1024  # the rendezvous server's listen backlog
     keep_alive: bool = True  # the lease renews on one kept connection
     refuse_forever: bool = False  # a failed joiner's host never serves again while listed
+    barrier_arms: Callable[[int, int], bool] = barrier.arms  # when the barrier deadline arms
+    declared_work: bool = True  # a rank's background write counts as its main thread's progress
 
 
 TODAY = Rules("today")
@@ -48,6 +57,10 @@ OLD = {
                                 refuse_forever=True),
     "suspect-lane": replace(TODAY, name="old: one failed ping and an unsent one lose a worker; 4 suspect senders",
                             pings_to_lose=1, main_threads=4, suspect_threads=4),
+    "barrier-one-missing": replace(TODAY, name="old: the barrier deadline arms only with exactly one worker missing",
+                                   barrier_arms=one_missing),
+    "main-thread-only": replace(TODAY, name="old: the barrier's progress check sees the main thread only",
+                                declared_work=False),
 }
 
 

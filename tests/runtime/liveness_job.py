@@ -11,7 +11,9 @@ Knobs (all optional):
   too), as on a hung or partitioned node;
 - $LIVE_HANG_HOST: when a rank on that host leaves a collective with HorovodInternalError
   it hangs there (before Horovod resets it) while its notification thread keeps answering,
-  as a worker whose main thread is stuck; its pid goes to ``$LIVE_LOG.hung``;
+  as a worker whose main thread is stuck; its pid goes to ``$LIVE_LOG.hung``; one rank only,
+  unless $LIVE_HANG_EVERY_RANK=1: then every rank there hangs (a multi-slot pod whose GPUs
+  all hung), each pid to ``$LIVE_LOG.hung.<pid>``;
 - $LIVE_STEP_SECONDS: a pause in every step, 0.05 by default;
 - $LIVE_TERM_SLOW_SECONDS: on SIGTERM a rank leaves gracefully (it keeps training until the
   host-update reset takes it out, as a training script that commits and leaves), but its next
@@ -45,6 +47,7 @@ DIE_HOST = os.environ.get("LIVE_DIE_HOST")
 DIE_AT = int(os.environ.get("LIVE_DIE_AT_STEP", "0"))
 DIE_SIGNAL = getattr(signal, "SIG" + os.environ.get("LIVE_DIE_SIGNAL", "KILL"))
 HANG_HOST = os.environ.get("LIVE_HANG_HOST")
+HANG_EVERY_RANK = os.environ.get("LIVE_HANG_EVERY_RANK") == "1"
 
 terminated = []
 if os.environ.get("LIVE_TERM_SLOW_SECONDS"):
@@ -101,7 +104,8 @@ def train(state):
     except HorovodInternalError:
         with open(LOG + ".left", "a") as left:
             left.write(json.dumps({"host": HOST, "rank": hvd.rank(), "time": time.time()}) + "\n")
-        if HOST == HANG_HOST and mark_once(LOG + ".hung"):
+        hang_marker = f"{LOG}.hung.{os.getpid()}" if HANG_EVERY_RANK else LOG + ".hung"
+        if HOST == HANG_HOST and mark_once(hang_marker):
             while True:
                 time.sleep(1)
         raise
