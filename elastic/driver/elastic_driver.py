@@ -254,6 +254,7 @@ class ElasticDriver(horovod_driver.ElasticDriver):
                     if heard is not None and heard > self._heard_fed.get(key, float('-inf')):
                         self._heard_fed[key] = heard
                         core.heard(key, heard)
+                        worker.unanswered_since = core.silent_since(key)
                 decisions, due = core.tick(now, late=late)
             for decision in decisions:
                 if isinstance(decision, Ping):
@@ -296,23 +297,26 @@ class ElasticDriver(horovod_driver.ElasticDriver):
         return True
 
     def _ping(self, worker: Any, timeout: float) -> None:
+        """Send one ping and tell the core how it went. The fork's ``unanswered_since`` (read by
+        its leave path and its aborts) is the core's ``silent_since``, copied under the core's
+        lock after each observation: one truth, which a re-baseline clears in both at once (a
+        ping thread that wrote its own could leave a value from before the re-baseline)."""
         key = self._key(worker)
         sent = time.monotonic()
-        if worker.unanswered_since is None:
-            worker.unanswered_since = sent
         try:
             commits = worker.client.ping(timeout)
         except Exception:
             with self._core_lock:
                 if self._core is not None:
                     self._core.failed(key, sent)
+                    worker.unanswered_since = self._core.silent_since(key)
             self._liveness_wakeup.set()  # the core may now decide a loss
             return
         worker.last_seen = max(worker.last_seen or 0.0, sent)
-        worker.unanswered_since = None
         with self._core_lock:
             if self._core is not None:
                 self._core.answered(key, sent)
+                worker.unanswered_since = self._core.silent_since(key)
         if commits is not None and commits != worker.commits:
             worker.commits = commits
             if commits:

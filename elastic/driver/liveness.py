@@ -76,6 +76,7 @@ class _Watched:
     heard: float | None = None  # its last progress report
     queued: bool = False  # a ping is queued or under way
     failed: int = 0  # sent pings that failed since last_seen (and since the baseline)
+    silent_since: float | None = None  # the send time of the first of those
 
 
 @dataclass
@@ -116,6 +117,8 @@ class Liveness:
         w.queued = False
         if sent >= self._baseline and sent >= w.last_seen:
             w.failed += 1
+            if w.silent_since is None:
+                w.silent_since = sent
 
     def dropped(self, key: Key) -> None:
         """The ping queued for key was never sent (the driver is stopping, or gave it up)."""
@@ -138,6 +141,7 @@ class Liveness:
         if when >= w.last_seen:
             w.last_seen = when
             w.failed = 0
+            w.silent_since = None
 
     # -- decisions ------------------------------------------------------------------------------
     def tick(self, now: float, late: float = 0.0) -> tuple[list[Decision], float]:
@@ -203,12 +207,19 @@ class Liveness:
         for w in self._watched.values():
             w.last_seen = max(w.last_seen, now)
             w.failed = 0
+            w.silent_since = None
         return Rebaseline(reason, silent=silent, world=world)
 
     def suspected(self, key: Key) -> bool:
         """Whether key is silent now (its next ping goes on the suspects' lane)."""
         w = self._watched.get(key)
         return w is not None and self.silent(w)
+
+    def silent_since(self, key: Key) -> float | None:
+        """When the first of key's failed pings (counted: sent since it was last heard and since
+        the baseline) was sent; None while it answers, or when it is not watched."""
+        w = self._watched.get(key)
+        return None if w is None else w.silent_since
 
     @property
     def watched(self) -> frozenset[Key]:

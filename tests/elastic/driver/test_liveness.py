@@ -125,3 +125,25 @@ def test_the_next_tick_is_due_at_the_next_round_or_an_expiry():
     det.failed("a", 1.0)
     _, due = det.tick(2.0)
     assert due == 5.0  # last seen at 0: it expires at 5, before the next round
+
+
+def test_silent_since_is_the_first_failed_pings_send_time_until_an_answer_or_a_rebaseline():
+    """What the driver copies into the fork's ``unanswered_since`` (its leave path and aborts
+    read it): one truth with the rules, cleared by an answer, a report or a re-baseline, and
+    never set by a ping sent before the re-baseline."""
+    det = Liveness(S)
+    det.watch(["a"], 0.0)
+    assert det.silent_since("a") is None and det.silent_since("nobody") is None
+    det.failed("a", 1.0)
+    det.failed("a", 2.0)
+    assert det.silent_since("a") == 1.0
+    det.answered("a", 2.5)
+    assert det.silent_since("a") is None
+    det.failed("a", 3.0)
+    det.heard("a", 3.5)
+    assert det.silent_since("a") is None
+    det.failed("a", 4.0)
+    det.tick(9.0, late=5.0)  # re-baseline at 9
+    assert det.silent_since("a") is None
+    det.failed("a", 8.5)  # sent before the re-baseline: proves nothing
+    assert det.silent_since("a") is None
