@@ -43,3 +43,6 @@ ELASTIC_TIMEOUT = "ELASTIC_TIMEOUT"  # elastic-run
 HOROVOD_ELASTIC_LEAVE_GRACE_SECONDS = "HOROVOD_ELASTIC_LEAVE_GRACE_SECONDS"  # elastic.launch.plan
 HOROVOD_GLOO_RENDEZVOUS_ADDR = "HOROVOD_GLOO_RENDEZVOUS_ADDR"  # elastic.worker.lease
 HOROVOD_GLOO_RENDEZVOUS_PORT = "HOROVOD_GLOO_RENDEZVOUS_PORT"  # elastic.worker.lease
+NCCL_DEBUG = "NCCL_DEBUG"  # elastic.launch.nccl (a default for the training processes)
+NCCL_NSOCKS_PERTHREAD = "NCCL_NSOCKS_PERTHREAD"  # elastic.launch.nccl (a default)
+NCCL_SOCKET_NTHREADS = "NCCL_SOCKET_NTHREADS"  # elastic.launch.nccl (a default)

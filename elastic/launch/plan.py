@@ -39,6 +39,7 @@ from elastic.environment import HOROVOD_ELASTIC_LEAVE_GRACE_SECONDS
 from elastic.launch.command import HorovodrunOptions, build_horovodrun_command
 from elastic.launch.daemon import DaemonSpec
 from elastic.launch.events import EVENTS_ENV
+from elastic.launch.nccl import NCCL_DEFAULTS
 from elastic.prepare.hook import parse_dataset, prepare_argv
 from elastic.ssh.config import SSH_CONFIG_ENV, BootstrapDir
 from elastic.worker.lease import DEFAULT_LEASE
@@ -256,7 +257,7 @@ def make_plan(config: LaunchConfig, *, run_id: str, workdir: str,
             # "python" as the worker's PATH finds it (the exported PATH puts this venv first where
             # it exists; a container pod has its own, /opt/venv): never this launcher's path
             opts, lease_command("python", config.lease, config.command))),
-        env=env, env_defaults={"PYTHONUNBUFFERED": "1"}, path_prepend=path_prepend,
+        env=env, env_defaults={"PYTHONUNBUFFERED": "1", **NCCL_DEFAULTS}, path_prepend=path_prepend,
         reap_ssh_wrapper=wrapper,
         reap_ssh=tuple(reap_ssh), poll_interval=config.poll_interval,
         metrics_file=config.metrics_file, timeline_file=config.timeline_file,

@@ -13,6 +13,7 @@ from elastic.common.reap import JOB_ID_ENV, RUN_ID_ENV
 from elastic.driver.hvdrun import LAUNCHER_GONE_SIGNAL, REAP_SSH_ENV, reap_ssh_argv
 from elastic.launch.command import HorovodrunOptions
 from elastic.launch.events import EVENTS_ENV
+from elastic.launch.nccl import NCCL_DEFAULTS
 from elastic.launch.plan import LEAVE_GRACE_ENV, LaunchConfig, horovodrun_env, make_plan, plan_as_dict
 from elastic.ssh.config import SSH_CONFIG_ENV
 
@@ -82,7 +83,7 @@ def test_horovodrun_runs_with_the_wrapper_first_the_url_and_the_users_variables(
                    SSH_CONFIG_ENV: "/tmp/w/ssh/ssh_config", EVENTS_ENV: "/tmp/w/driver-events.jsonl",
                    REAP_SSH_ENV: json.dumps([["/tmp/w/ssh/bin/ssh", "-o", "BatchMode=yes"],
                                              ["ssh", "-o", "BatchMode=yes", "-i", "/id"]]),
-                   "PATH": "/tmp/w/ssh/bin:/venv/bin:/usr/bin"}
+                   "PATH": "/tmp/w/ssh/bin:/venv/bin:/usr/bin", **NCCL_DEFAULTS}
     assert plan.horovodrun[0] == "horovodrun" and plan.horovodrun[-3:] == TRAIN
     assert "A=new" not in " ".join(plan.horovodrun)  # variables go through the environment
 
@@ -90,6 +91,15 @@ def test_horovodrun_runs_with_the_wrapper_first_the_url_and_the_users_variables(
 def test_unbuffered_output_is_the_default():
     env = horovodrun_env(plan_of(config()), {}, "http://u")
     assert env["PYTHONUNBUFFERED"] == "1" and env["PATH"] == "/venv/bin:"
+
+
+def test_nccl_gets_sixteen_tcp_flows_and_its_warnings_unless_the_user_set_them():
+    env = horovodrun_env(plan_of(config()), {}, "http://u")
+    assert (env["NCCL_SOCKET_NTHREADS"], env["NCCL_NSOCKS_PERTHREAD"], env["NCCL_DEBUG"]) == ("4", "4", "WARN")
+    assert int(env["NCCL_SOCKET_NTHREADS"]) * int(env["NCCL_NSOCKS_PERTHREAD"]) <= 64  # NCCL's limit
+    mine = horovodrun_env(plan_of(config(opts={"env": {"NCCL_DEBUG": "INFO"}})), {"NCCL_SOCKET_NTHREADS": "2"},
+                          "http://u")
+    assert (mine["NCCL_SOCKET_NTHREADS"], mine["NCCL_NSOCKS_PERTHREAD"], mine["NCCL_DEBUG"]) == ("2", "4", "INFO")
 
 
 def test_the_plan_is_plain_data():
