@@ -16,6 +16,20 @@ TOOL_FOLDERS = {
 }
 
 
+def python_commands() -> set[str]:
+    """Every Python command of the tool folders (``TOOL_FOLDERS``): a file without a suffix whose
+    first line (the ``#!``) names python, by its path from the root. ruff and mypy check a file
+    without a ``.py`` suffix only when pyproject.toml names it (tests/test_layout.py)."""
+    found = set()
+    for folder in TOOL_FOLDERS:
+        for path in (ROOT / folder).iterdir():
+            if path.is_file() and not path.suffix:
+                first = path.read_text(errors="replace").splitlines()[:1]
+                if first and first[0].startswith("#!") and "python" in first[0]:
+                    found.add(path.relative_to(ROOT).as_posix())
+    return found
+
+
 def project_modules() -> dict[str, Path]:
     """Every module of the five packages, by dotted name (a package by its own name)."""
     mods = {}

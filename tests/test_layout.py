@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.projectmodules import TOOL_FOLDERS, project_modules
+from tests.projectmodules import TOOL_FOLDERS, project_modules, python_commands
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = "shared"  # the one package every other may import
@@ -336,12 +336,30 @@ def test_the_fork_tools_are_in_horovod_fork_tools():
     assert elsewhere == []
 
 
+def _pyproject() -> dict:
+    import tomllib
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def test_the_python_commands_are_found():
+    """The finder below sees the Python commands and none of the bash ones."""
+    commands = python_commands()
+    assert {"scripts/bench", "scripts/benchmarks/bench-elastic", "horovod-fork/tools/horovod-patch-tests"} <= commands
+    assert not commands & {"scripts/test", "scripts/setup", "horovod-fork/tools/build-horovod"}
+
+
 def test_every_python_tool_without_a_suffix_is_linted():
     """ruff checks a Python file without a ``.py`` suffix only when pyproject.toml names it:
     every such command of the tool folders is named there."""
-    import tomllib
-    included = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["ruff"]["extend-include"])
-    commands = {p.relative_to(ROOT).as_posix() for folder in TOOL_FOLDERS for p in _entries(folder)
-                if p.is_file() and not p.suffix and p.read_text(errors="replace").splitlines()[:1]
-                and "python" in p.read_text(errors="replace").splitlines()[0]}
-    assert sorted(commands - included) == []
+    included = set(_pyproject()["tool"]["ruff"]["extend-include"])
+    assert sorted(python_commands() - included) == []
+
+
+def test_every_python_tool_without_a_suffix_is_type_checked():
+    """mypy, like ruff, checks a file without a ``.py`` suffix only when it is named in
+    [tool.mypy] files; ``scripts_are_modules`` makes each its own module (without it every
+    command is ``__main__`` and mypy stops at the second). A new Python command that is not
+    named there fails here."""
+    mypy = _pyproject()["tool"]["mypy"]
+    assert mypy.get("scripts_are_modules") is True
+    assert sorted(python_commands() - set(mypy["files"])) == []
