@@ -11,6 +11,10 @@
 - ``events``: an always-empty list (kubectl describe asks for it);
 - apps/v1 ``replicasets`` and ``replicasets/{name}/scale`` (``localcluster.replicasets``) when
   ``replicasets`` is set: get, list, create, update, patch, delete; no watch;
+- core/v1 ``podtemplates`` and batch/v1 ``jobs`` (``localcluster.objects``) when
+  ``podtemplates`` and ``jobs`` are set: get, list, create, delete (``propagationPolicy`` from
+  the query or the DeleteOptions body: the owned ReplicaSets are deleted, or orphaned); no Job
+  controller, no watch;
 - errors as ``Status`` objects; 401 without the bearer token (when a token is set).
 
 A watch stream starts with ADDED events for the current state when no resourceVersion (or
@@ -37,6 +41,7 @@ from aiohttp import web
 from . import pods, replicasets
 from .core import PodService, dumps
 from .errors import ApiError, BadRequest, InjectedFault, MethodNotAllowed, NotFound, Timeout, Unauthorized
+from .objects import Objects
 from .replicasets import ReplicaSets
 from .selectors import parse_fields, parse_labels
 from .store import Event, Scope, watch_view
@@ -72,6 +77,16 @@ APPS_RESOURCES = {
         {"name": "replicasets/scale", "singularName": "", "namespaced": True, "group": "autoscaling",
          "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]},
     ],
+}
+
+PODTEMPLATES = {"name": "podtemplates", "singularName": "podtemplate", "namespaced": True, "kind": "PodTemplate",
+                "verbs": ["create", "delete", "get", "list"]}
+BATCH_GROUP = {"name": "batch", "versions": [{"groupVersion": "batch/v1", "version": "v1"}],
+               "preferredVersion": {"groupVersion": "batch/v1", "version": "v1"}}
+BATCH_RESOURCES = {
+    "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "batch/v1",
+    "resources": [{"name": "jobs", "singularName": "job", "namespaced": True, "kind": "Job",
+                   "verbs": ["create", "delete", "get", "list"], "categories": ["all"]}],
 }
 
 
@@ -181,6 +196,9 @@ class ApiServer:
         self.log_path: Callable[[dict], Path | None] | None = None
         # apps/v1 ReplicaSets (localcluster.replicasets), served when set
         self.replicasets: ReplicaSets | None = None
+        # core/v1 PodTemplates and batch/v1 Jobs (localcluster.objects), served when set
+        self.podtemplates: Objects | None = None
+        self.jobs: Objects | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self, host: str = "127.0.0.1", port: int = 0, ssl_context=None) -> int:
@@ -262,11 +280,16 @@ class ApiServer:
                 {"clientCIDR": "0.0.0.0/0", "serverAddress": f"{self.host}:{self.port}"}]})
         if parts == ["apis"]:
             groups = [APPS_GROUP] if self.replicasets is not None else []
+            groups += [BATCH_GROUP] if self.jobs is not None else []
             return _json({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
         if parts[:2] == ["apis", "apps"] and self.replicasets is not None:
             return await self._apps(request, parts[2:])
+        if parts[:2] == ["apis", "batch"] and self.jobs is not None:
+            return await self._batch(request, parts[2:])
         if parts == ["api", "v1"]:
-            return _json(API_RESOURCES)
+            if self.podtemplates is None:
+                return _json(API_RESOURCES)
+            return _json({**API_RESOURCES, "resources": [*API_RESOURCES["resources"], PODTEMPLATES]})
         if parts == ["openapi", "v3"]:
             return _json(OPENAPI_ROOT)
         if parts == ["openapi", "v3", "api", "v1"]:
@@ -289,6 +312,9 @@ class ApiServer:
                 # no events are recorded; an empty list keeps `kubectl describe` and `get events` happy
                 return _json({"kind": "EventList", "apiVersion": "v1", "items": [],
                               "metadata": {"resourceVersion": str(self.service.store.resource_version)}})
+            if (rest and rest[0] == "podtemplates" and len(rest) <= 2 and namespace is not None and not watch_path
+                    and self.podtemplates is not None):
+                return await self._objects(request, self.podtemplates, namespace, rest[1] if len(rest) == 2 else None)
             if rest and rest[0] == "pods" and len(rest) <= 3:
                 name = rest[1] if len(rest) >= 2 else None
                 sub = rest[2] if len(rest) == 3 else None
@@ -339,6 +365,36 @@ class ApiServer:
             raise MethodNotAllowed(f"{method} is not supported on this path")
         sets.reconcile()  # the controller acts on the new spec at once
         return _json(result)
+
+    async def _batch(self, request: web.Request, rest: list[str]) -> web.Response:
+        """``/apis/batch``, ``/apis/batch/v1`` and ``/apis/batch/v1/namespaces/{ns}/jobs[/{name}]``."""
+        assert self.jobs is not None
+        if rest == []:
+            return _json({"kind": "APIGroup", "apiVersion": "v1", **BATCH_GROUP})
+        if rest == ["v1"]:
+            return _json(BATCH_RESOURCES)
+        if not (4 <= len(rest) <= 5 and rest[:2] == ["v1", "namespaces"] and rest[3] == "jobs"):
+            raise NotFound("the server could not find the requested resource")
+        return await self._objects(request, self.jobs, rest[2], rest[4] if len(rest) == 5 else None)
+
+    async def _objects(self, request: web.Request, objects: Objects, namespace: str,
+                       name: str | None) -> web.Response:
+        """GET (one or a list), POST, DELETE of a ``localcluster.objects`` kind."""
+        method = request.method
+        if name is None and method == "GET":
+            return _json({"kind": f"{objects.singular}List", "apiVersion": objects.api_version,
+                          "items": objects.in_namespace(namespace), "metadata": {"resourceVersion": "0"}})
+        if name is None and method == "POST":
+            return _json(objects.create(namespace, await self._body(request)), 201)
+        if name is not None and method == "GET":
+            return _json(objects.get(namespace, name))
+        if name is not None and method == "DELETE":
+            opts = await self._body(request) or {}
+            if not isinstance(opts, dict):
+                raise BadRequest("the body of a delete must be DeleteOptions")
+            return _json(objects.delete(namespace, name, request.query.get("propagationPolicy")
+                                        or opts.get("propagationPolicy")))
+        raise MethodNotAllowed(f"{method} is not supported on this path")
 
     async def _log(self, request: web.Request, namespace: str, name: str) -> web.StreamResponse:
         """``pods/{name}/log``: the pod's sshd log (``tailLines``, ``follow`` until the pod is gone)."""

@@ -39,6 +39,7 @@ from .core import PodService
 from .errors import LocalClusterError
 from .keys import ensure_cluster_key
 from .kubelet import Kubelet, managed
+from .objects import Objects
 from .replicasets import ReplicaSets
 from .statefiles import StatePaths, render_kubeconfig, write_atomic
 from .store import Event, Store
@@ -94,6 +95,9 @@ class Daemon:
         self.api = ApiServer(self.service, self.token, bookmark_interval=args.bookmark_interval)
         self.replicasets = ReplicaSets(self.service)
         self.api.replicasets = self.replicasets
+        self.api.podtemplates = Objects("podtemplates", "v1", "PodTemplate")
+        # deleting a Job deletes (or orphans) the ReplicaSets it owns: the garbage collector
+        self.api.jobs = Objects("jobs", "batch/v1", "Job", owned=self.replicasets.collect)
         self.kubelet: Kubelet | None = None
         self.reaper = Reaper(self.service)
         self.stopping = asyncio.Event()

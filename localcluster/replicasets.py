@@ -5,7 +5,10 @@ launcher's worker scaler (``elastic.scaler.scale_workers``) needs, through the o
 ``ReplicaSets(service)`` holds the objects in memory (no watch, no history; a resourceVersion
 per object): ``create``, ``get``, ``in_namespace`` (a list), ``patch`` (merge, JSON and
 strategic merge patches; on the object or its ``scale``), ``replace``, ``delete`` (the set goes
-at once; its pods are deleted with it, as a background cascade does) and ``scale``.
+at once; its pods are deleted with it, as a background cascade does) and ``scale``. A set's
+``metadata.ownerReferences`` are kept as sent; ``collect(namespace, uid, orphan)`` is the garbage
+collector's cascade when that owner is deleted (``localcluster.objects``): every set that names
+``uid`` as an owner is deleted with its pods, or, with ``orphan``, loses that reference.
 ``reconcile()`` is the controller's pass: for each set, the active pods its selector matches
 and that it owns (not being deleted, not Succeeded or Failed: a pod whose sshd could not start
 or exited is replaced, as the ReplicaSet controller replaces a failed pod, and stays as it is)
@@ -177,6 +180,25 @@ class ReplicaSets:
             self.service.delete(namespace, pod["metadata"]["name"], None)
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                 "details": {"name": name, "group": "apps", "kind": KIND, "uid": rs["metadata"]["uid"]}}
+
+    def collect(self, namespace: str, owner_uid: str, orphan: bool = False) -> list[str]:
+        """The garbage collector for a deleted owner: the names of the sets in ``namespace``
+        that named ``owner_uid`` among their ownerReferences; each is deleted (its pods with it),
+        or with ``orphan`` keeps running without that reference."""
+        dependents = []
+        for (ns, name), rs in sorted(self._items.items()):
+            refs = rs["metadata"].get("ownerReferences")
+            refs = refs if isinstance(refs, list) else []
+            if ns != namespace or not any(isinstance(r, dict) and r.get("uid") == owner_uid for r in refs):
+                continue
+            dependents.append(name)
+            if orphan:
+                rs["metadata"]["ownerReferences"] = [r for r in refs if not (isinstance(r, dict)
+                                                                             and r.get("uid") == owner_uid)]
+                self._bump(rs)
+            else:
+                self.delete(ns, name)
+        return dependents
 
     # -- the controller --------------------------------------------------------------------
     def _owned(self, rs: dict) -> list[dict]:
