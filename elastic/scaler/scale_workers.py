@@ -3,22 +3,28 @@ pod starts, at zero when the launcher Job is over or suspended (deploy/job/launc
 
     python -m elastic.scaler.scale_workers --workers KIND/NAME --min-replicas FLOOR \\
         --replicas DESIRED [--max-replicas CAP] --pod POD --container launcher [--job JOB] \\
-        [--phase start|stop|both] [--namespace NS] [--kubeconfig FILE]
+        [--template PODTEMPLATE] [--phase start|stop|both] [--namespace NS] [--kubeconfig FILE]
 
 KIND is ``replicasets`` (deploy/'s workers), ``statefulsets`` or ``deployments`` (apps/v1).
 ``--phase start`` does step 1 and exits (a regular init container: a failure fails the pod,
 and the Job's podFailurePolicy fails the Job on exit 2); ``--phase stop`` does steps 2-3 (the
 native sidecar); ``both`` (the default) does all three.
 
-1. start: reads the workload; one being deleted (``metadata.deletionTimestamp``: a re-apply
-   right after ``kubectl delete`` patched the old object instead of making a new one) is
-   ``WorkloadGone``, exit 2 at once: no workers would ever come. With ``--job``, reads the
-   Job and makes it the workload's owner (its ``metadata.ownerReferences`` become that one
-   Job, with ``blockOwnerDeletion``: deleting the Job deletes the workers, and a foreground
-   delete waits for them). Then sets ``spec.replicas`` through the scale subresource to
-   ``start_replicas``: the desired size ``--replicas`` (what ``--max-np`` needs) when below
-   it, ``--max-replicas`` when above that, else kept. Each call is retried until
-   ``--start-timeout`` seconds have passed;
+1. start, with ``--template`` (deploy/: the workers owned by the Job from birth): reads the
+   Job and the workload. No workload: makes it from the PodTemplate ``--template``
+   (``new_workload``: its selector the template's labels, ``--replicas`` workers, and one
+   ownerReference, to the Job, with ``controller`` and ``blockOwnerDeletion``, in the create
+   itself: no worker pod ever exists without an owner, deleting the Job deletes the workers,
+   and a foreground delete waits for them). A workload the Job owns (a retry of this Job) is
+   kept as it is, template included. One being deleted, or owned by an earlier Job of the same
+   name (the garbage collector deletes it), is waited for until ``--start-timeout``, then
+   made anew; at that time ``WorkloadGone`` (exit 2). One no Job owns (made by hand, or by an
+   earlier deploy/ that applied the ReplicaSet itself) is refused at once (``WorkloadGone``,
+   exit 2: the scaler never adopts workers). Without ``--template`` the workload must exist:
+   one being deleted is ``WorkloadGone`` at once. Then sets ``spec.replicas`` through the
+   scale subresource to ``start_replicas``: the desired size ``--replicas`` (what ``--max-np``
+   needs) when below it, ``--max-replicas`` when above that, else kept. Each call is retried
+   until ``--start-timeout`` seconds have passed;
 2. then waits for SIGTERM (or SIGINT): the kubelet stops a native sidecar once the pod's
    main container has ended, and also when the pod is deleted. Every ``--check-every``
    seconds meanwhile it reads the size and lowers it to ``--max-replicas`` when above (a cap:
@@ -43,17 +49,20 @@ native sidecar); ``both`` (the default) does all three.
      time: nothing is changed.
    Scaling to 0 is retried until the same deadline.
 
-Needs ``get`` on the workload, ``get``/``patch`` on its ``scale``; with ``--job``: ``patch``
-on the workload (and ``delete``, where the OwnerReferencesPermissionEnforcement admission
-plugin guards ownerReferences), ``get`` on the Job and ``update`` on ``jobs/finalizers``
-(what the API asks of whoever sets ``blockOwnerDeletion``); ``get`` on pods. Exit codes: 0 after the stop (or
-after the start with ``--phase start``), 2 bad input (flags, no cluster configuration, a
-workload being deleted), 1 an API call failed for good. What the API returns is checked
-before use (``stop_decision``, ``owner_reference``, ``being_deleted``).
+Needs ``get`` on the workload, ``get``/``patch`` on its ``scale``, ``get`` on pods; with
+``--job``: ``get`` on the Job; with ``--template``: ``get`` on that PodTemplate, ``create`` on
+the workload's kind and ``update`` on ``jobs/finalizers`` (what the API asks of whoever sets
+``blockOwnerDeletion``). Never ``patch``, ``update`` or ``delete`` on the workload itself.
+Exit codes: 0 after the stop (or after the start with ``--phase start``), 2 bad input (flags,
+no cluster configuration, a workload being deleted or owned by no Job, a PodTemplate without
+labels or containers), 1 an API call failed for good. What the API returns is checked before
+use (``stop_decision``, ``owner_reference``, ``ownership``, ``pod_template``, ``being_deleted``).
 """
 from __future__ import annotations
 
 import argparse
+import copy
+import functools
 import json
 import logging
 import signal
@@ -85,6 +94,17 @@ class Decision:
 
 # apps/v1 kinds with a scale subresource, by their resource name: the client's method infix
 WORKLOAD_KINDS = {"replicasets": "replica_set", "statefulsets": "stateful_set", "deployments": "deployment"}
+# ... and their kind, for a workload the scaler makes
+KIND_NAMES = {"replicasets": "ReplicaSet", "statefulsets": "StatefulSet", "deployments": "Deployment"}
+
+
+@dataclass(frozen=True)
+class Ownership:
+    """Whose an existing workload is, to the start: ``ours`` (the Job owns it: keep it),
+    ``wait`` (being deleted, or an earlier Job's: it goes) or ``refuse`` (no Job owns it)."""
+
+    action: str
+    reason: str
 
 
 def start_replicas(current: object, desired: int, cap: int | None = None) -> int | None:
@@ -191,13 +211,66 @@ def stop_decision(pod: object, container: str, job: object = None) -> Decision:
 
 
 def owner_reference(job: object) -> dict:
-    """The ownerReference that makes ``job`` (the API's JSON) an owner; LaunchError when the
-    Job has no name or uid."""
+    """The ownerReference that makes ``job`` (the API's JSON) the controlling owner; LaunchError
+    when the Job has no name or uid."""
     meta = _object(_object(job).get("metadata"))
     name, uid = meta.get("name"), meta.get("uid")
     if not (isinstance(name, str) and name and isinstance(uid, str) and uid):
         raise LaunchError("the Job in the answer has no name or uid")
-    return {"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid, "blockOwnerDeletion": True}
+    return {"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid, "controller": True,
+            "blockOwnerDeletion": True}
+
+
+def _shown(value: object) -> str:
+    """A value from the API fit for a log line: printable, at most 64 characters."""
+    text = value if isinstance(value, str) else repr(value)
+    return "".join(ch if ch.isprintable() else "?" for ch in text[:64])
+
+
+def ownership(workload: object, job_uid: str) -> Ownership:
+    """Whose the existing ``workload`` (the API's JSON) is, for the Job of ``job_uid``: see
+    ``Ownership``. Pure; malformed ownerReferences count as none."""
+    meta = _object(_object(workload).get("metadata"))
+    stamp = being_deleted(workload)
+    if stamp:
+        return Ownership("wait", f"is being deleted (since {_shown(stamp)})")
+    refs = meta.get("ownerReferences")
+    refs = [r for r in refs if isinstance(r, dict)] if isinstance(refs, list) else []
+    if any(r.get("uid") == job_uid for r in refs):
+        return Ownership("ours", "is owned by this Job")
+    jobs = [r for r in refs if r.get("kind") == "Job" and r.get("apiVersion") == "batch/v1"]
+    if jobs:
+        return Ownership("wait", f"belongs to an earlier Job (uid {_shown(jobs[0].get('uid'))}), which the "
+                                 "garbage collector deletes it with")
+    return Ownership("refuse", "exists and no Job owns it (made by hand, or applied by an earlier deploy/): "
+                               "the scaler never adopts workers")
+
+
+def pod_template(podtemplate: object, name: str) -> dict:
+    """The pod template of a PodTemplate (the API's JSON), checked: labels a non-empty map of
+    strings (they become the workload's selector) and at least one container; ConfigError
+    naming ``name`` otherwise. Pure; returns a copy."""
+    template = _object(podtemplate).get("template")
+    if not isinstance(template, dict):
+        raise ConfigError(f"podtemplates/{name} has no template")
+    labels = _object(template.get("metadata")).get("labels")
+    if not (isinstance(labels, dict) and labels
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items())):
+        raise ConfigError(f"podtemplates/{name}: template.metadata.labels must be a non-empty map of strings "
+                          "(they select the workers)")
+    containers = _object(template.get("spec")).get("containers")
+    if not (isinstance(containers, list) and containers):
+        raise ConfigError(f"podtemplates/{name}: template.spec.containers is empty")
+    return copy.deepcopy(template)
+
+
+def new_workload(kind: str, name: str, template: dict, owner: dict, replicas: int) -> dict:
+    """The apps/v1 workload ``kind``/``name`` to create: ``replicas`` pods of ``template`` (a
+    ``pod_template``), selected by all of its labels, owned by ``owner`` from its creation. Pure."""
+    labels = dict(template["metadata"]["labels"])
+    return {"apiVersion": "apps/v1", "kind": KIND_NAMES[kind],
+            "metadata": {"name": name, "labels": labels, "ownerReferences": [owner]},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": labels}, "template": template}}
 
 
 class Cluster:
@@ -247,9 +320,11 @@ class Cluster:
             raise RuntimeError("Cluster.connect() was not called")
         return self._core
 
-    def _call(self, what: str, fn: Callable, *args, **kwargs) -> object:
+    def _call(self, what: str, fn: Callable, *args, expected: int | None = None, **kwargs) -> object:
         """One API call; its JSON body as it came (not the client's models: they reject
-        answers they do not expect with their own errors). LaunchError on any failure."""
+        answers they do not expect with their own errors); None when the API answers the
+        ``expected`` error code (404 for a read of what may not exist, 409 for a create).
+        LaunchError on any other failure."""
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
@@ -257,6 +332,8 @@ class Cluster:
             response = fn(*args, _request_timeout=10, _preload_content=False, **kwargs)
             return json.loads(response.data)
         except ApiException as exc:
+            if expected is not None and exc.status == expected:
+                return None
             transient = not exc.status or exc.status == 429 or exc.status >= 500
             raise (TransientError if transient else LaunchError)(f"{what}: {exc.status} {exc.reason}") from None
         except (HTTPError, OSError) as exc:
@@ -268,9 +345,21 @@ class Cluster:
         """The client's ``{verb}_namespaced_{kind}`` method (``kind`` a WORKLOAD_KINDS key)."""
         return getattr(self.apps, verb.format(WORKLOAD_KINDS[kind]))
 
-    def workload(self, kind: str, name: str) -> object:
-        """The workload's JSON (unchecked: see ``being_deleted``)."""
-        return self._call(f"read {kind}/{name}", self._apps_call("read_namespaced_{}", kind), name, self.namespace)
+    def workload(self, kind: str, name: str, missing_ok: bool = False) -> object:
+        """The workload's JSON (unchecked: see ``being_deleted``, ``ownership``); with
+        ``missing_ok``, None when there is none."""
+        return self._call(f"read {kind}/{name}", self._apps_call("read_namespaced_{}", kind), name, self.namespace,
+                          expected=404 if missing_ok else None)
+
+    def create(self, kind: str, body: dict) -> bool:
+        """Create the workload ``body``; False when one of its name exists already (409)."""
+        made = self._call(f"create {kind}/{body['metadata']['name']}", self._apps_call("create_namespaced_{}", kind),
+                          self.namespace, body, expected=409)
+        return made is not None
+
+    def pod_template(self, name: str) -> object:
+        """The PodTemplate's JSON (unchecked: see ``pod_template``)."""
+        return self._call(f"read podtemplates/{name}", self.core.read_namespaced_pod_template, name, self.namespace)
 
     def replicas(self, kind: str, name: str) -> object:
         """``spec.replicas`` of the workload's scale (unchecked: see ``start_replicas``)."""
@@ -286,12 +375,6 @@ class Cluster:
     def job(self, name: str) -> object:
         """The Job's JSON (unchecked: see ``stop_decision``, ``owner_reference``)."""
         return self._call(f"read job {name}", self.batch.read_namespaced_job, name, self.namespace)
-
-    def own(self, kind: str, name: str, owner: dict) -> None:
-        """Make ``owner`` the workload's only ownerReference (a JSON merge patch)."""
-        self._call(f"set the owner of {kind}/{name}", self._apps_call("patch_namespaced_{}", kind), name,
-                   self.namespace, {"metadata": {"ownerReferences": [owner]}},
-                   _content_type="application/merge-patch+json")
 
     def pod(self, name: str) -> object:
         """The pod's JSON (unchecked: see ``stop_decision``)."""
@@ -341,7 +424,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the cap: a larger size is lowered to it (default --replicas)")
     p.add_argument("--pod", default=None, help="this pod's name (downward API); needed unless --phase start")
     p.add_argument("--container", default="launcher", help="the main container (default launcher)")
-    p.add_argument("--job", default=None, help="the launcher Job: made the workers' owner, read for retries")
+    p.add_argument("--job", default=None, help="the launcher Job: read for retries; with --template the "
+                                               "workers' owner from their creation")
+    p.add_argument("--template", default=None, metavar="PODTEMPLATE",
+                   help="make the workers from this PodTemplate, owned by --job, when they do not exist "
+                        "(needs --job)")
     p.add_argument("--phase", choices=["start", "stop", "both"], default="both",
                    help="start: size the workers and exit (an init container); stop: wait for SIGTERM "
                         "and decide (the sidecar); both (default)")
@@ -368,6 +455,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error(f"--max-replicas {args.max_replicas} is below --replicas {args.replicas}")
     if args.phase != "start" and not args.pod:
         parser.error("--pod is required unless --phase start")
+    if args.template and not args.job:
+        parser.error("--template needs --job (the owner the workers are made with)")
     return args
 
 
@@ -398,19 +487,54 @@ def retry(call: Callable[[], object], deadline: float, clock: Callable[[], float
             pause(1.0)
 
 
+def make_or_keep(cluster: Cluster, args: argparse.Namespace, deadline: float, clock: Callable[[], float],
+                 pause: Callable[[float], None]) -> bool:
+    """Step 1 with ``--template``: True when it made the workload (at ``--replicas``), False
+    when the Job's own is there; WorkloadGone when one is refused or does not go in time."""
+    kind, name = args.workers
+    owner = owner_reference(retry(lambda: cluster.job(args.job), deadline, clock, pause))
+    template: dict | None = None
+    while True:
+        workload = retry(lambda: cluster.workload(kind, name, missing_ok=True), deadline, clock, pause)
+        if workload is None:
+            if template is None:
+                template = pod_template(retry(lambda: cluster.pod_template(args.template), deadline, clock, pause),
+                                        args.template)
+            made = functools.partial(cluster.create, kind, new_workload(kind, name, template, owner, args.replicas))
+            if retry(made, deadline, clock, pause):
+                log.info("%s/%s made from podtemplates/%s with %d replicas, owned by jobs/%s from its creation "
+                         "(deleting the Job deletes the workers)", kind, name, args.template, args.replicas, args.job)
+                return True
+            continue  # made meanwhile: judge that one
+        verdict = ownership(workload, owner["uid"])
+        if verdict.action == "ours":
+            log.info("%s/%s %s: kept as it is", kind, name, verdict.reason)
+            return False
+        if verdict.action == "refuse":
+            raise WorkloadGone(f"{kind}/{name} {verdict.reason}; delete it (kubectl delete {kind} {name}), then "
+                               "delete and apply the Job again")
+        if clock() >= deadline:
+            raise WorkloadGone(f"{kind}/{name} {verdict.reason}, still after {args.start_timeout:.0f} s "
+                               f"(--start-timeout): no workers will come; wait until it is gone "
+                               f"(kubectl get {kind} {name}), then delete and apply the Job again")
+        log.info("%s/%s %s: waiting until it is gone", kind, name, verdict.reason)
+        pause(1.0)
+
+
 def start(cluster: Cluster, args: argparse.Namespace, clock: Callable[[], float],
           pause: Callable[[float], None]) -> None:
-    """Step 1 of the module docstring: refuse a workload being deleted, own it, size it."""
+    """Step 1 of the module docstring: make the workload owned by the Job or keep the Job's own
+    (``--template``), or refuse one being deleted; then size it."""
     kind, name = args.workers
     deadline = clock() + args.start_timeout
-    stamp = being_deleted(retry(lambda: cluster.workload(kind, name), deadline, clock, pause))
-    if stamp:
-        raise WorkloadGone(f"{kind}/{name} is being deleted (since {stamp}): no workers will come; wait "
-                           f"until it is gone (kubectl get {kind} {name}), then apply again")
-    if args.job:
-        owner = owner_reference(retry(lambda: cluster.job(args.job), deadline, clock, pause))
-        retry(lambda: cluster.own(kind, name, owner), deadline, clock, pause)
-        log.info("%s/%s is owned by jobs/%s (deleting the Job deletes the workers)", kind, name, args.job)
+    if args.template:
+        if make_or_keep(cluster, args, deadline, clock, pause):
+            return
+    else:
+        stamp = being_deleted(retry(lambda: cluster.workload(kind, name), deadline, clock, pause))
+        if stamp:
+            raise WorkloadGone(f"{kind}/{name} is being deleted (since {_shown(stamp)}): no workers will come; "
+                               f"wait until it is gone (kubectl get {kind} {name}), then apply again")
     current = retry(lambda: cluster.replicas(kind, name), deadline, clock, pause)
     wanted = start_replicas(current, args.replicas, args.max_replicas)
     if wanted is not None:

@@ -39,8 +39,10 @@ def one(objects: list, kind: str, name: str | None = None) -> dict:
 
 
 def pod_spec(obj: dict) -> dict:
-    """The pod spec of a Pod, or of the template of a workload (Job, StatefulSet...)."""
-    return obj["spec"] if obj["kind"] == "Pod" else obj["spec"]["template"]["spec"]
+    """The pod spec of a Pod, of a PodTemplate, or of the template of a workload (Job, ReplicaSet...)."""
+    if obj["kind"] == "Pod":
+        return obj["spec"]
+    return obj["template"]["spec"] if obj["kind"] == "PodTemplate" else obj["spec"]["template"]["spec"]
 
 
 # what the Job controller sets on a Job (and adds to its pods' labels) when it is created
@@ -49,10 +51,28 @@ JOB_UID = "5d1b7e0c-3f4a-4b8e-9c2d-1a2b3c4d5e6f"
 POD_UID = "0a9b8c7d-6e5f-4a3b-8c2d-1e0f9a8b7c6d"
 
 
+def worker_set(objects: list) -> dict:
+    """The workers' ReplicaSet as the launcher pod's worker-start makes it from the rendered
+    PodTemplate (``elastic.scaler.scale_workers.new_workload``): owned by the rendered Job
+    (uid ``JOB_UID``), with the worker-start's ``--replicas``. deploy/ holds no ReplicaSet."""
+    from elastic.scaler.scale_workers import new_workload, owner_reference, pod_template
+
+    template, job = one(objects, "PodTemplate"), one(objects, "Job")
+    start = container(pod_spec(job), "worker-start")
+    replicas = int(next(a.split("=", 1)[1] for a in start["args"] if a.startswith("--replicas=")))
+    name = template["metadata"]["name"]
+    owner = owner_reference({"metadata": {"name": job["metadata"]["name"], "uid": JOB_UID}})
+    made = new_workload("replicasets", name, pod_template(template, name), owner, replicas)
+    made["metadata"]["namespace"] = template["metadata"]["namespace"]
+    return made
+
+
 def pod_labels(obj: dict) -> dict:
     """The labels of the pods ``obj`` makes; a Job's include those its controller adds."""
     if obj["kind"] == "Pod":
         return obj["metadata"]["labels"]
+    if obj["kind"] == "PodTemplate":
+        return obj["template"]["metadata"]["labels"]
     labels = dict(obj["spec"]["template"]["metadata"]["labels"])
     if obj["kind"] == "Job":
         name = obj["metadata"]["name"]

@@ -10,6 +10,7 @@ import pytest
 from shared.exitcodes import EXIT_NO_CAPACITY, EXIT_WORKERS_FAILING
 from tests.deploy.render import (
     DEPLOY,
+    JOB_UID,
     all_containers,
     by_kind,
     container,
@@ -20,6 +21,7 @@ from tests.deploy.render import (
     pod_labels,
     pod_spec,
     render,
+    worker_set,
 )
 
 JOB_LABEL = "elastic-horovod/job"
@@ -84,11 +86,15 @@ def test_the_launcher_waits_long_enough_for_workers(objects):
     assert int(flag(launcher["args"], "--elastic-timeout")) >= 1800
 
 
-def test_the_scaler_starts_first_then_waits_as_a_sidecar_and_owns_no_replicas_field(objects):
+def test_the_scaler_starts_first_then_waits_as_a_sidecar_and_the_manifests_hold_no_workers(objects):
     """worker-start is a regular init container before every other (its failure fails the pod,
-    and exit 2 the Job); worker-scaler is a native sidecar; both size this job's ReplicaSet."""
-    workers = one(objects, "ReplicaSet")
-    assert "replicas" not in workers["spec"], "a re-apply would shrink a scaled job back"
+    and exit 2 the Job); it makes the workers' ReplicaSet from the PodTemplate, owned by the Job
+    (--template, --job); worker-scaler is a native sidecar; both size that ReplicaSet. The
+    manifests hold nothing that makes a pod but the Job: applying them without the launcher
+    runs no worker, and a re-apply never touches the workers' size or template."""
+    workers = worker_set(objects)
+    assert {o["kind"] for o in objects} & {"ReplicaSet", "Deployment", "StatefulSet", "DaemonSet", "Pod",
+                                            "ReplicationController", "CronJob"} == set()
     job = one(objects, "Job")
     inits = pod_spec(job)["initContainers"]
     assert inits[0]["name"] == "worker-start" and "restartPolicy" not in inits[0]
@@ -98,6 +104,12 @@ def test_the_scaler_starts_first_then_waits_as_a_sidecar_and_owns_no_replicas_fi
         args = [expand(a, c, pod_labels(job)) for a in c["args"]]
         assert flag(args, "--phase") == phase
         assert flag(args, "--workers") == "replicasets/" + workers["metadata"]["name"]
+        assert flag(args, "--job") == job["metadata"]["name"]
+    start = [expand(a, inits[0], pod_labels(job)) for a in inits[0]["args"]]
+    assert flag(start, "--template") == one(objects, "PodTemplate")["metadata"]["name"]
+    assert workers["metadata"]["ownerReferences"] == [{
+        "apiVersion": "batch/v1", "kind": "Job", "name": job["metadata"]["name"], "uid": JOB_UID,
+        "controller": True, "blockOwnerDeletion": True}]
     assert flag(scaler["args"], "--container") == "launcher"
     rules = job["spec"]["podFailurePolicy"]["rules"]
     assert {"action": "FailJob", "onExitCodes": {"containerName": "worker-start", "operator": "In",
@@ -108,13 +120,13 @@ def test_workers_get_longer_than_the_training_needs_to_leave(objects):
     job = one(objects, "Job")
     launcher = container(pod_spec(job), "launcher")
     term_grace = float(flag(launcher["args"][launcher["args"].index("--"):], "--term-grace"))
-    assert pod_spec(one(objects, "ReplicaSet"))["terminationGracePeriodSeconds"] >= term_grace + 10
+    assert pod_spec(worker_set(objects))["terminationGracePeriodSeconds"] >= term_grace + 10
 
 
 def test_workers_are_guaranteed_qos_and_the_launcher_container_too(objects):
     """Requests = limits for the workers and every launcher-pod container but the daemon
     (Burstable: test_the_daemon_sidecar_is_burstable...)."""
-    for obj in (one(objects, "ReplicaSet"), one(objects, "Job")):
+    for obj in (worker_set(objects), one(objects, "Job")):
         for c in all_containers(pod_spec(obj)):
             res = c["resources"]
             assert {"cpu", "memory"} <= res["limits"].keys()
@@ -147,7 +159,7 @@ def test_the_disruption_budget_keeps_the_floor_and_lets_pending_workers_go(objec
     scaler = container(pod_spec(one(objects, "Job")), "worker-scaler")
     assert pdb["spec"]["minAvailable"] == int(flag(scaler["args"], "--min-replicas"))
     assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
-    assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels(one(objects, "ReplicaSet")).items()
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels(worker_set(objects)).items()
     # the disruption controller's arithmetic: allowed = healthy - minAvailable, and with
     # maxUnavailable = desired - maxUnavailable; 8 desired, 5 Ready, 3 Pending:
     desired, healthy = 8, 5
@@ -159,8 +171,9 @@ def test_the_job_label_is_in_every_selector(objects):
     value = pod_labels(one(objects, "Job"))[JOB_LABEL]
     for obj in objects:
         selector = obj["spec"].get("selector") if "spec" in obj else None
-        if obj["kind"] in ("ReplicaSet", "PodDisruptionBudget"):
+        if obj["kind"] == "PodDisruptionBudget":
             assert selector["matchLabels"][JOB_LABEL] == value, obj["kind"]
+    assert worker_set(objects)["spec"]["selector"]["matchLabels"][JOB_LABEL] == value
     job = one(objects, "Job")
     daemon = container(pod_spec(job), "discovery-daemon")
     assert parse_selector(expand(env(daemon)["DISCOVERY_SELECTOR"], daemon, pod_labels(job)))[JOB_LABEL] == value
@@ -176,7 +189,7 @@ def selectors(objects) -> dict:
     daemon = container(pod_spec(job), "discovery-daemon")
     return {
         "daemon": parse_selector(expand(env(daemon)["DISCOVERY_SELECTOR"], daemon, pod_labels(job))),
-        "replicaset": one(objects, "ReplicaSet")["spec"]["selector"]["matchLabels"],
+        "replicaset": worker_set(objects)["spec"]["selector"]["matchLabels"],
         "pdb": one(objects, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"],
     }
 
@@ -204,8 +217,8 @@ def test_two_prefixed_jobs_share_no_object_and_select_only_their_own_pods(two_jo
 
     assert not names(a) & names(b)
     for mine, theirs in ((a, b), (b, a)):
-        my_workers = pod_labels(one(mine, "ReplicaSet"))
-        their_pods = [pod_labels(one(theirs, "ReplicaSet")), pod_labels(one(theirs, "Job"))]
+        my_workers = pod_labels(worker_set(mine))
+        their_pods = [pod_labels(worker_set(theirs)), pod_labels(one(theirs, "Job"))]
         for holder, selector in selectors(mine).items():
             assert selects(selector, my_workers), holder
             assert not any(selects(selector, pod) for pod in their_pods), f"{holder} selects the other job's pods"
@@ -213,10 +226,13 @@ def test_two_prefixed_jobs_share_no_object_and_select_only_their_own_pods(two_jo
 
 def test_a_prefixed_job_scales_only_its_own_workers(two_jobs):
     for objs in two_jobs:
-        sts = one(objs, "ReplicaSet")["metadata"]["name"]
-        role = one(objs, "Role", next(r["metadata"]["name"] for r in by_kind(objs, "Role")
-                                      if r["rules"][0]["apiGroups"] == ["apps"]))
-        assert role["rules"][0]["resourceNames"] == [sts]
+        sts = worker_set(objs)["metadata"]["name"]
+        role = next(r for r in by_kind(objs, "Role") if any("replicasets/scale" in rule["resources"]
+                                                              for rule in r["rules"]))
+        named = [rule["resourceNames"] for rule in role["rules"]
+                 if {"podtemplates", "replicasets", "replicasets/scale"} & set(rule["resources"])
+                 and "resourceNames" in rule]
+        assert len(named) == 3 and all(names == [sts] for names in named)
         job = one(objs, "Job")
         scaler = container(pod_spec(job), "worker-scaler")
         assert flag([expand(x, scaler, pod_labels(job)) for x in scaler["args"]], "--workers") == "replicasets/" + sts
@@ -231,9 +247,9 @@ def test_the_example_overlay_sets_the_image_and_the_job_name(two_jobs):
     job = one(example, "Job")
     assert job["metadata"]["name"].startswith("resnet-")
     assert pod_labels(job)[JOB_LABEL] == "resnet"
-    base_images = {c["image"] for o in render(DEPLOY) if o["kind"] in ("Job", "ReplicaSet")
+    base_images = {c["image"] for o in render(DEPLOY) if o["kind"] in ("Job", "PodTemplate")
                    for c in all_containers(pod_spec(o))}
-    images = {c["image"] for o in example if o["kind"] in ("Job", "ReplicaSet")
+    images = {c["image"] for o in example if o["kind"] in ("Job", "PodTemplate")
               for c in all_containers(pod_spec(o))}
     assert len(images) == 1 and not images & base_images
 

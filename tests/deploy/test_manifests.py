@@ -19,6 +19,7 @@ from tests.deploy.render import (
     pod_labels,
     pod_spec,
     render,
+    worker_set,
 )
 
 NAMESPACE = "elastic-horovod"
@@ -80,7 +81,7 @@ def test_renders_the_job_and_keeps_storage_apart(objects, storage):
         ("RoleBinding", "elastic-horovod-launcher-pod-reader"),
         ("Role", "elastic-horovod-worker-scaler"),
         ("RoleBinding", "elastic-horovod-launcher-worker-scaler"),
-        ("ReplicaSet", "elastic-horovod-worker"),
+        ("PodTemplate", "elastic-horovod-worker"),
         ("PodDisruptionBudget", "elastic-horovod-worker"),
         ("Job", "elastic-horovod-launcher"),
         ("NetworkPolicy", "elastic-horovod-job"),
@@ -110,15 +111,21 @@ def test_rbac_is_least_privilege(objects):
     reader = one(objects, "Role", "elastic-horovod-pod-reader")
     assert reader["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
     scaler = one(objects, "Role", "elastic-horovod-worker-scaler")
-    sts = one(objects, "ReplicaSet")
+    sts = worker_set(objects)
     job = one(objects, "Job")
     assert scaler["rules"] == [
+        # the workers' pods, read by worker-start
+        {"apiGroups": [""], "resources": ["podtemplates"], "resourceNames": [sts["metadata"]["name"]],
+         "verbs": ["get"]},
+        # the ReplicaSet made with its owner in the create: RBAC cannot name what a create makes
+        {"apiGroups": ["apps"], "resources": ["replicasets"], "verbs": ["create"]},
         {"apiGroups": ["apps"], "resources": ["replicasets/scale"], "resourceNames": [sts["metadata"]["name"]],
          "verbs": ["get", "patch"]},
-        # its ownerReference to the Job; the Job's uid and retries
-        # is it being deleted; its ownerReference (delete: OwnerReferencesPermissionEnforcement)
+        # is it there, is it this Job's, is it being deleted; never patch, update or delete: its
+        # owner is set at its creation and never changed
         {"apiGroups": ["apps"], "resources": ["replicasets"], "resourceNames": [sts["metadata"]["name"]],
-         "verbs": ["get", "patch", "delete"]},
+         "verbs": ["get"]},
+        # the Job's uid (the ownerReference) and its retries
         {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": [job["metadata"]["name"]], "verbs": ["get"]},
         # what the API asks of whoever sets blockOwnerDeletion on an ownerReference to the Job
         {"apiGroups": ["batch"], "resources": ["jobs/finalizers"], "resourceNames": [job["metadata"]["name"]],
@@ -133,7 +140,7 @@ def test_rbac_is_least_privilege(objects):
 
 
 def test_workers_carry_no_api_credentials(objects):
-    spec = pod_spec(one(objects, "ReplicaSet"))
+    spec = pod_spec(worker_set(objects))
     assert spec["automountServiceAccountToken"] is False
     bound = {s["name"] for b in by_kind(objects, "RoleBinding") for s in b["subjects"]}
     assert spec["serviceAccountName"] not in bound
@@ -144,7 +151,7 @@ def test_the_daemon_selects_this_jobs_workers_and_not_the_launcher(objects):
     daemon = container(pod_spec(job), "discovery-daemon")
     selector = parse_selector(expand(env(daemon)["DISCOVERY_SELECTOR"], daemon, pod_labels(job)))
     assert "elastic-horovod/job" in selector
-    sts = one(objects, "ReplicaSet")
+    sts = worker_set(objects)
     worker_labels = pod_labels(sts)
     assert selector.items() <= worker_labels.items()
     assert not selector.items() <= pod_labels(job).items()
@@ -195,7 +202,7 @@ def test_the_prepare_hook_and_launcher_agree_on_paths(objects):
 def test_ssh_secret_is_mounted_where_the_key_files_are_expected(objects):
     """ssh-bootstrap keys writes id_ed25519 and id_ed25519.pub into the Secret; the worker
     image reads $ELASTIC_SSH_SECRET_DIR/id_ed25519.pub, the launcher uses id_ed25519."""
-    sts_spec = pod_spec(one(objects, "ReplicaSet"))
+    sts_spec = pod_spec(worker_set(objects))
     job_spec = launcher_spec(objects)
     secret_names = {v["secret"]["secretName"] for spec in (sts_spec, job_spec)
                     for v in spec["volumes"] if "secret" in v}
@@ -210,7 +217,7 @@ def test_ssh_secret_is_mounted_where_the_key_files_are_expected(objects):
 
 
 def test_workers_ask_for_gpus_serve_ssh_and_have_a_dataset_volume(objects):
-    sts_spec = pod_spec(one(objects, "ReplicaSet"))
+    sts_spec = pod_spec(worker_set(objects))
     worker = container(sts_spec, "worker")
     assert int(worker["resources"]["limits"]["nvidia.com/gpu"]) >= 1
     ssh_port = int(env(worker)["SSH_PORT"])
@@ -226,7 +233,7 @@ def test_the_readiness_probe_checks_the_ssh_port_without_connecting(objects):
     """An exec probe (the entrypoint's `ready` mode reads /proc/net/tcp for a listening socket
     on the container's $SSH_PORT: no port in the manifest to keep in step, no TCP connection,
     so sshd logs nothing per probe; tests/images runs it)."""
-    worker = container(pod_spec(one(objects, "ReplicaSet")), "worker")
+    worker = container(pod_spec(worker_set(objects)), "worker")
     probe = worker["readinessProbe"]
     assert "tcpSocket" not in probe
     assert probe["exec"]["command"] == ["/usr/local/bin/worker-entrypoint", "ready"]
@@ -268,7 +275,7 @@ def test_the_training_command_is_valid_for_the_training_parser(objects):
     labels = pod_labels(job)
     job_uid = labels["batch.kubernetes.io/controller-uid"]
     assert args.checkpoint_dir == f"/checkpoints/{labels['elastic-horovod/job']}/{job_uid}"
-    worker = container(pod_spec(one(objects, "ReplicaSet")), "worker")
+    worker = container(pod_spec(worker_set(objects)), "worker")
     assert any(m["mountPath"] == "/checkpoints" for m in worker["volumeMounts"])
 
 
@@ -281,7 +288,7 @@ def test_the_worker_scaler_command_is_valid_for_its_parser(objects, name):
     argv = [expand(a, scaler, pod_labels(job)) for a in scaler["args"]]
     assert argv[:3] == ["python", "-m", "elastic.scaler.scale_workers"]
     args = scaler_args([a.replace("$(POD_NAME)", "launcher-abcde") for a in argv[3:]])
-    assert args.workers == ("replicasets", one(objects, "ReplicaSet")["metadata"]["name"])
+    assert args.workers == ("replicasets", worker_set(objects)["metadata"]["name"])
     assert args.job == job["metadata"]["name"]  # made the workers' owner, read for its retries
     if name == "worker-scaler":
         assert args.pod == "launcher-abcde" and args.container == "launcher"
@@ -302,7 +309,7 @@ def test_the_daemon_command_is_valid_for_its_parser(objects, monkeypatch):
     monkeypatch.setenv("DISCOVERY_SELECTOR", expand(env(daemon)["DISCOVERY_SELECTOR"], daemon, pod_labels(job)))
     args = daemon_parser().parse_args(daemon["args"][1:])
     assert args.host == "127.0.0.1"
-    assert parse_selector(args.selector).items() <= pod_labels(one(objects, "ReplicaSet")).items()
+    assert parse_selector(args.selector).items() <= pod_labels(worker_set(objects)).items()
 
 
 def test_a_restarted_daemon_sidecar_keeps_what_it_prepared(objects):

@@ -5,7 +5,7 @@ directory it applies renders."""
 import shlex
 import shutil
 
-from tests.deploy.render import DEPLOY, ROOT, all_containers, by_kind, one, pod_spec, render
+from tests.deploy.render import DEPLOY, ROOT, all_containers, by_kind, one, pod_spec, render, worker_set
 
 
 def quick_start() -> list[str]:
@@ -34,7 +34,7 @@ def test_the_quick_start_builds_for_amd64_and_points_the_manifests_at_the_image(
     assert argv[-1] == "deploy/job/kustomization.yaml"
     target.write_text(target.read_text().replace(pattern, replacement))
     objects = render(copy)
-    images = {c["image"] for o in by_kind(objects, "ReplicaSet") + by_kind(objects, "Job")
+    images = {c["image"] for o in by_kind(objects, "PodTemplate") + by_kind(objects, "Job")
               for c in all_containers(pod_spec(o))}
     assert images == {image.replace("REGISTRY", "ghcr.io/me")}
 
@@ -44,7 +44,7 @@ def test_the_quick_start_makes_the_secret_the_pods_mount_and_fills_the_dataset_f
     secret = next(c for c in commands if "create secret generic" in c)
     name = shlex.split(secret)[shlex.split(secret).index("generic") + 1]
     objects = render(DEPLOY)
-    mounted = {v["secret"]["secretName"] for o in (one(objects, "ReplicaSet"), one(objects, "Job"))
+    mounted = {v["secret"]["secretName"] for o in (worker_set(objects), one(objects, "Job"))
                for v in pod_spec(o)["volumes"] if "secret" in v}
     assert mounted == {name}
     assert not any(c.startswith("ssh-bootstrap") for c in commands)  # needs the project installed

@@ -16,6 +16,7 @@ from tests.deploy.render import (
     pod_labels,
     pod_spec,
     render,
+    worker_set,
 )
 
 JOB_LABEL = "elastic-horovod/job"
@@ -43,7 +44,7 @@ def quantity(text: str) -> float:
 
 
 def test_the_host_key_lives_on_a_pod_scoped_volume(objects):
-    spec = pod_spec(one(objects, "ReplicaSet"))
+    spec = pod_spec(worker_set(objects))
     worker = container(spec, "worker")
     key_dir = env(worker)["ELASTIC_HOST_KEY_DIR"]
     mount = next(m for m in worker["volumeMounts"] if m["mountPath"] == key_dir)
@@ -73,8 +74,8 @@ def peers(policy: dict, direction: str) -> list:
 
 def test_network_policies_admit_the_jobs_own_pods_dns_and_the_api_only(objects, example):
     for objs, other in ((objects, example), (example, objects)):
-        workers, launcher = pod_labels(one(objs, "ReplicaSet")), pod_labels(one(objs, "Job"))
-        theirs = [pod_labels(one(other, "ReplicaSet")), pod_labels(one(other, "Job"))]
+        workers, launcher = pod_labels(worker_set(objs)), pod_labels(one(objs, "Job"))
+        theirs = [pod_labels(worker_set(other)), pod_labels(one(other, "Job"))]
         for labels in (workers, launcher):
             selected = policies_for(objs, labels)
             assert selected, "a job pod no policy selects is cut off in a default-deny namespace"
@@ -97,7 +98,7 @@ def test_network_policies_admit_the_jobs_own_pods_dns_and_the_api_only(objects, 
 
 
 def test_workers_fit_common_one_gpu_nodes_and_ask_for_ephemeral_storage(objects):
-    spec = pod_spec(one(objects, "ReplicaSet"))
+    spec = pod_spec(worker_set(objects))
     worker = container(spec, "worker")
     limits = worker["resources"]["limits"]
     gpus = int(limits["nvidia.com/gpu"])
@@ -105,7 +106,7 @@ def test_workers_fit_common_one_gpu_nodes_and_ask_for_ephemeral_storage(objects)
     assert quantity(limits["cpu"]) / gpus <= 7 and quantity(limits["memory"]) / gpus <= 28 * 2**30
     data = next(v for v in spec["volumes"] if v["name"] == "data")
     assert quantity(limits["ephemeral-storage"]) > quantity(data["emptyDir"]["sizeLimit"])
-    for obj in (one(objects, "ReplicaSet"), one(objects, "Job")):
+    for obj in (worker_set(objects), one(objects, "Job")):
         for c in all_containers(pod_spec(obj)):
             assert "ephemeral-storage" in c["resources"]["requests"], c["name"]
 
@@ -121,13 +122,13 @@ def test_the_launcher_keeps_off_gpu_nodes_and_sees_no_gpu(objects):
 
 
 def test_the_example_runs_on_a_gpu_pool_with_its_own_key_and_claims(objects, example):
-    spec = pod_spec(one(example, "ReplicaSet"))
+    spec = pod_spec(worker_set(example))
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
     assert "tolerations" not in pod_spec(one(example, "Job"))
 
     def refs(objs):
         found = set()
-        for obj in by_kind(objs, "ReplicaSet") + by_kind(objs, "Job"):
+        for obj in by_kind(objs, "PodTemplate") + by_kind(objs, "Job"):
             for v in pod_spec(obj)["volumes"]:
                 if "secret" in v:
                     found.add(("Secret", v["secret"]["secretName"]))
@@ -149,7 +150,7 @@ def test_drains_pass_an_unhealthy_worker(objects):
 def test_workers_meet_podsecurity_baseline_and_the_launcher_restricted(objects):
     """deploy/README.md: the namespace needs `pod-security.kubernetes.io/enforce: baseline`
     (sshd runs as root with three capabilities); with `restricted` only the workers fail."""
-    workers = pod_spec(one(objects, "ReplicaSet"))
+    workers = pod_spec(worker_set(objects))
     for c in all_containers(workers):
         assert set(c["securityContext"]["capabilities"]["add"]) <= BASELINE_CAPABILITIES
         assert not c["securityContext"].get("privileged")

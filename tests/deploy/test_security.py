@@ -3,7 +3,7 @@ and run sshd with three capabilities; the launcher container holds no API token;
 launcher pod is non-root without capabilities; the base deletes nothing of the user's."""
 import pytest
 
-from tests.deploy.render import DEPLOY, all_containers, by_kind, container, one, pod_spec, render
+from tests.deploy.render import DEPLOY, all_containers, by_kind, container, one, pod_spec, render, worker_set
 
 SA_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 SSHD_CAPABILITIES = {"SETUID", "SETGID", "SYS_CHROOT"}
@@ -16,7 +16,7 @@ def objects() -> list:
 
 @pytest.fixture(scope="module")
 def workers(objects) -> dict:
-    return pod_spec(one(objects, "ReplicaSet"))
+    return pod_spec(worker_set(objects))
 
 
 @pytest.fixture(scope="module")
@@ -112,13 +112,13 @@ def test_no_namespace_in_the_job_so_delete_keeps_the_users_data(objects):
 def test_every_container_runs_under_the_images_entrypoint(objects):
     """`command:` would replace tini (PID 1 reaping ssh's ControlPersist masters, passing
     signals on); `args:` keeps it."""
-    for obj in by_kind(objects, "ReplicaSet") + by_kind(objects, "Job"):
+    for obj in by_kind(objects, "PodTemplate") + by_kind(objects, "Job"):
         for c in all_containers(pod_spec(obj)):
             assert "command" not in c, f"{obj['kind']}/{c['name']} replaces the image's entrypoint"
 
 
 def test_images_are_not_in_docker_hubs_library_namespace(objects):
-    for obj in by_kind(objects, "ReplicaSet") + by_kind(objects, "Job"):
+    for obj in by_kind(objects, "PodTemplate") + by_kind(objects, "Job"):
         for c in all_containers(pod_spec(obj)):
             first = c["image"].split("/", 1)[0]
             assert "/" in c["image"] and ("." in first or ":" in first or first == "localhost"), c["image"]

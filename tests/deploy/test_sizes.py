@@ -8,7 +8,7 @@ import textwrap
 import kubernetes_validate
 import pytest
 
-from tests.deploy.render import DEPLOY, all_containers, by_kind, container, one, pod_spec, render
+from tests.deploy.render import DEPLOY, all_containers, by_kind, container, one, pod_spec, render, worker_set
 
 RENDERINGS = {"deploy": DEPLOY, "example": DEPLOY / "overlays" / "example",
               "gpu8": DEPLOY / "overlays" / "gpu8", "spot": DEPLOY / "overlays" / "spot"}
@@ -40,7 +40,7 @@ def training_flag(launcher: dict, name: str) -> str:
 
 
 def gpus_per_worker(objects) -> int:
-    return int(container(pod_spec(one(objects, "ReplicaSet")), "worker")["resources"]["limits"]["nvidia.com/gpu"])
+    return int(container(pod_spec(worker_set(objects)), "worker")["resources"]["limits"]["nvidia.com/gpu"])
 
 
 def test_the_scaler_asks_for_what_max_np_needs_and_the_budget_keeps_what_min_np_needs(objects):
@@ -69,30 +69,31 @@ def test_the_launcher_is_sized_for_its_max_np(objects):
 
 def test_workers_leave_within_their_grace(objects):
     launcher = container(pod_spec(one(objects, "Job")), "launcher")
-    grace = pod_spec(one(objects, "ReplicaSet"))["terminationGracePeriodSeconds"]
+    grace = pod_spec(worker_set(objects))["terminationGracePeriodSeconds"]
     assert grace >= float(training_flag(launcher, "--term-grace")) + 10
 
 
 def test_workers_are_a_replicaset_whose_loss_is_cheap(objects):
     """Not a StatefulSet (ordinal scale-down, one Terminating identity on a NotReady node, a
     rolling update on re-apply) nor a Deployment (rolls the workers on a re-apply): a
-    ReplicaSet never replaces running pods when its template changes."""
+    ReplicaSet never replaces running pods when its template changes. worker-start makes it
+    at the size --max-np needs."""
     assert not by_kind(objects, "StatefulSet") and not by_kind(objects, "Deployment")
-    workers = one(objects, "ReplicaSet")
-    assert "replicas" not in workers["spec"]
+    workers = worker_set(objects)
+    assert workers["kind"] == "ReplicaSet" and workers["spec"]["replicas"] >= 1
 
 
 def test_no_worker_selects_a_label_only_gpu_feature_discovery_writes(objects):
     """The nvidia.com/gpu request confines workers to GPU nodes; nvidia.com/gpu.present is on no
     GKE managed-driver node, no plain-device-plugin EKS node and no autoscaler template node."""
-    spec = pod_spec(one(objects, "ReplicaSet"))
+    spec = pod_spec(worker_set(objects))
     assert "nvidia.com/gpu.present" not in spec.get("nodeSelector", {})
     assert "nvidia.com/gpu.present" not in str(spec.get("affinity", {}))
 
 
 def test_the_architecture_is_pinned_in_every_pod(objects):
     """An image built for amd64 on an arm64 node fails with `exec format error`."""
-    for obj in (one(objects, "ReplicaSet"), one(objects, "Job")):
+    for obj in (worker_set(objects), one(objects, "Job")):
         assert pod_spec(obj)["nodeSelector"]["kubernetes.io/arch"] == "amd64", obj["kind"]
     assert "docker build --platform linux/amd64" in (DEPLOY / "README.md").read_text()
 
@@ -117,13 +118,13 @@ def test_the_launcher_is_kept_from_consolidation_gpu_nodes_and_spot(objects):
 
 def test_the_8_gpu_layout_is_one_worker_per_node_with_all_its_gpus(gpu8):
     """8 ranks in one pod (NCCL over NVLink/shared memory), one /data per node."""
-    spec = pod_spec(one(gpu8, "ReplicaSet"))
+    spec = pod_spec(worker_set(gpu8))
     res = container(spec, "worker")["resources"]
     assert res["requests"] == res["limits"] and res["limits"]["nvidia.com/gpu"] == "8"
     assert res["limits"]["ephemeral-storage"] == "60Gi"  # one dataset copy, not eight
     shm = next(v for v in spec["volumes"] if v["name"] == "dshm")["emptyDir"]["sizeLimit"]
     assert shm == "64Gi"
-    base = pod_spec(one(render(DEPLOY), "ReplicaSet"))
+    base = pod_spec(worker_set(render(DEPLOY)))
     assert next(v for v in base["volumes"] if v["name"] == "dshm")["emptyDir"]["sizeLimit"] == "8Gi"
 
 
@@ -131,7 +132,7 @@ def test_spot_workers_leave_within_a_gke_spot_notice(spot):
     """GKE gives non-system pods ~15 s of a Spot reclaim; the training's --term-grace
     fits in it with 10 s to spare; the launcher gets no Spot toleration."""
     launcher = container(pod_spec(one(spot, "Job")), "launcher")
-    workers = pod_spec(one(spot, "ReplicaSet"))
+    workers = pod_spec(worker_set(spot))
     assert workers["terminationGracePeriodSeconds"] <= 15
     assert float(training_flag(launcher, "--term-grace")) + 10 <= workers["terminationGracePeriodSeconds"]
     assert {"key": "cloud.google.com/gke-spot", "operator": "Equal", "value": "true",
@@ -172,6 +173,6 @@ def test_every_container_asks_for_what_the_autoscaler_needs_to_scale_from_zero(o
     scaled from zero (autoscaler #1869); the README says so."""
     text = (DEPLOY / "README.md").read_text()
     assert "k8s.io/cluster-autoscaler/node-template/resources/ephemeral-storage" in text
-    for obj in (one(objects, "ReplicaSet"), one(objects, "Job")):
+    for obj in (worker_set(objects), one(objects, "Job")):
         for c in all_containers(pod_spec(obj)):
             assert "ephemeral-storage" in c["resources"]["requests"], c["name"]

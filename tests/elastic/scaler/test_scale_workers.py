@@ -1,13 +1,15 @@
-"""The worker scaler: at start refuses a workload being deleted, makes the Job own the workers
-(blockOwnerDeletion) and sets them to the desired size (what --max-np needs), within the cap;
+"""The worker scaler: at start refuses a workload being deleted and sets the workers to the
+desired size (what --max-np needs), within the cap (making them owned by the Job from birth:
+tests/elastic/scaler/test_owner_from_birth.py, on the local cluster);
 holds the cap while the job runs; on SIGTERM scales them to zero when the Job is over (exit 0
 or 2, the last try, a deletion on the last try) or suspended, keeps them for a retry and when
 the pod was disrupted; retries API calls.
 
 The process tests run the module as the kubelet would (its own process, SIGTERM) with the
 official client; the API is a small HTTP server in the test that answers the calls and
-records them (the local cluster serves pods and apps/v1 ReplicaSets, not batch/v1 Jobs: the
-scaler against its ReplicaSets is tests/e2e/test_grows_to_max_np.py)."""
+records them, so a test sets any pod or Job status it needs (the scaler against the local
+cluster's ReplicaSets, PodTemplates and Jobs: tests/elastic/scaler/test_owner_from_birth.py and
+tests/e2e/test_grows_to_max_np.py)."""
 from __future__ import annotations
 
 import json
@@ -19,11 +21,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from elastic.errors import LaunchError
+from elastic.errors import ConfigError, LaunchError
 from elastic.scaler.scale_workers import (
     being_deleted,
     capped_replicas,
+    new_workload,
     owner_reference,
+    ownership,
+    pod_template,
     start_replicas,
     stop_decision,
 )
@@ -117,11 +122,67 @@ def test_a_disrupted_pod_keeps_the_workers_even_on_the_last_try():
 
 
 def test_owner_reference_names_the_job_blocks_its_deletion_and_rejects_one_without_a_uid():
-    """blockOwnerDeletion: a foreground delete of the Job waits until the workers are gone."""
+    """blockOwnerDeletion: a foreground delete of the Job waits until the workers are gone;
+    controller: the Job is the workers' one managing owner."""
     assert owner_reference(job_json()) == {"apiVersion": "batch/v1", "kind": "Job", "name": JOB, "uid": JOB_UID,
-                                           "blockOwnerDeletion": True}
+                                           "controller": True, "blockOwnerDeletion": True}
     with pytest.raises(LaunchError):
         owner_reference({"metadata": {"name": JOB}})
+
+
+def with_owners(refs: object, deleting: bool = False) -> dict:
+    meta: dict = {"name": STS, "ownerReferences": refs}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"metadata": meta}
+
+
+JOB_REF = {"apiVersion": "batch/v1", "kind": "Job", "name": JOB, "uid": JOB_UID}
+
+
+@pytest.mark.parametrize("workload,action", [
+    (with_owners([JOB_REF]), "ours"),
+    (with_owners([{"kind": "Other", "uid": "x"}, JOB_REF]), "ours"),
+    (with_owners([JOB_REF], deleting=True), "wait"),  # ours, but going: a new one is made after it
+    (with_owners([{**JOB_REF, "uid": "an-earlier-job"}]), "wait"),  # the garbage collector takes it
+    (with_owners(None), "refuse"), (with_owners([]), "refuse"), (with_owners("x"), "refuse"),
+    (with_owners([None, {"kind": "Job", "apiVersion": "v1", "uid": "y"}]), "refuse"),
+    (with_owners([{"apiVersion": "apps/v1", "kind": "Deployment", "uid": "z"}]), "refuse"),
+    ({}, "refuse"), (None, "refuse"),
+])
+def test_ownership_keeps_only_the_jobs_own_waits_for_what_goes_and_refuses_the_ownerless(workload, action):
+    assert ownership(workload, JOB_UID).action == action
+
+
+def test_ownership_shows_what_the_api_said_printable_and_short():
+    verdict = ownership(with_owners([{**JOB_REF, "uid": "\x1b[31m" + "u" * 200}]), JOB_UID)
+    assert verdict.action == "wait" and "\x1b" not in verdict.reason and "u" * 65 not in verdict.reason
+
+
+TEMPLATE = {"metadata": {"labels": {"app": "w", "role": "worker"}},
+            "spec": {"containers": [{"name": "worker", "image": "i"}]}}
+
+
+@pytest.mark.parametrize("podtemplate,message", [
+    (None, "has no template"), ({"template": []}, "has no template"),
+    ({"template": {"spec": TEMPLATE["spec"]}}, "labels must be"),
+    ({"template": {"metadata": {"labels": {}}, "spec": TEMPLATE["spec"]}}, "labels must be"),
+    ({"template": {"metadata": {"labels": {"app": 1}}, "spec": TEMPLATE["spec"]}}, "labels must be"),
+    ({"template": {"metadata": TEMPLATE["metadata"], "spec": {"containers": []}}}, "containers is empty"),
+    ({"template": {"metadata": TEMPLATE["metadata"]}}, "containers is empty"),
+])
+def test_a_pod_template_without_labels_or_containers_is_bad_input(podtemplate, message):
+    with pytest.raises(ConfigError, match=message):
+        pod_template(podtemplate, "w")
+
+
+def test_the_workload_made_is_owned_from_birth_and_selects_its_templates_labels():
+    made = new_workload("replicasets", STS, pod_template({"template": TEMPLATE}, "w"), owner_reference(job_json()), 3)
+    assert made == {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                    "metadata": {"name": STS, "labels": TEMPLATE["metadata"]["labels"],
+                                 "ownerReferences": [owner_reference(job_json())]},
+                    "spec": {"replicas": 3, "selector": {"matchLabels": TEMPLATE["metadata"]["labels"]},
+                             "template": TEMPLATE}}
 
 
 def test_a_pod_being_deleted_with_tries_left_keeps_the_workers():
@@ -168,9 +229,10 @@ def test_another_containers_end_is_not_the_launchers():
 # ---- the process -------------------------------------------------------------------------
 
 class StandIn:
-    """GET/PATCH replicasets/STS/scale, GET/PATCH replicasets/STS, GET jobs/JOB and GET pods/POD
-    in namespace NS; records patches; the first ``fail_scales`` scale patches answer 500;
-    ``deleting`` puts a deletionTimestamp on the ReplicaSet."""
+    """GET/PATCH replicasets/STS/scale, GET replicasets/STS, GET jobs/JOB and GET pods/POD in
+    namespace NS; records scale patches; the first ``fail_scales`` answer 500; any other
+    write is refused (403, as the scaler's Role does); ``deleting`` puts a deletionTimestamp on
+    the ReplicaSet."""
 
     def __init__(self, replicas, pod: dict, job: dict | None = None, fail_scales: int = 0,
                  deleting: bool = False):
@@ -180,7 +242,7 @@ class StandIn:
         self.fail_scales = fail_scales
         self.deleting = deleting
         self.patches: list[int] = []
-        self.owner_patches: list[tuple[str, dict]] = []
+        self.refused: list[str] = []
         self.pod_reads = 0
         stand_in = self
 
@@ -225,9 +287,7 @@ class StandIn:
                     stand_in.replicas = body["spec"]["replicas"]
                     stand_in.patches.append(stand_in.replicas)
                     return self._send(200, self._scale())
-                if self.path.split("?")[0] == f"/apis/apps/v1/namespaces/{NS}/replicasets/{STS}":
-                    stand_in.owner_patches.append((self.headers["Content-Type"], body))
-                    return self._send(200, {"kind": "ReplicaSet", "metadata": {"name": STS}})
+                stand_in.refused.append(self.path)
                 self._send(403, {"kind": "Status", "code": 403})
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -277,19 +337,22 @@ def test_raises_at_start_and_scales_to_zero_when_the_launcher_has_ended(tmp_path
     assert "launcher ended with exit code 0" in err
 
 
+def started(proc: subprocess.Popen) -> bool:
+    return proc.stderr is not None and proc.stderr.readline().startswith("worker-scaler: replicasets/")
+
+
 @pytest.mark.slow
-def test_the_job_owns_the_workers_and_a_retry_keeps_them(tmp_path):
+def test_a_retry_keeps_the_workers_and_their_size(tmp_path):
     with StandIn(replicas=3, pod=ended(1), job=job_json(failed=1)) as api:
         proc = start(api.kubeconfig(tmp_path / "kubeconfig"), "--job", JOB, "--max-replicas", "4")
         try:
-            wait_for(lambda: api.owner_patches, 60, "the ownerReference patch")
+            wait_for(lambda: started(proc), 60, "the start-up line")
             proc.send_signal(signal.SIGTERM)
             _, err = proc.communicate(timeout=60)
         finally:
             proc.kill()
     assert proc.returncode == 0, err
-    assert api.owner_patches == [("application/merge-patch+json", {"metadata": {"ownerReferences": [
-        {"apiVersion": "batch/v1", "kind": "Job", "name": JOB, "uid": JOB_UID, "blockOwnerDeletion": True}]}})]
+    assert api.refused == [], "the scaler writes nothing but the scale"
     assert api.patches == [] and api.replicas == 3, err  # a size the user set survives the retry
     assert "the Job tries again" in err
 
@@ -299,7 +362,7 @@ def test_the_last_try_scales_to_zero_through_api_errors(tmp_path):
     with StandIn(replicas=2, pod=ended(137), job=job_json(failed=3), fail_scales=2) as api:
         proc = start(api.kubeconfig(tmp_path / "kubeconfig"), "--job", JOB)
         try:
-            wait_for(lambda: api.owner_patches, 60, "the ownerReference patch")
+            wait_for(lambda: started(proc), 60, "the start-up line")
             proc.send_signal(signal.SIGTERM)
             _, err = proc.communicate(timeout=60)
         finally:
@@ -315,8 +378,7 @@ def test_a_larger_size_is_kept_and_a_deleted_pod_keeps_its_workers(tmp_path):
     with StandIn(replicas=4, pod=pod) as api:
         proc = start(api.kubeconfig(tmp_path / "kubeconfig"), "--max-replicas", "4")
         try:
-            wait_for(lambda: proc.stderr.readline().startswith("worker-scaler: replicasets/"), 60,
-                     "the start-up line")
+            wait_for(lambda: started(proc), 60, "the start-up line")
             proc.send_signal(signal.SIGTERM)
             _, err = proc.communicate(timeout=60)
         finally:
@@ -334,7 +396,7 @@ def test_the_start_phase_grows_the_workers_to_what_max_np_needs_and_exits(tmp_pa
         proc = start(api.kubeconfig(tmp_path / "kubeconfig"), "--replicas", "4", "--phase", "start", "--job", JOB)
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
-    assert api.patches == [4] and len(api.owner_patches) == 1 and api.pod_reads == 0
+    assert api.patches == [4] and api.refused == [] and api.pod_reads == 0
 
 
 @pytest.mark.slow
@@ -347,7 +409,7 @@ def test_a_workload_being_deleted_fails_the_start_at_once_with_exit_2(tmp_path):
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2, err
     assert err.strip().splitlines()[-1].startswith(f"error: replicasets/{STS} is being deleted (since ")
-    assert "Traceback" not in err and api.patches == [] and api.owner_patches == []
+    assert "Traceback" not in err and api.patches == [] and api.refused == []
 
 
 @pytest.mark.slow
@@ -366,7 +428,7 @@ def test_the_sidecar_lowers_a_size_above_the_cap_while_it_waits(tmp_path):
         finally:
             proc.kill()
     assert proc.returncode == 0, err
-    assert api.patches == [5, 0] and api.owner_patches == [], err
+    assert api.patches == [5, 0] and api.refused == [], err
 
 
 @pytest.mark.slow
@@ -374,7 +436,7 @@ def test_a_suspended_job_scales_the_workers_to_zero(tmp_path):
     with StandIn(replicas=4, pod=pod_json(deleting=True), job=job_json(failed=0, suspend=True)) as api:
         proc = start(api.kubeconfig(tmp_path / "kubeconfig"), "--replicas", "4", "--job", JOB)
         try:
-            wait_for(lambda: api.owner_patches, 60, "the ownerReference patch")
+            wait_for(lambda: started(proc), 60, "the start-up line")
             proc.send_signal(signal.SIGTERM)
             _, err = proc.communicate(timeout=60)
         finally:
@@ -406,6 +468,8 @@ def test_an_api_error_is_one_line_and_exit_1(tmp_path):
     (["--min-replicas", "2", "--replicas", "4", "--max-replicas", "3", "--workers", "replicasets/s", "--pod", "p"],
      "--max-replicas 3 is below --replicas 4"),
     (["--min-replicas", "2", "--workers", "replicasets/s"], "--pod is required unless --phase start"),
+    (["--min-replicas", "2", "--workers", "replicasets/s", "--phase", "start", "--template", "t"],
+     "--template needs --job"),
     (["--min-replicas", "2", "--workers", "replicasets/s", "--pod", "p", "--namespace", "n",
       "--kubeconfig", "/nonexistent/kubeconfig"], "no cluster configuration"),
 ])
