@@ -11,7 +11,9 @@ them (one flag changed: --replicas 2, not 8 sshd pods):
   blockOwnerDeletion) from its creation, and its pods come; a retry keeps it as it is;
 - deleting the Job deletes the ReplicaSet and its workers;
 - a ReplicaSet no Job owns (made by hand, or applied by an earlier deploy/) is refused in one
-  line, exit 2, and never adopted.
+  line, exit 2, and never adopted;
+- an earlier Job's ReplicaSet still there (a delete and a re-apply at once) is waited for, then
+  made anew for the new Job; past --start-timeout, one line and exit 2.
 """
 from __future__ import annotations
 
@@ -129,3 +131,47 @@ def test_workers_no_job_owns_are_refused_and_never_adopted(objects, cluster, api
     # the Job's delete leaves what it does not own
     batch.delete_namespaced_job(made_job.metadata.name, ns)
     assert apps.read_namespaced_replica_set(name, ns).metadata.uid == rs.metadata.uid
+
+
+def test_an_earlier_jobs_workers_are_waited_for_then_made_anew(objects, cluster, apis, tmp_path):
+    """A delete and a re-apply at once: the earlier Job's ReplicaSet (owned by a uid that is
+    gone) is still there when the new Job's worker-start runs. It waits for the garbage
+    collector, then makes the new Job's own; when that takes longer than --start-timeout it
+    fails in one line, exit 2."""
+    core, apps, batch = apis
+    template, job = one(objects, "PodTemplate"), one(objects, "Job")
+    ns, name = "again", template["metadata"]["name"]
+    core.create_namespaced_pod_template(ns, server_side(template))
+    earlier = {"apiVersion": "batch/v1", "kind": "Job", "name": job["metadata"]["name"], "uid": "an-earlier-job",
+               "controller": True, "blockOwnerDeletion": True}
+    labels = template["template"]["metadata"]["labels"]
+    old = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name, "ownerReferences": [earlier]},
+           "spec": {"replicas": 0, "selector": {"matchLabels": labels}, "template": template["template"]}}
+    apps.create_namespaced_replica_set(ns, old)
+    made_job = batch.create_namespaced_job(ns, server_side(job))
+    job_labels = {**pod_labels(job), "batch.kubernetes.io/job-name": made_job.metadata.name,
+                  "batch.kubernetes.io/controller-uid": made_job.metadata.uid}
+
+    late = worker_start(objects, job_labels, cluster.kubeconfig, ns, "--replicas=2", "--start-timeout=2")
+    assert late.returncode == 2, late.stderr
+    assert late.stderr.strip().splitlines()[-1].startswith(
+        f"error: replicasets/{name} belongs to an earlier Job (uid an-earlier-job)")
+    assert "still after 2 s (--start-timeout)" in late.stderr
+
+    start = container(pod_spec(job), "worker-start")
+    args = [expand(a, start, job_labels) for a in start["args"]]
+    log = tmp_path / "worker-start.log"
+    with open(log, "w") as err:
+        proc = subprocess.Popen([sys.executable, *args[1:], "--namespace", ns, "--kubeconfig",
+                                 str(cluster.kubeconfig), "--start-timeout", "60", "--replicas=2"],
+                                stdout=subprocess.DEVNULL, stderr=err, text=True)
+    try:
+        wait_for(lambda: "waiting until it is gone" in log.read_text(), 60, "worker-start to wait for the old set")
+        apps.delete_namespaced_replica_set(name, ns)  # what the garbage collector does for the earlier Job
+        assert proc.wait(timeout=60) == 0, log.read_text()
+    finally:
+        proc.kill()
+    rs = apps.read_namespaced_replica_set(name, ns)
+    assert [r.uid for r in rs.metadata.owner_references] == [made_job.metadata.uid] and rs.spec.replicas == 2
+    batch.delete_namespaced_job(made_job.metadata.name, ns)
+    wait_for(lambda: live_pods(core, ns) == [], 120, "the workers to be gone with their Job")
