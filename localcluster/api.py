@@ -15,6 +15,8 @@
   ``podtemplates`` and ``jobs`` are set: get, list, create, delete (``propagationPolicy`` from
   the query or the DeleteOptions body: the owned ReplicaSets are deleted, or orphaned); no Job
   controller, no watch;
+- coordination.k8s.io/v1 ``leases`` (``localcluster.leases``) when ``leases`` is set: get,
+  list, create, update (409 on a stale resourceVersion), patch, delete; no watch;
 - errors as ``Status`` objects; 401 without the bearer token (when a token is set).
 
 A watch stream starts with ADDED events for the current state when no resourceVersion (or
@@ -38,9 +40,11 @@ from pathlib import Path
 
 from aiohttp import web
 
+from . import leases as leasing
 from . import pods, replicasets
 from .core import PodService, dumps
 from .errors import ApiError, BadRequest, InjectedFault, MethodNotAllowed, NotFound, Timeout, Unauthorized
+from .leases import Leases
 from .objects import Objects
 from .replicasets import ReplicaSets
 from .selectors import parse_fields, parse_labels
@@ -87,6 +91,17 @@ BATCH_RESOURCES = {
     "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "batch/v1",
     "resources": [{"name": "jobs", "singularName": "job", "namespaced": True, "kind": "Job",
                    "verbs": ["create", "delete", "get", "list"], "categories": ["all"]}],
+}
+
+
+COORDINATION_GROUP = {"name": leasing.GROUP, "versions": [{"groupVersion": leasing.API_VERSION, "version": "v1"}],
+                      "preferredVersion": {"groupVersion": leasing.API_VERSION, "version": "v1"}}
+COORDINATION_RESOURCES = {
+    "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": leasing.API_VERSION,
+    "resources": [
+        {"name": "leases", "singularName": "lease", "namespaced": True, "kind": "Lease",
+         "verbs": ["create", "delete", "get", "list", "patch", "update"]},
+    ],
 }
 
 
@@ -199,6 +214,8 @@ class ApiServer:
         # core/v1 PodTemplates and batch/v1 Jobs (localcluster.objects), served when set
         self.podtemplates: Objects | None = None
         self.jobs: Objects | None = None
+        # coordination.k8s.io/v1 Leases (localcluster.leases), served when set
+        self.leases: Leases | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self, host: str = "127.0.0.1", port: int = 0, ssl_context=None) -> int:
@@ -281,11 +298,14 @@ class ApiServer:
         if parts == ["apis"]:
             groups = [APPS_GROUP] if self.replicasets is not None else []
             groups += [BATCH_GROUP] if self.jobs is not None else []
+            groups += [COORDINATION_GROUP] if self.leases is not None else []
             return _json({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
         if parts[:2] == ["apis", "apps"] and self.replicasets is not None:
             return await self._apps(request, parts[2:])
         if parts[:2] == ["apis", "batch"] and self.jobs is not None:
             return await self._batch(request, parts[2:])
+        if parts[:2] == ["apis", leasing.GROUP] and self.leases is not None:
+            return await self._coordination(request, parts[2:])
         if parts == ["api", "v1"]:
             if self.podtemplates is None:
                 return _json(API_RESOURCES)
@@ -394,6 +414,38 @@ class ApiServer:
                 raise BadRequest("the body of a delete must be DeleteOptions")
             return _json(objects.delete(namespace, name, request.query.get("propagationPolicy")
                                         or opts.get("propagationPolicy")))
+        raise MethodNotAllowed(f"{method} is not supported on this path")
+
+    async def _coordination(self, request: web.Request, rest: list[str]) -> web.Response:
+        """``/apis/coordination.k8s.io[/v1]`` and ``.../v1/namespaces/{ns}/leases[/{name}]``:
+        GET, POST, PUT, PATCH, DELETE (``localcluster.leases``)."""
+        leases, method = self.leases, request.method
+        assert leases is not None
+        if rest == []:
+            return _json({"kind": "APIGroup", "apiVersion": "v1", **COORDINATION_GROUP})
+        if rest == ["v1"]:
+            return _json(COORDINATION_RESOURCES)
+        if len(rest) not in (4, 5) or rest[:2] != ["v1", "namespaces"] or rest[3] != "leases":
+            raise NotFound("the server could not find the requested resource")
+        namespace, name = rest[2], (rest[4] if len(rest) == 5 else None)
+        if name is None:
+            if method == "GET":
+                if _flag(request.query.get("watch")):
+                    raise MethodNotAllowed("watching leases is not supported here")
+                return _json({"kind": "LeaseList", "apiVersion": leasing.API_VERSION,
+                              "items": leases.in_namespace(namespace),
+                              "metadata": {"resourceVersion": str(leases.resource_version)}})
+            if method == "POST":
+                return _json(leases.create(namespace, leasing.body_of(await request.read())), 201)
+            raise MethodNotAllowed(f"{method} is not supported on this path")
+        if method == "GET":
+            return _json(leases.get(namespace, name))
+        if method == "PUT":
+            return _json(leases.replace(namespace, name, leasing.body_of(await request.read())))
+        if method == "PATCH":
+            return _json(leases.patch(namespace, name, request.headers.get("Content-Type", ""), await request.read()))
+        if method == "DELETE":
+            return _json(leases.delete(namespace, name))
         raise MethodNotAllowed(f"{method} is not supported on this path")
 
     async def _log(self, request: web.Request, namespace: str, name: str) -> web.StreamResponse:

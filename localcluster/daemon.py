@@ -39,6 +39,7 @@ from .core import PodService
 from .errors import LocalClusterError
 from .keys import ensure_cluster_key
 from .kubelet import Kubelet, managed
+from .leases import Leases
 from .objects import Objects
 from .replicasets import ReplicaSets
 from .statefiles import StatePaths, render_kubeconfig, write_atomic
@@ -98,6 +99,7 @@ class Daemon:
         self.api.podtemplates = Objects("podtemplates", "v1", "PodTemplate")
         # deleting a Job deletes (or orphans) the ReplicaSets it owns: the garbage collector
         self.api.jobs = Objects("jobs", "batch/v1", "Job", owned=self.replicasets.collect)
+        self.api.leases = Leases()
         self.kubelet: Kubelet | None = None
         self.reaper = Reaper(self.service)
         self.stopping = asyncio.Event()
