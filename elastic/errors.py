@@ -22,6 +22,7 @@
           ├── DaemonStartError   a daemon started by the launcher exited or never became ready
           ├── ToolNotFound       a command the launcher needs is not installed
           ├── TransientError     worker-scaler: an API call that may work when tried again
+          ├── BadLease           --leader-election: a Lease read from the API that cannot be trusted
           └── PlotError          elastic-run --plot: the plot could not be drawn, written or read back
 
 ``shared.runner.run_main`` maps them to exit codes (docs/architecture.md, "Errors and exit
@@ -138,3 +139,8 @@ class BadAnswer(DaemonUnavailable):
 
 class TransientError(LaunchError):
     """An API call that may work when tried again: no answer, 429, 5xx (worker-scaler retries it)."""
+
+
+class BadLease(LaunchError):
+    """``elastic-run --leader-election``: the Lease read from the API is not one the election can
+    trust (the message names the field); the elector treats it as held by someone else."""

@@ -30,7 +30,8 @@ ELASTIC_ROOMS = {
     "driver": {"common", "errors"},  # inside horovodrun: hvdrun, push, the driver's cores
     "worker": set(),  # on each worker host, around the training (standard library, shared)
     "scaler": {"errors"},  # the Kubernetes controller in the launcher pod
-    "launch": {"prepare", "driver", "worker", "sync", "ssh", "common", "errors"},  # elastic-run
+    "leader": {"errors"},  # the launchers' leader election: a pure core and its Lease I/O
+    "launch": {"prepare", "driver", "worker", "sync", "ssh", "common", "errors", "leader"},  # elastic-run
     "simulation": {"driver", "common"},  # the driver's cores under seeded faults (a tool)
 }
 
