@@ -13,6 +13,12 @@
   have their place crash-loop, cannot start, fail their preparation or stay unready
   (``elastic.launch.shortfall``); a retry would meet the same failure, so deploy/'s Job
   counts it.
+- ``EXIT_FENCED`` 76 (``EX_PROTOCOL``): ``elastic-run --leader-election`` only: this launcher
+  led the job and lost its Lease (not renewed within the renew deadline: it was paused, its
+  node froze, the API was out of reach; or another launcher holds it). It killed its own
+  processes (horovodrun's session, the daemon) without touching the workers, the rendezvous or
+  the checkpoint, and exited; the launcher that holds the Lease leads the job
+  (``elastic.launch.fencing``).
 - ``EXIT_CANNOT_RUN`` 127: a wrapper (``elastic.worker.lease``) could not start its command
   (the shell's "command not found").
 - ``EXIT_INTERRUPTED`` 130: Ctrl-C (128 + SIGINT); a command ended by another signal
@@ -27,6 +33,7 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_WORKERS_FAILING = 69  # EX_UNAVAILABLE
 EXIT_NO_CAPACITY = 75  # EX_TEMPFAIL
+EXIT_FENCED = 76  # EX_PROTOCOL
 EXIT_CANNOT_RUN = 127
 SIGNAL_BASE = 128
 EXIT_INTERRUPTED = 130  # 128 + SIGINT

@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import re
+import socket
 import sys
 import tempfile
 import uuid
@@ -27,6 +28,9 @@ from elastic.environment import (
     ELASTIC_DATASET,
     ELASTIC_DISCOVERY_MODE,
     ELASTIC_JOB_ID,
+    ELASTIC_LEADER_ELECTION,
+    ELASTIC_LEADER_IDENTITY,
+    ELASTIC_LEADER_LEASE,
     ELASTIC_LEASE,
     ELASTIC_LEAVE_GRACE,
     ELASTIC_LOG_DIR,
@@ -43,14 +47,16 @@ from elastic.environment import (
 )
 from elastic.errors import ConfigError, ElasticError
 from elastic.launch.command import HorovodrunOptions
-from elastic.launch.plan import DEFAULT_TERM_GRACE, LaunchConfig, make_plan, plan_as_dict
+from elastic.launch.plan import DEFAULT_TERM_GRACE, LaunchConfig, default_job_id, make_plan, plan_as_dict
 from elastic.launch.plot import check_plot_path
 from elastic.launch.runner import run
+from elastic.leader.elector import ElectionSettings
+from elastic.leader.rules import Timings, check_identity
 from elastic.prepare.hook import parse_dataset
 from elastic.worker.lease import DEFAULT_LEASE, MAX_LEASE, MIN_LEASE, check_seconds
 from shared.argparser import OneLineParser
 from shared.environment import DISCOVERY_NAMESPACE, DISCOVERY_PORT, DISCOVERY_SELECTOR, DISCOVERY_URL
-from shared.exitcodes import EXIT_OK
+from shared.exitcodes import EXIT_FENCED, EXIT_OK
 from shared.runner import run_main
 
 DEFAULT_PORT = 8642
@@ -102,6 +108,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="on SIGTERM (drain, eviction), how long the training gets to commit, write a "
                         "checkpoint and leave before elastic-run stops what is left; keep it below the "
                         f"pod's grace (ELASTIC_TERM_GRACE; default {DEFAULT_TERM_GRACE:g})")
+    g = p.add_argument_group("leader election: two launchers of one job (docs/architecture.md, \"Launcher failover\")")
+    g.add_argument("--leader-election", action="store_true", default=None,
+                   help="launchers of one job (the same --job-id) elect one leader through a coordination.k8s.io "
+                        "Lease; the others stand by, warm, and one of them leads when the leader is lost; a leader "
+                        f"that lost its Lease kills its own processes and exits {EXIT_FENCED} "
+                        f"({ELASTIC_LEADER_ELECTION}=1)")
+    g.add_argument("--leader-lease", default=None, metavar="NAMESPACE/NAME",
+                   help=f"the Lease ({ELASTIC_LEADER_LEASE}; default: the pods' namespace, elastic-run-<job id>)")
+    g.add_argument("--leader-identity", default=None, metavar="ID",
+                   help=f"this launcher's name in the Lease ({ELASTIC_LEADER_IDENTITY}; default: host name, pid "
+                        "and a random suffix; deploy/ gives the pod's name)")
+    g.add_argument("--leader-lease-duration", default=None, metavar="SECONDS",
+                   help=f"how long a standby waits after the Lease last changed before it takes it over "
+                        f"(default {DEFAULT_TIMINGS.lease_duration:g})")
+    g.add_argument("--leader-renew-deadline", default=None, metavar="SECONDS",
+                   help=f"how long a leader may fail to renew before it fences itself; shorter than the lease "
+                        f"duration (default {DEFAULT_TIMINGS.renew_deadline:g})")
+    g.add_argument("--leader-retry-period", default=None, metavar="SECONDS",
+                   help=f"how often the Lease is read and renewed (default {DEFAULT_TIMINGS.retry_period:g})")
     g = p.add_argument_group("hosts")
     g.add_argument("--ssh-port", type=int, default=None, help="sshd port of every host (ELASTIC_SSH_PORT)")
     g.add_argument("--ssh-identity-file", default=None, help="the job's private key (ELASTIC_SSH_IDENTITY)")
@@ -224,6 +249,52 @@ def parse_term_grace(raw: str, name: str = "--term-grace") -> float:
     return value
 
 
+DEFAULT_TIMINGS = Timings()
+_K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def _seconds(raw: str | None, name: str, default: float) -> float:
+    if raw is None:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number of seconds, got {raw!r}") from None
+
+
+def election_from_args(args: argparse.Namespace, namespace: str, job_id: str,
+                       kubeconfig: str | None) -> ElectionSettings | None:
+    """``--leader-election`` and its settings (None when off); ConfigError naming a bad one."""
+    raw_on = os.environ.get(ELASTIC_LEADER_ELECTION, "")
+    if raw_on not in ("", "0", "1", "true", "false"):
+        raise ConfigError(f"{ELASTIC_LEADER_ELECTION} must be 1 or 0, got {raw_on!r}")
+    if not (args.leader_election or raw_on in ("1", "true")):
+        return None
+    raw, env_name = _flag_or_env(args.leader_lease, ELASTIC_LEADER_LEASE)
+    if raw is None:
+        lease_ns, lease_name = namespace, f"elastic-run-{job_id.lower()}"
+    else:
+        lease_ns, sep, lease_name = raw.partition("/")
+        if not sep:
+            raise ConfigError(f"{env_name or '--leader-lease'} must be NAMESPACE/NAME, got {raw!r}")
+    for value, what in ((lease_ns, "namespace"), (lease_name, "name")):
+        if not _K8S_NAME.match(value):
+            raise ConfigError(f"the leader Lease's {what} must be a lowercase RFC 1123 label, got {value!r}")
+    raw, env_name = _flag_or_env(args.leader_identity, ELASTIC_LEADER_IDENTITY)
+    identity = raw or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    try:
+        check_identity(identity)
+        timings = Timings(
+            lease_duration=_seconds(args.leader_lease_duration, "--leader-lease-duration",
+                                    DEFAULT_TIMINGS.lease_duration),
+            renew_deadline=_seconds(args.leader_renew_deadline, "--leader-renew-deadline",
+                                    DEFAULT_TIMINGS.renew_deadline),
+            retry_period=_seconds(args.leader_retry_period, "--leader-retry-period", DEFAULT_TIMINGS.retry_period))
+    except ValueError as exc:
+        raise ConfigError(f"--leader-election: {exc}") from None
+    return ElectionSettings(lease_ns, lease_name, identity, timings, kubeconfig)
+
+
 def _flag_or_env(value: str | None, env: str) -> tuple[str | None, str]:
     """The flag's value and its name, else the variable's (if set and not empty)."""
     if value is not None:
@@ -309,9 +380,12 @@ def config_from_args(args: argparse.Namespace, command: list[str]) -> LaunchConf
         log_dir = os.path.abspath(log_dir)  # made by the run (the daemon's log goes there)
         if not (os.path.isdir(log_dir) or (not os.path.exists(log_dir) and os.path.isdir(os.path.dirname(log_dir)))):
             raise ConfigError(f"--log-dir {log_dir}: not a directory, and its parent is not one either")
+    kubeconfig = os.path.abspath(args.kubeconfig) if args.kubeconfig else None
+    election = election_from_args(args, namespace, job_id or default_job_id(namespace, selector, url, kubeconfig,
+                                                                            tuple(command)), kubeconfig)
     return LaunchConfig(
         horovodrun=options, command=tuple(command), discovery_url=url, selector=selector,
-        namespace=namespace, kubeconfig=os.path.abspath(args.kubeconfig) if args.kubeconfig else None,
+        namespace=namespace, kubeconfig=kubeconfig, election=election,
         dataset=dataset, ssh_dir=os.path.abspath(args.ssh_dir) if args.ssh_dir else None,
         metrics_file=metrics, timeline_file=args.timeline_file, plot_file=plot_file, log_dir=log_dir,
         stall_timeout=stall or None, first_world_timeout=first_world, ready_timeout=args.ready_timeout,

@@ -40,6 +40,7 @@ from elastic.launch.command import HorovodrunOptions, build_horovodrun_command
 from elastic.launch.daemon import DaemonSpec
 from elastic.launch.events import EVENTS_ENV
 from elastic.launch.nccl import NCCL_DEFAULTS
+from elastic.leader.elector import ElectionSettings
 from elastic.prepare.hook import parse_dataset, prepare_argv
 from elastic.ssh.config import SSH_CONFIG_ENV, BootstrapDir
 from elastic.worker.lease import DEFAULT_LEASE
@@ -92,6 +93,7 @@ class LaunchConfig:
     lease: float = DEFAULT_LEASE
     term_grace: float = DEFAULT_TERM_GRACE
     run_id: str | None = None  # --run-id: this run's identity (default: a random one)
+    election: ElectionSettings | None = None  # --leader-election: stand by until leading
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,9 @@ from elastic.launch import console, events, plot, timeline
 from elastic.launch.badinput import BadInputPolicy
 from elastic.launch.daemon import ManagedDaemon, fetch_hosts, probe
 from elastic.launch.decisions import Decision, Note
+from elastic.launch.fencing import Fence
 from elastic.launch.gang import FirstWorldPolicy
+from elastic.launch.leadership import run_as_leader
 from elastic.launch.monitor import Monitor, Policy
 from elastic.launch.outputs import outputs_line
 from elastic.launch.phases import Marks, PhasePolicy, first_served
@@ -219,27 +221,36 @@ def run(config: LaunchConfig) -> int:
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
+    if config.election is not None:  # a warm standby until it leads (elastic.launch.leadership)
+        try:
+            return run_as_leader(plan, config.election, execute)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)  # execute removes it; a standby that never led did not
     return execute(plan)
 
 
 _STEP_ERRORS: dict[str, type[SSHError] | type[SyncError]] = {"ssh": SSHError, "sync": SyncError}
 
 
-def execute(plan: LaunchPlan) -> int:
+def execute(plan: LaunchPlan, fence: Fence | None = None) -> int:
     """Do what ``plan`` says (see the module docstring); owns and at the end removes
     ``plan.workdir``. Blocks; returns horovodrun's exit code; a SIGTERM before the training
     starts (before the drain's forwarder is installed) raises ``Interrupted`` once everything
     started is stopped.
 
     Each resource is registered on a ``_CleanUp`` stack as soon as it exists, so the clean-up
-    (step 4) undoes exactly what was started, in reverse order, under ``_Shielded``."""
+    (step 4) undoes exactly what was started, in reverse order, under ``_Shielded``.
+
+    With a ``fence`` (``--leader-election``), it is checked before the hosts are touched, and
+    horovodrun's session is handed to it as soon as it exists: a launcher that loses its
+    leadership kills it and exits (``elastic.launch.fencing``)."""
     try:
-        return _execute(plan)
+        return _execute(plan, fence)
     except _Terminated as stop:
         raise Interrupted(f"stopped by signal {stop.signum} before the training started", stop.signum) from None
 
 
-def _execute(plan: LaunchPlan) -> int:
+def _execute(plan: LaunchPlan, fence: Fence | None) -> int:
     """``execute``'s body; a SIGTERM in it raises ``_Terminated``."""
     start = time.time()
     Path(plan.ssh_dir).mkdir(parents=True, exist_ok=True)
@@ -274,6 +285,8 @@ def _execute(plan: LaunchPlan) -> int:
         if not ours:
             daemon_ready = time.time()
         hosts = [] if ours_prepares else _host_names(fetch_hosts(url))
+        if fence is not None:
+            fence.check()  # leadership may have ended while the daemon started
         if hosts:
             for step in plan.steps:
                 _run_step([*step.argv, "--hosts", ",".join(hosts)], step.what, _STEP_ERRORS[step.kind])
@@ -294,6 +307,8 @@ def _execute(plan: LaunchPlan) -> int:
                               **_relayed_output(plan))
         except OSError as exc:
             raise LaunchError(f"cannot run {argv[0]}: {exc.strerror or exc}") from exc
+        if fence is not None:
+            fence.watch(proc.pid)  # its own session: the fence kills the group
         relay = console.Relay(sys.stdout, sys.stderr, width=lambda: shutil.get_terminal_size().columns)
         cleanup.step("closing the output relay", relay.close)  # runs once horovodrun has stopped
         relay.attach(proc.stdout, proc.stderr)  # the ranks' lines, metrics as a live view

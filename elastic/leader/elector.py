@@ -13,6 +13,7 @@ process is stopped), and ``valid_until`` -- the end of leadership, known *before
 is what the fence (``elastic.launch.fencing``) reads.
 
 ``LeaseElector(api, namespace, name, identity, timings)``; nothing runs in the constructor.
+``connect(settings)`` makes the ``api`` from an ``ElectionSettings``.
 
 - ``attempt() -> Decision``: one round -- read the Lease (404: none), let the core decide,
   write if it says so (create; replace carrying the resourceVersion read). A 409 (someone wrote
@@ -24,7 +25,8 @@ is what the fence (``elastic.launch.fencing``) reads.
   when ``stop`` is set (check ``leading()``). Blocks.
 - ``renew(stop)``: while leading, a round every ``retry_period``; returns when leadership is
   lost (the renew deadline passed, or someone else holds the Lease) or ``stop`` is set. Blocks.
-- ``leading()``, ``valid_until`` and ``lost_reason()`` for the fence.
+- ``leading()``, ``valid_until`` and ``lost_reason()`` for the fence; ``took_over_from``: the
+  holder whose expired Lease this candidate acquired (None: it was free).
 - ``finish(exit_code)``: while still leading, mark the Lease finished and release it (holder
   "", ``FINISHED_ANNOTATION``); ``release()``: release it without the mark, so a standby
   takes over at once. Both best effort (logged), one request each.
@@ -40,9 +42,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from elastic.errors import BadLease
+from elastic.errors import BadLease, ConfigError
 from elastic.leader.rules import (
     FINISHED_ANNOTATION,
     Create,
@@ -58,6 +61,35 @@ from elastic.leader.rules import (
 
 log = logging.getLogger("elastic.leader")
 UNKNOWN_HOLDER = "an unreadable holder"
+
+
+@dataclass(frozen=True)
+class ElectionSettings:
+    """Which Lease (``namespace``/``name``), who this candidate is, and the timings."""
+
+    namespace: str
+    name: str
+    identity: str
+    timings: Timings
+    kubeconfig: str | None = None  # None: in the cluster, else the default kubeconfig
+
+
+def connect(settings: ElectionSettings):
+    """A ``CoordinationV1Api`` from ``settings.kubeconfig``, else the in-cluster configuration,
+    else the default kubeconfig; ``ConfigError`` naming what is missing."""
+    import kubernetes
+    try:
+        if settings.kubeconfig is not None:
+            api_client = kubernetes.config.new_client_from_config(config_file=settings.kubeconfig)
+        else:
+            try:
+                kubernetes.config.load_incluster_config()
+                api_client = kubernetes.client.ApiClient()
+            except kubernetes.config.ConfigException:
+                api_client = kubernetes.config.new_client_from_config()
+    except (kubernetes.config.ConfigException, OSError, ValueError) as exc:
+        raise ConfigError(f"--leader-election: no usable Kubernetes configuration: {_short(exc)}") from None
+    return kubernetes.client.CoordinationV1Api(api_client)
 
 
 def micro_time(moment: datetime) -> str:
@@ -83,6 +115,7 @@ class LeaseElector:
         self.clock = clock
         self.wall = wall
         self.request_timeout = request_timeout or max(1.0, timings.retry_period)
+        self.took_over_from: str | None = None  # the holder whose expired Lease we acquired
 
     @property
     def identity(self) -> str:
@@ -140,13 +173,16 @@ class LeaseElector:
         return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta, "spec": spec}
 
     def _write(self, decision: Create | Update) -> None:
-        started = self.clock()
+        started, before = self.clock(), self.core.view
         body = self._body(decision, micro_time(self.wall()))
         if isinstance(decision, Create):
             obj = self._call("create_namespaced_lease", self.namespace, body)
         else:
             obj = self._call("replace_namespaced_lease", self.name, self.namespace, body)
         self.core.won(started, lease_view(obj))
+        if isinstance(decision, Update) and decision.acquire and before is not None \
+                and before.holder not in ("", self.identity):
+            self.took_over_from = before.holder
 
     # -- rounds ------------------------------------------------------------------------------
     def attempt(self) -> Decision | None:

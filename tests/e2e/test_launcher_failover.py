@@ -1,0 +1,167 @@
+"""Two launchers of one job (``elastic-run --leader-election``, the same ``--job-id``) on a local
+cluster of two pods, training the real elastic MNIST: one leads, the other stands by, warm.
+
+- the leader's process group SIGKILLed mid-training: the standby leads once the Lease expired
+  (3 s here), says that adopting is not built, starts the job again and the training resumes
+  from the workers' last commit;
+- the leader (every one of its processes, as when its node freezes) SIGSTOPped past its Lease,
+  then SIGCONTed once the standby leads and trains: the old leader exits ``EXIT_FENCED`` with
+  one line saying why, and did not touch the job after it woke: its driver recorded no new
+  world, no worker of its own appeared, the new leader's workers are the same processes.
+
+The figures (SIGKILL to the standby leading, to the next training step) are printed."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from localcluster.testing import running_cluster
+from shared.driver_events import read_records as read_events
+from shared.exitcodes import EXIT_FENCED
+from shared.metrics_record import read_records
+from tests.e2e.test_launcher_loss import BIN, GONE_TIMEOUT, START_TIMEOUT, TAG, env, launcher_tree, processes, trainers
+from tests.waiting import wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+ELECTION = ["--leader-election", "--leader-lease-duration", "3", "--leader-renew-deadline", "2",
+            "--leader-retry-period", "0.5"]
+WORLD_KINDS = {"worker_start", "worker_ready", "reset", "notify", "abort"}  # acting on a world
+
+
+class Launcher:
+    """One elastic-run of the test's job; ``name`` is its leader identity."""
+
+    def __init__(self, cluster, work: Path, job_id: str, name: str):
+        self.name = name
+        self.tag = uuid.uuid4().hex
+        self.log_path = work / f"{name}.log"
+        self.events = work / f"{name}-events.jsonl"
+        self.metrics = work / "metrics.jsonl"
+        args = [str(BIN / "elastic-run"), "--selector", "app=elastic-horovod,role=worker",
+                "--kubeconfig", str(cluster.kubeconfig), "--ssh-port", str(cluster.ssh_port),
+                "--ssh-identity-file", str(cluster.identity), "--network-interface", "lo",
+                "--min-np", "2", "--max-np", "2", "--elastic-timeout", "120", "--stall-timeout", "0",
+                "--job-id", job_id, *ELECTION, "--leader-identity", name, "--events-file", str(self.events),
+                "-x", "OMP_NUM_THREADS=1", "--",
+                "python", "-m", "training.mnist", "--synthetic", "--synthetic-size", "20000", "--epochs", "3",
+                "--batch-size", "16", "--commit-every", "5", "--log-every", "5", "--debug-step-delay", "0.1",
+                "--checkpoint-dir", str(work / "checkpoints"), "--metrics-file", str(self.metrics)]
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env(self.tag),
+                                         start_new_session=True)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def tail(self) -> str:
+        return f"--- {self.name}:\n{self.log()[-5000:]}"
+
+    def alive(self) -> None:
+        if self.proc.poll() is not None:
+            pytest.fail(f"elastic-run {self.name} exited {self.proc.returncode}:\n{self.tail()}", pytrace=False)
+
+    def says(self, text: str) -> bool:
+        return text in self.log()
+
+    def trainers(self) -> list[int]:
+        return trainers(self.tag)
+
+    def kill_everything(self) -> None:
+        signal_all(launcher_tree(self.proc.pid) + tagged(self.tag), signal.SIGKILL)
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+def signal_all(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:  # ended meanwhile (a discover-hosts, an ssh client)
+            pass
+
+
+def tagged(tag: str) -> list[int]:
+    """Every live process of one launcher: elastic-run, what it started, its workers."""
+    return [pid for pid, (_, e, _) in processes().items() if e.get(TAG) == tag]
+
+
+def trains(launcher: Launcher, since: float) -> bool:
+    """A progress record written after ``since`` while ``launcher``'s workers run."""
+    return bool(launcher.trainers()) and any(r.event == "progress" and r.time > since
+                                             for r in read_records(launcher.metrics))
+
+
+@pytest.fixture
+def pair(tmp_path):
+    """A local cluster of two pods, and the two launchers of one job: ``a`` leads and trains,
+    ``b`` stands by."""
+    with running_cluster(tmp_path / "cluster", workers=2) as cluster:
+        job = f"failover-{uuid.uuid4().hex[:8]}"
+        a = Launcher(cluster, tmp_path, job, "a")
+        b = None
+        try:
+            wait_for(lambda: a.says(f"elastic-run: leading job {job}"), START_TIMEOUT, "a to lead",
+                     alive=a.alive, detail=a.tail)
+            b = Launcher(cluster, tmp_path, job, "b")
+            wait_for(lambda: b.says(f"elastic-run: standing by for job {job} (led by a)"), START_TIMEOUT,
+                     "b to stand by", alive=b.alive, detail=b.tail)
+            wait_for(lambda: trains(a, 0), START_TIMEOUT, "a's world to train", interval=0.2, alive=a.alive,
+                     detail=a.tail)
+            assert not b.says("leading job") and not b.trainers()
+            yield job, a, b
+        finally:
+            a.kill_everything()
+            if b is not None:
+                b.kill_everything()
+
+
+@pytest.mark.timeout(900)
+def test_the_standby_leads_when_the_leader_is_killed_and_the_training_resumes(pair):
+    job, a, b = pair
+    killed = time.time()
+    os.killpg(a.proc.pid, signal.SIGKILL)
+    wait_for(lambda: b.says(f"elastic-run: leading job {job}"), GONE_TIMEOUT, "b to lead", interval=0.05,
+             alive=b.alive, detail=b.tail)
+    leading = time.time()
+    assert b.says(f"job {job}: took over from a; adopting its running world is not built: resuming from the "
+                  "last commit"), b.tail()
+    wait_for(lambda: trains(b, killed), START_TIMEOUT, "b's world to train", interval=0.1, alive=b.alive,
+             detail=b.tail)
+    stepped = time.time()
+    assert b.says("resuming from"), b.tail()
+    assert not a.trainers(), "a's world outlived it"
+    print(f"\nfailover after SIGKILL: standby leading {leading - killed:.1f} s, next step {stepped - killed:.1f} s")
+
+
+@pytest.mark.timeout(900)
+def test_a_leader_paused_past_its_lease_is_fenced_when_it_wakes(pair):
+    job, a, b = pair
+    frozen = launcher_tree(a.proc.pid)
+    signal_all(frozen, signal.SIGSTOP)
+    stopped = time.time()
+    wait_for(lambda: b.says(f"elastic-run: leading job {job}"), GONE_TIMEOUT, "b to lead", interval=0.05,
+             alive=b.alive, detail=b.tail)
+    wait_for(lambda: trains(b, stopped), START_TIMEOUT, "b's world to train", interval=0.1, alive=b.alive,
+             detail=b.tail)
+    b_workers = sorted(b.trainers())
+    before = len(read_events(a.events))
+    woke = time.time()
+    signal_all(frozen, signal.SIGCONT)
+    assert a.proc.wait(timeout=GONE_TIMEOUT) == EXIT_FENCED, a.tail()
+    assert a.says(f"elastic-run: fenced: no longer the leader of job {job}: "), a.tail()
+    assert "without touching the workers" in a.log().splitlines()[-1], a.tail()
+    acted = [r.kind for r in read_events(a.events)[before:] if r.kind in WORLD_KINDS]
+    assert not acted, f"the fenced leader's driver acted after it woke: {acted}"
+    assert not a.trainers(), "the fenced leader started workers"
+    wait_for(lambda: not tagged(a.tag), GONE_TIMEOUT, "no process of the fenced leader left",
+             detail=lambda: str(tagged(a.tag)))
+    assert sorted(b.trainers()) == b_workers, "the new leader's workers were touched"
+    b.alive()
+    print(f"\nSIGSTOP: standby leading after the stop, fenced leader exited {time.time() - woke:.1f} s after SIGCONT")

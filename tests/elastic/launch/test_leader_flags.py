@@ -1,0 +1,60 @@
+"""``elastic-run --leader-election`` and its settings: off by default (elastic-run as before); on,
+the Lease is the job's in the pods' namespace unless named, the timings are checked
+(renew deadline shorter than the lease, retry period shorter than the deadline), and a bad
+value is one line and exit 2 before anything starts."""
+import subprocess
+
+import pytest
+
+from elastic.errors import ConfigError
+from elastic.launch.cli import build_parser, config_from_args
+from elastic.launch.plan import default_job_id
+from tests.elastic.launch.test_run_id import ELASTIC_RUN, TRAIN, env
+
+
+def config(*flags: str):
+    return config_from_args(build_parser().parse_args(["--selector", "app=x", *flags]), list(TRAIN))
+
+
+def test_off_unless_asked():
+    assert config().election is None
+    assert config("--job-id", "j").election is None
+
+
+def test_the_lease_is_the_jobs_in_the_pods_namespace():
+    settings = config("--leader-election", "--job-id", "Job-7", "--namespace", "train",
+                      "--leader-identity", "launcher-0").election
+    assert (settings.namespace, settings.name, settings.identity) == ("train", "elastic-run-job-7", "launcher-0")
+    assert settings.timings.lease_duration == 15 and settings.timings.renew_deadline == 10
+    derived = config("--leader-election").election
+    assert derived.name == f"elastic-run-{default_job_id('default', 'app=x', None, None, TRAIN)}"
+    assert derived.identity != config("--leader-election").election.identity  # one per launcher
+
+
+def test_a_named_lease_and_timings():
+    settings = config("--leader-election", "--leader-lease", "ops/trainer", "--leader-lease-duration", "4",
+                      "--leader-renew-deadline", "3", "--leader-retry-period", "0.5").election
+    assert (settings.namespace, settings.name) == ("ops", "trainer")
+    assert (settings.timings.lease_duration, settings.timings.renew_deadline,
+            settings.timings.retry_period) == (4, 3, 0.5)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--leader-lease", "trainer"], "must be NAMESPACE/NAME"),
+    (["--leader-lease", "ops/Trainer_1"], "name must be a lowercase RFC 1123 label"),
+    (["--leader-lease-duration", "5", "--leader-renew-deadline", "5"], "renew deadline (5 s) must be shorter"),
+    (["--leader-retry-period", "soon"], "--leader-retry-period must be a number of seconds"),
+    (["--leader-identity", "a b"], "a leader identity must be"),
+])
+def test_bad_settings_name_the_cause(flags, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        config("--leader-election", *flags)
+
+
+def test_a_bad_setting_is_one_line_and_exit_2():
+    proc = subprocess.run([ELASTIC_RUN, "--selector", "app=x", "--leader-election", "--leader-lease-duration", "2",
+                           "--leader-renew-deadline", "3", "--", *TRAIN], capture_output=True, text=True, env=env(),
+                          timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "error: --leader-election: the renew deadline (3 s) must be shorter than the lease duration (2 s)"]
