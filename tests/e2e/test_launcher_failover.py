@@ -28,7 +28,6 @@ from shared.metrics_record import read_records
 from tests.e2e.test_launcher_loss import BIN, GONE_TIMEOUT, START_TIMEOUT, TAG, env, launcher_tree, processes, trainers
 from tests.waiting import wait_for
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 ELECTION = ["--leader-election", "--leader-lease-duration", "3", "--leader-renew-deadline", "2",
             "--leader-retry-period", "0.5"]
 WORLD_KINDS = {"worker_start", "worker_ready", "reset", "notify", "abort"}  # acting on a world
