@@ -97,6 +97,24 @@ def trains(launcher: Launcher, since: float) -> bool:
                                              for r in read_records(launcher.metrics))
 
 
+def new_world_step(new: Launcher, old: Launcher, since: float) -> float:
+    """When the new leader's world made its first step: the first progress record written after
+    ``since`` and after the old world was last seen (both write the job's one metrics file)."""
+    seen = {"old": since}
+
+    def step():
+        now = time.time()
+        if old.trainers():
+            seen["old"] = now
+            return None
+        if len(new.trainers()) < 2:
+            return None
+        return next((r.time for r in read_records(new.metrics)
+                     if r.event == "progress" and r.time > seen["old"]), None)
+    return wait_for(step, START_TIMEOUT, f"{new.name}'s world to train", interval=0.1, alive=new.alive,
+                    detail=new.tail)
+
+
 @pytest.fixture
 def pair(tmp_path):
     """A local cluster of two pods, and the two launchers of one job: ``a`` leads and trains,
@@ -131,9 +149,7 @@ def test_the_standby_leads_when_the_leader_is_killed_and_the_training_resumes(pa
     leading = time.time()
     assert b.says(f"job {job}: took over from a; adopting its running world is not built: resuming from the "
                   "last commit"), b.tail()
-    wait_for(lambda: trains(b, killed), START_TIMEOUT, "b's world to train", interval=0.1, alive=b.alive,
-             detail=b.tail)
-    stepped = time.time()
+    stepped = new_world_step(b, a, killed)
     assert b.says("resuming from"), b.tail()
     assert not a.trainers(), "a's world outlived it"
     print(f"\nfailover after SIGKILL: standby leading {leading - killed:.1f} s, next step {stepped - killed:.1f} s")
@@ -147,8 +163,7 @@ def test_a_leader_paused_past_its_lease_is_fenced_when_it_wakes(pair):
     stopped = time.time()
     wait_for(lambda: b.says(f"elastic-run: leading job {job}"), GONE_TIMEOUT, "b to lead", interval=0.05,
              alive=b.alive, detail=b.tail)
-    wait_for(lambda: trains(b, stopped), START_TIMEOUT, "b's world to train", interval=0.1, alive=b.alive,
-             detail=b.tail)
+    new_world_step(b, a, stopped)
     b_workers = sorted(b.trainers())
     before = len(read_events(a.events))
     woke = time.time()
