@@ -432,14 +432,22 @@ class ApiServer:
             if method == "GET":
                 if _flag(request.query.get("watch")):
                     raise MethodNotAllowed("watching leases is not supported here")
-                return _json({"kind": "LeaseList", "apiVersion": leasing.API_VERSION,
-                              "items": leases.in_namespace(namespace),
-                              "metadata": {"resourceVersion": str(leases.resource_version)}})
+                items, rv = leases.in_namespace(namespace), str(leases.resource_version)
+                if _wants_table(request):
+                    return _json(leasing.table(items, self.service.clock(), request.query.get("includeObject",
+                                                                                           "Metadata"), rv))
+                return _json({"kind": "LeaseList", "apiVersion": leasing.API_VERSION, "items": items,
+                              "metadata": {"resourceVersion": rv}})
             if method == "POST":
                 return _json(leases.create(namespace, leasing.body_of(await request.read())), 201)
             raise MethodNotAllowed(f"{method} is not supported on this path")
         if method == "GET":
-            return _json(leases.get(namespace, name))
+            lease = leases.get(namespace, name)
+            if _wants_table(request):
+                return _json(leasing.table([lease], self.service.clock(), request.query.get("includeObject",
+                                                                                          "Metadata"),
+                                           lease["metadata"]["resourceVersion"]))
+            return _json(lease)
         if method == "PUT":
             return _json(leases.replace(namespace, name, leasing.body_of(await request.read())))
         if method == "PATCH":

@@ -16,6 +16,7 @@ resourceVersion counter for all of them):
 - ``patch(namespace, name, content_type, raw)``: merge, JSON or strategic merge patch; a
   patch that sets ``metadata.resourceVersion`` to another value than the stored one is 409.
 - ``delete(namespace, name)``: the object goes at once; a ``Status`` of success; 404.
+- ``table(leases, now)``: kubectl's server-side Table (NAME, HOLDER, AGE).
 
 Every write bumps the object's ``resourceVersion``; ``uid``, ``creationTimestamp``, the name
 and namespace are the server's. The spec is checked as the API server's validation does:
@@ -178,3 +179,23 @@ def body_of(raw: bytes) -> object:
         return json.loads(raw)
     except ValueError as exc:
         raise BadRequest(f"error decoding the body as JSON: {exc}", kind=KIND) from exc
+
+
+def table(leases: list[dict], now: datetime, include: str = "Metadata", resource_version: str = "") -> dict:
+    """kubectl's server-side Table (meta.k8s.io/v1) for ``leases``: NAME, HOLDER, AGE, as a real
+    server prints them; ``include`` is ``includeObject`` (None, Metadata or Object)."""
+    rows = []
+    for lease in leases:
+        row: dict[str, object] = {"cells": [lease["metadata"]["name"], (lease.get("spec") or {}).get("holderIdentity")
+                                            or "", pods.age(lease["metadata"].get("creationTimestamp"), now)]}
+        if include == "Object":
+            row["object"] = lease
+        elif include != "None":
+            row["object"] = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                             "metadata": lease["metadata"]}
+        rows.append(row)
+    columns = (("Name", "string", "name"), ("Holder", "string", ""), ("Age", "string", ""))
+    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": resource_version},
+            "columnDefinitions": [{"name": n, "type": t, "format": f, "description": n, "priority": 0}
+                                  for n, t, f in columns],
+            "rows": rows}

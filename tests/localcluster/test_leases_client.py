@@ -1,6 +1,8 @@
 """Leases through the official client (``CoordinationV1Api``) against a running local cluster:
 create, read, list, replace, patch and delete; a replace carrying a stale resourceVersion is
-the 409 a real API server returns, and a second create is 409 too; a missing Lease is 404."""
+the 409 a real API server returns, and a second create is 409 too; a missing Lease is 404.
+``kubectl get leases`` shows the holder, as against a real server."""
+import subprocess
 from datetime import datetime, timezone
 
 import pytest
@@ -13,9 +15,14 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def api(tmp_path_factory):
+def cluster(tmp_path_factory):
     with running_cluster(tmp_path_factory.mktemp("leases") / "cluster") as lc:
-        yield client.CoordinationV1Api(config.new_client_from_config(config_file=str(lc.kubeconfig)))
+        yield lc
+
+
+@pytest.fixture(scope="module")
+def api(cluster):
+    return client.CoordinationV1Api(config.new_client_from_config(config_file=str(cluster.kubeconfig)))
 
 
 def body(holder: str) -> client.V1Lease:
@@ -49,3 +56,12 @@ def test_the_official_client_elects_through_a_lease_and_a_stale_update_is_409(ap
     assert [item.metadata.name for item in api.list_namespaced_lease("ns").items] == ["job"]
     api.delete_namespaced_lease("job", "ns")
     assert status_of(lambda: api.read_namespaced_lease("job", "ns")) == 404
+
+
+def test_kubectl_shows_who_holds_a_lease(cluster, api):
+    api.create_namespaced_lease("kubectl", body("launcher-0"))
+    proc = subprocess.run(["kubectl", "--kubeconfig", str(cluster.kubeconfig), "-n", "kubectl", "get", "leases"],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    header, row = [line.split() for line in proc.stdout.strip().splitlines()]
+    assert header == ["NAME", "HOLDER", "AGE"] and row[:2] == ["job", "launcher-0"]
