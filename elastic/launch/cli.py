@@ -118,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"the Lease ({ELASTIC_LEADER_LEASE}; default: the pods' namespace, elastic-run-<job id>)")
     g.add_argument("--leader-identity", default=None, metavar="ID",
                    help=f"this launcher's name in the Lease ({ELASTIC_LEADER_IDENTITY}; default: host name, pid "
-                        "and a random suffix; deploy/ gives the pod's name)")
+                        "and a random suffix; in a pod the host name is the pod's)")
     g.add_argument("--leader-lease-duration", default=None, metavar="SECONDS",
                    help=f"how long a standby waits after the Lease last changed before it takes it over "
                         f"(default {DEFAULT_TIMINGS.lease_duration:g})")
