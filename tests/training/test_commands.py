@@ -16,8 +16,10 @@ from tests.training.trainhelp import (
     check_finished_run,
     committed_samples,
     finals,
+    inputs_lines,
     run_env,
     train_args,
+    write_identical_images,
     write_mnist,
     write_tiny_imagenet,
 )
@@ -103,7 +105,10 @@ def first_records_end(records: list[MetricsRecord]) -> float:
 
 @pytest.mark.horovod
 def test_resnet50_on_tiny_imagenet_with_two_workers(tmp_path):
-    root = write_tiny_imagenet(tmp_path / "tiny", classes=3, per_class=4, val_per_class=2)
+    """Two ranks train ResNet-50 on a tiny-imagenet tree to the end, augmenting in the training
+    process (no loading processes: the CPU default). Every training image is the same picture,
+    so the ranks' first batches differ only if each rank draws its own augmentation."""
+    root = write_identical_images(tmp_path / "tiny", classes=3, per_class=4, val_per_class=2)
     argv = [HOROVODRUN, "-np", "2", "-H", "localhost:2", "--network-interface", "lo",
             *train_args("resnet50", root, tmp_path, 2, "--image-size", "64", "--batch-size", "4",
                         "--val-batch-size", "4", "--commit-every", "1", "--log-every", "1",
@@ -116,6 +121,9 @@ def test_resnet50_on_tiny_imagenet_with_two_workers(tmp_path):
     records = check_finished_run(tmp_path, 12, 2, final_world=2)
     epochs = [r for r in records if r.event == "epoch"]
     assert all(r.world_size == 2 and r.samples == 12 for r in epochs)
+    firsts = [lines[0] for lines in inputs_lines(tmp_path / "trace")]  # epoch 1's first batches
+    assert sorted(r["rank"] for r in firsts) == [0, 1], firsts
+    assert firsts[0]["sha256"] != firsts[1]["sha256"], "both ranks drew the same augmentation"
     assert all(0.0 <= r.val_accuracy <= 1.0 for r in epochs)
     progress = [r for r in records if r.event == "progress"]
     assert progress and all(r.samples_per_sec > 0 for r in progress)

@@ -4,15 +4,16 @@ gradient scaler, forkserver loaders; only the device differs), under real horovo
 - a channels_last ResNet-50 in bf16 through an elastic 2 -> 3 scale-up: the state sync and
   the gradient allreduce accept its tensors, and every rank ends with the same parameters;
 - a 2 -> 3 scale-up with weight decay: the joiner does not drift from the others;
-- different augmentation streams on each rank, in the training process and in loading
-  processes;
 - ``--augment-on-device`` through an elastic 2 -> 3 scale-up on a tiny-imagenet tree, each
   rank (the joiner too) with its own augmentation stream.
+
+- different augmentation streams on each rank in loading processes (``--workers 1``); in
+  the training process (``--workers 0``, the CPU default) test_commands.py's ResNet-50 run
+  checks it.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -23,8 +24,9 @@ from tests.training.trainhelp import (
     Job,
     LocalScaleUp,
     check_finished_run,
+    inputs_lines,
     train_args,
-    write_tiny_imagenet,
+    write_identical_images,
 )
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.horovod]
@@ -69,7 +71,7 @@ def test_augment_on_device_elastic_scale_up_on_tiny_imagenet(tmp_path):
     records = check_finished_run(tmp_path, n, 2, final_world=3)
     assert all(r.val_accuracy is not None for r in records if r.event == "epoch")
     # each worker's first training batch: ranks 0 and 1 in the first world, the joiner's
-    firsts = [json.loads(path.read_text().splitlines()[0]) for path in (tmp_path / "trace").glob("*.inputs")]
+    firsts = [lines[0] for lines in inputs_lines(tmp_path / "trace")]
     assert len(firsts) == 3 and {0, 1} <= {rec["rank"] for rec in firsts}, firsts
     assert len({rec["sha256"] for rec in firsts}) == 3, firsts
 
@@ -94,40 +96,20 @@ def test_joiner_with_weight_decay_ends_with_the_same_parameters(tmp_path, gpu_pa
     check_finished_run(tmp_path, n, 2, final_world=3)
 
 
-def write_identical_images(root: Path, classes: int = 2, per_class: int = 8, val_per_class: int = 1) -> Path:
-    """A tiny-imagenet tree whose training images are all the same textured picture."""
-    import random
-
-    from PIL import Image
-
-    write_tiny_imagenet(root, classes=classes, per_class=per_class, val_per_class=val_per_class)
-    rnd = random.Random(7)
-    img = Image.frombytes("RGB", (64, 64), bytes(rnd.randrange(256) for _ in range(64 * 64 * 3)))
-    for path in (root / "train").rglob("*.JPEG"):
-        img.save(path, "JPEG", quality=95)
-    return root
-
-
-@pytest.mark.parametrize("workers", [0, 1], ids=["workers0", "workers1"])
-def test_each_rank_draws_its_own_augmentation(tmp_path, workers):
+def test_each_rank_draws_its_own_augmentation_in_its_loading_processes(tmp_path):
     """Every training image is the same picture: the two ranks' first batches differ only if
-    their augmentation streams do (in the training process, and in loading processes).
-    ``--augment-on-device``: test_augment_on_device_elastic_scale_up_on_tiny_imagenet."""
+    their loading processes draw different augmentation streams."""
     root = write_identical_images(tmp_path / "tiny")
     argv = [HOROVODRUN, "-np", "2", "-H", "localhost:2", "--network-interface", "lo",
             *train_args("resnet50", root, tmp_path, 1, "--image-size", "64", "--batch-size", "2",
                         "--val-batch-size", "2", "--commit-every", "8", "--log-every", "0",
-                        "--workers", str(workers), "--num-classes", "2")]
+                        "--workers", "1", "--num-classes", "2")]
     job = Job(argv, tmp_path / "horovodrun.log", cwd=ROOT)
     try:
         assert job.finish(600) == 0, job.output()[-4000:]
     finally:
         job.stop()
-    first = {}
-    for path in (tmp_path / "trace").glob("*.inputs"):
-        for line in path.read_text().splitlines():
-            rec = json.loads(line)
-            first[rec["rank"]] = rec["sha256"]
-    assert sorted(first) == [0, 1]
+    firsts = [lines[0] for lines in inputs_lines(tmp_path / "trace")]
+    assert sorted(r["rank"] for r in firsts) == [0, 1], firsts
     # every image is the same picture, so equal inputs would mean equal crops and flips
-    assert first[0] != first[1]
+    assert firsts[0]["sha256"] != firsts[1]["sha256"], firsts

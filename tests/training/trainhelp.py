@@ -77,6 +77,26 @@ def write_tiny_imagenet(root: Path, classes: int = 3, per_class: int = 4, val_pe
     return root
 
 
+def write_identical_images(root: Path, classes: int = 2, per_class: int = 8, val_per_class: int = 1) -> Path:
+    """A tiny-imagenet tree whose training images are all the same textured picture: two
+    ranks' batches then differ only if their augmentation streams do (``inputs_lines``)."""
+    from PIL import Image
+
+    write_tiny_imagenet(root, classes=classes, per_class=per_class, val_per_class=val_per_class)
+    rnd = random.Random(7)
+    img = Image.frombytes("RGB", (64, 64), bytes(rnd.randrange(256) for _ in range(64 * 64 * 3)))
+    for path in (root / "train").rglob("*.JPEG"):
+        img.save(path, "JPEG", quality=95)
+    return root
+
+
+def inputs_lines(trace_dir: Path) -> list[list[dict]]:
+    """Each worker's ``.inputs`` records (one per epoch it (re)entered: its first batch's
+    ``rank``, ``epoch`` and ``sha256``), one list per worker process."""
+    return [[json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+            for path in sorted(trace_dir.glob("*.inputs"))]
+
+
 def samples_lines(trace_dir: Path) -> list[dict]:
     """Every line of all workers' ``.samples`` files (both phases, ``training.commits``)."""
     return [json.loads(line) for path in sorted(trace_dir.glob("*.samples"))
