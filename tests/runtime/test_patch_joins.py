@@ -141,7 +141,8 @@ def test_a_joiner_taken_in_at_min_np_that_hangs_is_lost_at_its_join_deadline(tmp
     """0107 (with 0103's aborts during init): a world of two at --min-np 2; a joiner starts on
     this machine's name and hangs before hvd.init; the worker on 127.0.0.1 is killed. The next world would be
     below --min-np without the joiner, so it is taken in while still starting. Its join
-    deadline (40 s from its start) keeps running: it is lost then, its world (rank 0 waiting
+    deadline (20 s from its start; it is taken in within a second or two of it) keeps
+    running: it is lost then, its world (rank 0 waiting
     for it before the rendezvous) aborted, and rank 0 trains again with a new worker on
     127.0.0.1 (its blacklist cooldown is 1-2 s). Gloo's timeout is 300 s. Before a joiner kept
     its deadline at --min-np the deadline stopped when the joiner was taken in: rank 0 waited in the rendezvous for the
@@ -149,7 +150,7 @@ def test_a_joiner_taken_in_at_min_np_that_hangs_is_lost_at_its_join_deadline(tmp
     me = socket.gethostname()
     job, hosts, log, events, stop = start(
         tmp_path, "localhost:1\n127.0.0.1:1\n", 2, 2, 3, "--blacklist-cooldown-range", "1", "2",
-        JOINS_BEFORE_INIT=f"{me}:0=sleep:600", HOROVOD_ELASTIC_JOIN_DEADLINE_SECONDS="40",
+        JOINS_BEFORE_INIT=f"{me}:0=sleep:600", HOROVOD_ELASTIC_JOIN_DEADLINE_SECONDS="20",
         HOROVOD_GLOO_TIMEOUT_SECONDS="300")
     joiner = None
     try:
@@ -180,15 +181,15 @@ def test_a_joiner_taken_in_at_min_np_that_hangs_is_lost_at_its_join_deadline(tmp
 
 @pytest.mark.timeout(600)
 def test_a_slow_joiner_taken_in_at_min_np_does_not_fail_the_rendezvous(tmp_path):
-    """0107: as above, but the joiner is slow, not hung: 30 s of set-up before hvd.init, with
-    Gloo's timeout at 10 s. Its world (rank 0) waits for it before the rendezvous, so the
+    """0107: as above, but the joiner is slow, not hung: 20 s of set-up before hvd.init, twice
+    Gloo's timeout of 10 s. Its world (rank 0) waits for it before the rendezvous, so the
     rendezvous starts once it is ready and succeeds: rank 0 and the joiner train at world size
     2, no worker is lost and no rank fails. Before a joiner kept its deadline at --min-np rank 0
     waited in the rendezvous, ran out Gloo's 10 s timeout again and again, and the joiner's first world failed."""
     me = socket.gethostname()
     job, hosts, log, events, stop = start(
         tmp_path, "localhost:1\n127.0.0.1:1\n", 2, 2, 3, "--blacklist-cooldown-range", "1", "2",
-        JOINS_BEFORE_INIT=f"{me}:0=sleep:30", HOROVOD_GLOO_TIMEOUT_SECONDS="10")
+        JOINS_BEFORE_INIT=f"{me}:0=sleep:20", HOROVOD_GLOO_TIMEOUT_SECONDS="10")
     try:
         wait_for(lambda: len(steps(log, size=2)) >= 40, 240, "the world of two to train",
                  alive=alive_check(job), detail=job.output)
