@@ -35,14 +35,18 @@ def test_rates_across_a_2_to_4_reset_a_roll_back_and_a_shrink(tmp_path):
 
 def test_rates_in_a_real_elastic_scale_up(tmp_path):
     """horovodrun 2 -> 3: the rate ramps from 0.1 x 2 to 0.1 x 3 over a quarter epoch after the
-    scale-up (before: it jumped to 0.3 at the first step at 3), on every rank alike."""
+    scale-up (before: it jumped to 0.3 at the first step at 3), on every rank alike.
+    With weight decay and momentum, the joiner ends with the same parameters as the others
+    (check_finished_run): Horovod's broadcast_optimizer_state steps a joiner's fresh optimizer
+    with zero gradients, and with weight decay that moved its weights after they were synced
+    (training/state.py; on the GPU path: test_gpu_path.py)."""
     from tests.training.trainhelp import LocalScaleUp, check_finished_run, train_args
 
     n = 960
     argv = [*train_args("mnist", Path("unused"), tmp_path, 1)[:3], "--synthetic",
             "--synthetic-size", str(n), "--epochs", "1", "--batch-size", "8", "--lr", "0.1",
             "--scale-up-ramp", "0.25", "--commit-every", "2", "--host-check-every", "1",
-            "--log-every", "2", "--workers", "0",
+            "--log-every", "2", "--workers", "0", "--weight-decay", "0.01", "--momentum", "0.9",
             "--trace-dir", str(tmp_path / "trace"), "--metrics-file", str(tmp_path / "metrics.jsonl"),
             "--debug-step-delay", "0.2"]
     run = LocalScaleUp(tmp_path, argv)
