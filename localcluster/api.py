@@ -8,7 +8,8 @@
   list, ``watch=true|1``), POST, PUT, PATCH (merge, JSON, strategic), DELETE, deletecollection;
   the legacy ``/api/v1/watch/...`` paths; kubectl's server-side ``Table`` when asked for.
 - ``pods/{name}/log``: the pod's sshd log (``tailLines``, ``follow``), for ``kubectl logs``;
-- ``events``: an always-empty list (kubectl describe asks for it);
+- ``events``: list, and create when ``events`` is set (kept as sent: the worker scaler records
+  the launcher's end on its Job); the list ignores selectors;
 - apps/v1 ``replicasets`` and ``replicasets/{name}/scale`` (``localcluster.replicasets``) when
   ``replicasets`` is set: get, list, create, update, patch, delete; no watch;
 - core/v1 ``podtemplates`` and batch/v1 ``jobs`` (``localcluster.objects``) when
@@ -65,7 +66,7 @@ API_RESOURCES = {
         {"name": "pods/status", "singularName": "", "namespaced": True, "kind": "Pod",
          "verbs": ["get", "patch", "update"]},
         {"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod", "verbs": ["get"]},
-        {"name": "events", "singularName": "event", "namespaced": True, "kind": "Event", "verbs": ["list"],
+        {"name": "events", "singularName": "event", "namespaced": True, "kind": "Event", "verbs": ["create", "list"],
          "shortNames": ["ev"]},
     ],
 }
@@ -214,6 +215,8 @@ class ApiServer:
         # core/v1 PodTemplates and batch/v1 Jobs (localcluster.objects), served when set
         self.podtemplates: Objects | None = None
         self.jobs: Objects | None = None
+        # core/v1 Events (localcluster.objects), stored when set; else an empty list
+        self.events: Objects | None = None
         # coordination.k8s.io/v1 Leases (localcluster.leases), served when set
         self.leases: Leases | None = None
 
@@ -328,10 +331,15 @@ class ApiServer:
             elif rest == ["namespaces"] and method == "GET":
                 return _json({"kind": "NamespaceList", "apiVersion": "v1", "metadata": {},
                               "items": [_namespace("default")]})
-            if rest == ["events"] and method == "GET" and not watch_path and not _flag(request.query.get("watch")):
-                # no events are recorded; an empty list keeps `kubectl describe` and `get events` happy
-                return _json({"kind": "EventList", "apiVersion": "v1", "items": [],
-                              "metadata": {"resourceVersion": str(self.service.store.resource_version)}})
+            if rest == ["events"] and not watch_path and not _flag(request.query.get("watch")):
+                # the events clients create (the worker scaler's on its Job), kept as sent; the
+                # list ignores selectors (`kubectl describe` asks with one and shows them all)
+                if method == "POST" and namespace is not None and self.events is not None:
+                    return _json(self.events.create(namespace, await self._body(request)), 201)
+                if method == "GET":
+                    items = self.events.in_namespace(namespace) if self.events is not None else []
+                    return _json({"kind": "EventList", "apiVersion": "v1", "items": items,
+                                  "metadata": {"resourceVersion": str(self.service.store.resource_version)}})
             if (rest and rest[0] == "podtemplates" and len(rest) <= 2 and namespace is not None and not watch_path
                     and self.podtemplates is not None):
                 return await self._objects(request, self.podtemplates, namespace, rest[1] if len(rest) == 2 else None)

@@ -100,6 +100,7 @@ class Daemon:
         # deleting a Job deletes (or orphans) the ReplicaSets it owns: the garbage collector
         self.api.jobs = Objects("jobs", "batch/v1", "Job", owned=self.replicasets.collect)
         self.api.leases = Leases()
+        self.api.events = Objects("events", "v1", "Event")
         self.kubelet: Kubelet | None = None
         self.reaper = Reaper(self.service)
         self.stopping = asyncio.Event()

@@ -1,5 +1,6 @@
-"""Objects the local cluster stores but runs no controller for: core/v1 ``PodTemplates`` and
-batch/v1 ``Jobs``, and the garbage collector's cascade from an owner to its dependents -- what
+"""Objects the local cluster stores but runs no controller for: core/v1 ``PodTemplates``,
+batch/v1 ``Jobs`` and core/v1 ``Events`` (create and list only through the API), and the
+garbage collector's cascade from an owner to its dependents -- what
 the launcher's worker scaler (``elastic.scaler.scale_workers``) needs to make the workers'
 ReplicaSet from a PodTemplate, owned by its Job from birth, through the official client.
 

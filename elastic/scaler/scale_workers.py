@@ -47,12 +47,16 @@ native sidecar); ``both`` (the default) does all three.
      unreadable) the workers are kept;
    - a pod being deleted whose ``--container`` has not ended yet, or no decision within the
      time: nothing is changed.
-   Scaling to 0 is retried until the same deadline.
+   Scaling to 0 is retried until the same deadline. Before it, how ``--container`` ended is
+   recorded as an Event on the Job (``failure_event``: a Warning ``WorkersFailing`` for 69 or
+   ``LauncherFailed``, a Normal ``NoCapacity`` for 75, with the container's last line): what
+   ``kubectl describe job`` shows; a failure to record it is only logged.
 
 Needs ``get`` on the workload, ``get``/``patch`` on its ``scale``, ``get`` on pods; with
 ``--job``: ``get`` on the Job; with ``--template``: ``get`` on that PodTemplate, ``create`` on
 the workload's kind and ``update`` on ``jobs/finalizers`` (what the API asks of whoever sets
-``blockOwnerDeletion``). Never ``patch``, ``update`` or ``delete`` on the workload itself.
+``blockOwnerDeletion``); ``create`` on events (the launcher's end, on the Job). Never
+``patch``, ``update`` or ``delete`` on the workload itself.
 Exit codes: 0 after the stop (or after the start with ``--phase start``), 2 bad input (flags,
 no cluster configuration, a workload being deleted or owned by no Job, a PodTemplate without
 labels or containers), 1 an API call failed for good. What the API returns is checked before
@@ -65,16 +69,18 @@ import copy
 import functools
 import json
 import logging
+import secrets
 import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from elastic.errors import ConfigError, ElasticError, LaunchError, TransientError, WorkloadGone
 from shared.argparser import OneLineParser
-from shared.exitcodes import EXIT_NO_CAPACITY, EXIT_OK
+from shared.exitcodes import EXIT_NO_CAPACITY, EXIT_OK, EXIT_WORKERS_FAILING
 from shared.runner import run_main
 
 if TYPE_CHECKING:  # the client is imported when connecting (it is slow to import)
@@ -208,6 +214,59 @@ def stop_decision(pod: object, container: str, job: object = None) -> Decision:
     if _object(pod.get("metadata")).get("deletionTimestamp"):
         return Decision("wait", f"the launcher pod is being deleted; {container} has not ended yet")
     return Decision("wait", f"{container} has not ended yet")
+
+
+# the Event the stop records on the Job for the launcher's end: exit code -> (type, reason)
+EVENT_REASONS = {EXIT_WORKERS_FAILING: ("Warning", "WorkersFailing"),
+                 EXIT_NO_CAPACITY: ("Normal", "NoCapacity")}
+EVENT_MESSAGE_LIMIT = 1024  # characters of the launcher's last line in the Event
+EVENT_SOURCE = "elastic-horovod-worker-scaler"
+
+
+def _last_line(message: object) -> str:
+    """The last non-blank line of a container's termination message (the kubelet's log tail
+    with ``terminationMessagePolicy: FallbackToLogsOnError``), printable and bounded; ""."""
+    if not isinstance(message, str):
+        return ""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    line = "".join(ch if ch.isprintable() else "?" for ch in lines[-1])
+    return line if len(line) <= EVENT_MESSAGE_LIMIT else line[:EVENT_MESSAGE_LIMIT - 3] + "..."
+
+
+def failure_event(pod: object, container: str, job: object, now: str, suffix: str) -> dict | None:
+    """The core/v1 Event to record on ``job`` (the API's JSON) for how ``container`` of ``pod``
+    ended, or None: nothing to say (still running, exit 0, no Job with a name and uid). A
+    failure gets a Warning (``WorkersFailing`` for ``EXIT_WORKERS_FAILING``, else
+    ``LauncherFailed``); no capacity (``EXIT_NO_CAPACITY``) a Normal ``NoCapacity``. The message
+    is the container's last line (``_last_line``), else its exit code: what ``kubectl describe
+    job`` shows, where alerts on Job events look. ``now``: an RFC 3339 time; ``suffix``: makes
+    the Event's name unique. Pure; never raises on malformed input."""
+    meta = _object(_object(job).get("metadata"))
+    name, uid, namespace = meta.get("name"), meta.get("uid"), meta.get("namespace")
+    if not (isinstance(name, str) and name and isinstance(uid, str) and uid):
+        return None
+    statuses = _object(_object(pod).get("status")).get("containerStatuses")
+    for item in statuses if isinstance(statuses, list) else []:
+        if not isinstance(item, dict) or item.get("name") != container:
+            continue
+        terminated = _object(_object(item.get("state")).get("terminated"))
+        code = _count(terminated.get("exitCode"))
+        if code is None or code == 0:
+            return None
+        kind, reason = EVENT_REASONS.get(code, ("Warning", "LauncherFailed"))
+        line = _last_line(terminated.get("message"))
+        message = f"{container} exited {code}: {line}" if line else f"{container} exited {code}"
+        involved = {"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid}
+        if isinstance(namespace, str) and namespace:
+            involved["namespace"] = namespace
+        return {"apiVersion": "v1", "kind": "Event",
+                "metadata": {"name": f"{name}.{suffix}"},
+                "involvedObject": involved, "type": kind, "reason": reason, "message": message,
+                "source": {"component": EVENT_SOURCE}, "reportingComponent": EVENT_SOURCE,
+                "firstTimestamp": now, "lastTimestamp": now, "count": 1}
+    return None
 
 
 def owner_reference(job: object) -> dict:
@@ -375,6 +434,10 @@ class Cluster:
     def job(self, name: str) -> object:
         """The Job's JSON (unchecked: see ``stop_decision``, ``owner_reference``)."""
         return self._call(f"read job {name}", self.batch.read_namespaced_job, name, self.namespace)
+
+    def record_event(self, body: dict) -> None:
+        """Create the core/v1 Event ``body`` in the namespace."""
+        self._call(f"record event {body['metadata']['name']}", self.core.create_namespaced_event, self.namespace, body)
 
     def pod(self, name: str) -> object:
         """The pod's JSON (unchecked: see ``stop_decision``)."""
@@ -563,6 +626,8 @@ def stop(cluster: Cluster, args: argparse.Namespace, clock: Callable[[], float],
     """Step 3 of the module docstring, after the stop signal."""
     kind, name = args.workers
     deadline = clock() + args.finish_timeout
+    pod: object = None
+    job: object = None
     while True:
         try:
             pod = cluster.pod(args.pod)
@@ -580,6 +645,7 @@ def stop(cluster: Cluster, args: argparse.Namespace, clock: Callable[[], float],
         if decision.action != "wait" or clock() >= deadline:
             break
         pause(1.0)
+    _record_end(cluster, pod, job, args.container)
     if decision.action == "zero":
         retry(lambda: cluster.scale(kind, name, 0), deadline, clock, pause)
         log.info("%s: %s/%s scaled to 0", decision.reason, kind, name)
@@ -587,6 +653,20 @@ def stop(cluster: Cluster, args: argparse.Namespace, clock: Callable[[], float],
         log.info("%s", decision.reason)
     else:
         log.warning("%s after %.0f s: the workers are left as they are", decision.reason, args.finish_timeout)
+
+
+def _record_end(cluster: Cluster, pod: object, job: object, container: str) -> None:
+    """Record how the launcher ended as an Event on its Job (``failure_event``); a failure to
+    record it is logged, never more: the workers' size matters more."""
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    body = failure_event(pod, container, job, now, secrets.token_hex(8))
+    if body is None:
+        return
+    try:
+        cluster.record_event(body)
+        log.info("recorded on the Job: %s %s: %s", body["type"], body["reason"], body["message"])
+    except LaunchError as exc:
+        log.warning("%s: the Job shows no event for the launcher's end", exc)
 
 
 def run(args: argparse.Namespace, wait_for_stop: Callable[[float], int | None], clock=time.monotonic,

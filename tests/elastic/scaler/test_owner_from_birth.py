@@ -175,3 +175,33 @@ def test_an_earlier_jobs_workers_are_waited_for_then_made_anew(objects, cluster,
     assert [r.uid for r in rs.metadata.owner_references] == [made_job.metadata.uid] and rs.spec.replicas == 2
     batch.delete_namespaced_job(made_job.metadata.name, ns)
     wait_for(lambda: live_pods(core, ns) == [], 120, "the workers to be gone with their Job")
+
+
+def test_the_launchers_failure_is_an_event_on_its_job_that_kubectl_describe_shows(objects, cluster, apis):
+    """worker-scaler's stop records how the launcher ended on the Job (``failure_event``, through
+    the official client's ``create_namespaced_event`` as its Role allows): the launcher's last
+    line (its termination message: FallbackToLogsOnError) as a WorkersFailing Warning, shown by
+    ``kubectl describe job``."""
+    from elastic.scaler.scale_workers import Cluster, failure_event
+    from shared.exitcodes import EXIT_WORKERS_FAILING
+
+    core, _, batch = apis
+    job = one(objects, "Job")
+    ns = job["metadata"]["namespace"]
+    made = batch.create_namespaced_job(ns, server_side({**job, "metadata": {**job["metadata"], "name": "failing"}}))
+    read = Cluster(ns, str(cluster.kubeconfig))
+    read.connect()
+    reason = "elastic-run: the first world did not form in 60 s: worker-0 failing (CrashLoopBackOff)"
+    pod = {"status": {"containerStatuses": [{"name": "launcher", "state": {"terminated": {
+        "exitCode": EXIT_WORKERS_FAILING, "message": f"some output\n{reason}\n"}}}]}}
+    event = failure_event(pod, "launcher", read.job("failing"), "2026-11-29T07:00:00Z", "0123abcd")
+    assert event is not None
+    read.record_event(event)
+    mine = [e for e in core.list_namespaced_event(ns).items if e.involved_object.uid == made.metadata.uid]
+    assert [(e.type, e.reason, e.message) for e in mine] == [
+        ("Warning", "WorkersFailing", f"launcher exited {EXIT_WORKERS_FAILING}: {reason}")]
+    described = subprocess.run(["kubectl", "--kubeconfig", str(cluster.kubeconfig), "describe", "job", "failing",
+                                "-n", ns], capture_output=True, text=True, timeout=60)
+    assert described.returncode == 0, described.stderr
+    assert "WorkersFailing" in described.stdout and "worker-0 failing (CrashLoopBackOff)" in described.stdout
+    batch.delete_namespaced_job("failing", ns)

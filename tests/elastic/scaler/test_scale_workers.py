@@ -25,6 +25,7 @@ from elastic.errors import ConfigError, LaunchError
 from elastic.scaler.scale_workers import (
     being_deleted,
     capped_replicas,
+    failure_event,
     new_workload,
     owner_reference,
     ownership,
@@ -229,8 +230,8 @@ def test_another_containers_end_is_not_the_launchers():
 # ---- the process -------------------------------------------------------------------------
 
 class StandIn:
-    """GET/PATCH replicasets/STS/scale, GET replicasets/STS, GET jobs/JOB and GET pods/POD in
-    namespace NS; records scale patches; the first ``fail_scales`` answer 500; any other
+    """GET/PATCH replicasets/STS/scale, GET replicasets/STS, GET jobs/JOB, GET pods/POD and POST
+    events in namespace NS; records scale patches and events; the first ``fail_scales`` answer 500; any other
     write is refused (403, as the scaler's Role does); ``deleting`` puts a deletionTimestamp on
     the ReplicaSet."""
 
@@ -243,6 +244,7 @@ class StandIn:
         self.deleting = deleting
         self.patches: list[int] = []
         self.refused: list[str] = []
+        self.events: list[dict] = []  # the Events created
         self.pod_reads = 0
         stand_in = self
 
@@ -277,6 +279,14 @@ class StandIn:
                 if self.path.startswith(f"/apis/batch/v1/namespaces/{NS}/jobs/{JOB}") and stand_in.job:
                     return self._send(200, stand_in.job)
                 self._send(404, {"kind": "Status", "code": 404})
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if self.path.split("?")[0] == f"/api/v1/namespaces/{NS}/events":
+                    stand_in.events.append(body)
+                    return self._send(201, body)
+                stand_in.refused.append(self.path)
+                self._send(403, {"kind": "Status", "code": 403})
 
             def do_PATCH(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -352,9 +362,13 @@ def test_a_retry_keeps_the_workers_and_their_size(tmp_path):
         finally:
             proc.kill()
     assert proc.returncode == 0, err
-    assert api.refused == [], "the scaler writes nothing but the scale"
+    assert api.refused == [], "the scaler writes nothing but the scale and the event"
     assert api.patches == [] and api.replicas == 3, err  # a size the user set survives the retry
     assert "the Job tries again" in err
+    # the launcher's end recorded on the Job
+    assert [(e["reason"], e["involvedObject"]["uid"], e["message"]) for e in api.events] == [
+        ("LauncherFailed", JOB_UID, "launcher exited 1")]
+    assert "recorded on the Job: Warning LauncherFailed" in err
 
 
 @pytest.mark.slow
@@ -496,3 +510,39 @@ def test_workers_failing_is_a_counted_failure_that_keeps_the_workers_for_a_retry
 
     assert stop_decision(ended(EXIT_WORKERS_FAILING), "launcher", job_json(failed=1)).action == "keep"
     assert stop_decision(ended(EXIT_WORKERS_FAILING), "launcher", job_json(failed=3)).action == "zero"
+
+
+# ---- the launcher's end as an Event on the Job -------------------------------------------
+
+def test_workers_failing_is_a_warning_event_on_the_job_with_the_launchers_last_line():
+    from shared.exitcodes import EXIT_WORKERS_FAILING
+
+    tail = "training...\nelastic-run: the first world did not form: worker-1 failing (CrashLoopBackOff)\n\n"
+    pod = pod_json(launcher_state={"terminated": {"exitCode": EXIT_WORKERS_FAILING, "message": tail}})
+    event = failure_event(pod, "launcher", job_json(), "2026-11-29T07:00:00Z", "abc")
+    assert event is not None
+    assert event["involvedObject"] == {"apiVersion": "batch/v1", "kind": "Job", "name": JOB, "uid": JOB_UID,
+                                       "namespace": NS}
+    assert (event["type"], event["reason"]) == ("Warning", "WorkersFailing")
+    assert event["message"] == (f"launcher exited {EXIT_WORKERS_FAILING}: elastic-run: the first world did not "
+                                "form: worker-1 failing (CrashLoopBackOff)")
+    assert event["metadata"]["name"] == f"{JOB}.abc" and event["lastTimestamp"] == "2026-11-29T07:00:00Z"
+
+
+def test_other_ends_get_their_own_reason_and_a_clean_end_none():
+    from shared.exitcodes import EXIT_NO_CAPACITY
+
+    def reason(code: int, message=None):
+        state = {"terminated": {"exitCode": code, **({"message": message} if message is not None else {})}}
+        event = failure_event(pod_json(launcher_state=state), "launcher", job_json(), "t", "x")
+        return None if event is None else (event["type"], event["reason"], event["message"])
+
+    assert reason(EXIT_NO_CAPACITY, "waited") == ("Normal", "NoCapacity", f"launcher exited {EXIT_NO_CAPACITY}: waited")
+    assert reason(1) == ("Warning", "LauncherFailed", "launcher exited 1")
+    assert reason(1, "bad\x1b[31m line " + "x" * 2000)[2].startswith("launcher exited 1: bad?[31m line xxx")
+    assert len(reason(1, "x" * 5000)[2]) <= 1024 + len("launcher exited 1: ")
+    assert reason(0) is None
+    assert failure_event(pod_json(), "launcher", job_json(), "t", "x") is None  # still running
+    assert failure_event(ended(1), "launcher", None, "t", "x") is None  # no Job known: nowhere to record it
+    assert failure_event(ended(1), "launcher", {"metadata": {"name": JOB}}, "t", "x") is None  # no uid
+    assert failure_event("nonsense", "launcher", job_json(), "t", "x") is None
