@@ -54,9 +54,10 @@ if os.environ.get("LIVE_TERM_SLOW_SECONDS"):
     signal.signal(signal.SIGTERM, lambda signum, frame: terminated.append(time.time()))
 
 hvd.init()
-with open(f"{LOG}.pid.{HOST}.tmp", "w") as pid_file:
+# a temporary file of its own: two ranks on one host (a multi-slot pod) must not rename each other's
+with open(f"{LOG}.pid.{HOST}.{os.getpid()}.tmp", "w") as pid_file:
     pid_file.write(str(os.getpid()))
-os.rename(f"{LOG}.pid.{HOST}.tmp", f"{LOG}.pid.{HOST}")
+os.rename(f"{LOG}.pid.{HOST}.{os.getpid()}.tmp", f"{LOG}.pid.{HOST}")
 torch.manual_seed(0)
 model = torch.nn.Linear(4, 1)
 optimizer = hvd.DistributedOptimizer(
