@@ -20,6 +20,7 @@ from elastic.simulation.model import (
     Proc,
     Record,
     Reset,
+    _merge,
 )
 
 INVARIANTS = {
@@ -70,16 +71,6 @@ def stretches(rec: Record, p: Proc) -> list[tuple[float, float]]:
     return out
 
 
-def _merged(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
-    out: list[tuple[float, float]] = []
-    for a, b in sorted(spans):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
-
-
 def _overlap(spans: Iterable[tuple[float, float]], a: float, b: float) -> float:
     """Seconds of ``spans`` (start, end) that fall within [a, b]."""
     return sum(max(0.0, min(y, b) - max(x, a)) for x, y in spans)
@@ -100,7 +91,7 @@ def healthy_kept(rec: Record) -> list[Violation]:
         if cause == "barrier":
             hung = any(a <= when <= b for a, b in p.stuck)
             frozen = p.freezes + rec.hosts[p.host].freezes
-            unanswered = _overlap(_merged(frozen), when, when + PROGRESS_ANSWER) >= PROGRESS_ANSWER - 1e-6
+            unanswered = _overlap(_merge(frozen), when, when + PROGRESS_ANSWER) >= PROGRESS_ANSWER - 1e-6
             if not hung and not unanswered:
                 out.append(Violation("healthy-kept", when, f"{key} lost at the barrier deadline, neither hung nor "
                                                          "silent (busy in a background write, or on its way)"))
