@@ -256,15 +256,19 @@ def test_the_example_overlay_sets_the_image_and_the_job_name(two_jobs):
 
 def test_the_scaler_decides_within_the_launcher_pods_grace(objects):
     """After SIGTERM the scaler reads the pod and the Job and scales to zero, with retries,
-    within --finish-timeout: shorter than the pod's grace, so the kubelet's SIGKILL never cuts
-    the final scale short."""
+    within --finish-timeout. A native sidecar gets SIGTERM only once the launcher container
+    has ended, with what is left of the pod's grace: the launcher's --term-grace (and 10 s to
+    exit) plus the scaler's --finish-timeout (and 5 s) fit in it, so the kubelet's SIGKILL
+    never cuts the final scale short."""
     from elastic.scaler.scale_workers import parse_args as scaler_args
 
     job = one(objects, "Job")
     scaler = container(pod_spec(job), "worker-scaler")
     argv = [expand(a, scaler, pod_labels(job)) for a in scaler["args"]][3:]
     args = scaler_args([a.replace("$(POD_NAME)", "p") for a in argv])
-    assert args.finish_timeout + 10 <= pod_spec(job)["terminationGracePeriodSeconds"]
+    launcher = container(pod_spec(job), "launcher")
+    term_grace = float(flag(launcher["args"][:launcher["args"].index("--")], "--term-grace"))
+    assert term_grace + 10 + args.finish_timeout + 5 <= pod_spec(job)["terminationGracePeriodSeconds"]
 
 
 def test_the_launcher_is_sized_by_the_formula_for_its_max_np(objects):

@@ -120,7 +120,7 @@ def test_the_8_gpu_layout_is_one_worker_per_node_with_all_its_gpus(gpu8):
     """8 ranks in one pod (NCCL over NVLink/shared memory), one /data per node."""
     spec = pod_spec(worker_set(gpu8))
     res = container(spec, "worker")["resources"]
-    assert res["requests"] == res["limits"] and res["limits"]["nvidia.com/gpu"] == "8"
+    assert res["limits"]["nvidia.com/gpu"] == res["requests"]["nvidia.com/gpu"] == "8"
     assert res["limits"]["ephemeral-storage"] == "60Gi"  # one dataset copy, not eight
     shm = next(v for v in spec["volumes"] if v["name"] == "dshm")["emptyDir"]["sizeLimit"]
     assert shm == "64Gi"
@@ -176,3 +176,42 @@ def test_every_container_asks_for_what_the_autoscaler_needs_to_scale_from_zero(o
     for obj in (worker_set(objects), one(objects, "Job")):
         for c in all_containers(pod_spec(obj)):
             assert "ephemeral-storage" in c["resources"]["requests"], c["name"]
+
+
+# the smallest common 8-GPU nodes: (vCPUs, GiB of memory)
+SMALL_8_GPU_NODES = {"p3.16xlarge": (64, 488), "g4dn.metal": (96, 384), "a2-highgpu-8g": (96, 633)}
+
+
+def gibibytes(value: str) -> float:
+    return float(value[:-2]) if value.endswith("Gi") else float(value) / 2**30
+
+
+def test_the_8_gpu_worker_fits_the_smallest_8_gpu_nodes_and_uses_a_larger_ones_cpus(gpu8):
+    """Requests within what the smallest common 8-GPU nodes have after their reservations
+    (about 2 vCPUs and 5 % of the memory, DaemonSets included); no CPU limit, so a 192-vCPU
+    node's idle cores feed the loaders; memory requests = limits (evicted last)."""
+    res = container(pod_spec(worker_set(gpu8)), "worker")["resources"]
+    assert "cpu" not in res["limits"]
+    # the gpu-pool component's toleration is added to the base's, not instead of them
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in \
+        pod_spec(worker_set(gpu8))["tolerations"]
+    assert res["requests"]["memory"] == res["limits"]["memory"]
+    for node, (cpus, memory) in SMALL_8_GPU_NODES.items():
+        assert float(res["requests"]["cpu"]) <= cpus - 4, node
+        assert gibibytes(res["requests"]["memory"]) <= memory * 0.9, node
+
+
+def test_workers_on_a_lost_node_are_replaced_within_a_minute_in_every_rendering(objects):
+    """The API's default NotReady/unreachable tolerations evict after 300 s: a worker's
+    replacement waits that long. The workers tolerate 30 s, and overlays add their own
+    tolerations after these instead of replacing them."""
+    tolerations = pod_spec(worker_set(objects))["tolerations"]
+    for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
+        (mine,) = [t for t in tolerations if t["key"] == key]
+        assert mine == {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30}
+
+
+def test_workers_are_kept_from_karpenter_consolidation_in_every_rendering(objects):
+    """A consolidation moving a worker costs a reset and a dataset copy: do-not-disrupt."""
+    template = worker_set(objects)["spec"]["template"]  # as worker-start makes it
+    assert template["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] == "true"
