@@ -216,7 +216,8 @@ def test_client_side_modules_import_only_the_standard_library(module):
 TRAINING_LAYERS = (
     # settings, errors and pure helpers: no data, no model
     ("base", {"errors", "environment", "options", "cpus", "seeding", "schedule", "accounting", "metrics",
-              "signals", "fingerprint", "trace", "commits", "gpu_defaults", "cuda_arch"}),
+              "signals", "fingerprint", "trace", "commits", "gpu_defaults", "cuda_arch", "engine_watch",
+              "deploy_flags"}),
     # finding, reading, decoding and ordering samples
     ("data", {"idx", "imagefolder", "datasets", "device_augment", "datagen", "digits", "loaders",
               "sampler", "jpeg_header", "decode_backend"}),
