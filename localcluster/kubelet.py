@@ -10,7 +10,8 @@ to ``local``) or ``local`` -- pods of other nodes are left alone:
    first (creation time, then name) as places free up: what a capped GPU pool does;
 
 1. gives it the next address of its ``127.A.B.0/24`` pool, a directory ``DIR/pods/<pod>/`` with
-   ``data/``, a host key and an ``sshd_config``;
+   ``data/``, a host key and an ``sshd_config``; a pod whose ``/data`` volume is a ``hostPath``
+   gets ``DIR/node/<path>`` instead, kept after the pod (``localcluster.volumes``);
 2. starts ``/usr/sbin/sshd -D`` on ``ip:ssh_port``. With ``isolation="namespaces"`` (root) it runs
    as pid 1 of new pid, mount and UTS namespaces (``unshare``): the hostname is the pod name,
    ``DIR/pods/<pod>/data`` is bind-mounted on ``/data``, ``/etc/hosts`` maps the pod name to
@@ -47,7 +48,7 @@ import subprocess
 import sys
 from datetime import datetime, timezone
 
-from . import containers, pods, procs, sshd
+from . import containers, pods, procs, sshd, volumes
 from .addresses import AddressPool
 from .core import PodService
 from .errors import ApiError, KubeletError
@@ -105,6 +106,7 @@ class PodRuntime:
         meta = pod["metadata"]
         self.namespace, self.name, self.uid = meta["namespace"], meta["name"], meta["uid"]
         self.dir = kubelet.paths.pod_dir(self.namespace, self.name)
+        self.pod = pod  # its spec: the volume on /data (localcluster.volumes)
         self.ip: str | None = None
         self.proc: subprocess.Popen | None = None
         self.init_pid: int | None = None
@@ -162,9 +164,9 @@ class PodRuntime:
         """Start the pod's sshd; returns its process and the pod's address (also kept as
         ``proc`` and ``ip``). Raises KubeletError when it cannot start."""
         k = self.kubelet
+        self.dir.mkdir(parents=True, exist_ok=True)
+        data = volumes.data_source(self.pod, k.paths.node_root, self.dir)
         self.ip = ip = k.pool.allocate()
-        data = self.dir / "data"
-        data.mkdir(parents=True, exist_ok=True)
         key = self.dir / "ssh_host_ed25519_key"
         sshd.make_host_key(str(key))
         config = self.dir / "sshd_config"
@@ -300,9 +302,9 @@ class ContainerPodRuntime(PodRuntime):
         (also kept as ``proc`` and ``ip``). Raises KubeletError when it cannot start."""
         k = self.kubelet
         engine, image = k.engine_and_image()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        data = volumes.data_source(self.pod, k.paths.node_root, self.dir)
         self.ip = ip = k.pool.allocate()
-        data = self.dir / "data"
-        data.mkdir(parents=True, exist_ok=True)
         self.container = containers.container_name(k.cluster_id, self.namespace, self.name, self.uid)
         spec = containers.ContainerSpec(
             name=self.container, image=image, hostname=self.name[:63], ip=ip, ssh_port=k.ssh_port,

@@ -64,6 +64,12 @@ class StatePaths:
         return self.root / "tls"
 
     @property
+    def node_root(self) -> Path:
+        """The node's own file system, where ``hostPath`` volumes live (``localcluster.volumes``):
+        kept when a pod is gone."""
+        return self.root / "node"
+
+    @property
     def pods_dir(self) -> Path:
         return self.root / "pods"
 

@@ -95,7 +95,12 @@ class ClusterHandle:
                                      "application/strategic-merge-patch+json")
 
     def pod_data_dir(self, name: str, namespace: str = "default") -> Path:
-        """The host directory that the pod sees as ``/data``."""
+        """The host directory that the pod sees as ``/data`` (``DIR/node/<path>`` for a ``hostPath``)."""
+        from .volumes import host_path, data_volume
+
+        found = host_path(data_volume(self.client.get_pod(name, namespace)))
+        if found is not None:
+            return self.paths.node_root / found[0].lstrip("/")
         return self.paths.pod_dir(namespace, name) / "data"
 
     def pod_ip(self, name: str, namespace: str = "default") -> str:

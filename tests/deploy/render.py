@@ -96,10 +96,18 @@ def env(container_: dict) -> dict:
     return {e["name"]: e.get("value") for e in container_.get("env", [])}
 
 
-def expand(text: str, container_: dict, pod_labels_: dict) -> str:
-    """``$(VAR)`` expanded as the kubelet does, for env values and fieldRefs to pod labels and
-    the pod's uid (``POD_UID``)."""
+def config_maps(objects: list) -> dict:
+    """The rendered ConfigMaps' data, by name."""
+    return {o["metadata"]["name"]: o.get("data", {}) for o in by_kind(objects, "ConfigMap")}
+
+
+def expand(text: str, container_: dict, pod_labels_: dict, config_maps_: dict | None = None) -> str:
+    """``$(VAR)`` expanded as the kubelet does, for ``envFrom`` ConfigMaps (from
+    ``config_maps_``, by name; a missing one fails), then env values and fieldRefs to pod
+    labels and the pod's uid (``POD_UID``)."""
     values = {}
+    for source in container_.get("envFrom", []):
+        values.update((config_maps_ or {})[source["configMapRef"]["name"]])
     for e in container_.get("env", []):
         if "value" in e:
             value = e["value"]

@@ -1,4 +1,4 @@
-"""Every rendering a user applies (deploy/, the example, the 8-GPU and the Spot
+"""Every rendering a user applies (deploy/, the example, the 8-GPU, the Spot and the ImageNet
 overlays): the job asks for what --max-np needs and keeps its floor through drains, workers
 whose loss is cheap, pools picked by labels that exist at node creation, the architecture
 pinned, the launcher kept from consolidation and GPU nodes, the 8-GPU layout, Spot's grace."""
@@ -11,7 +11,11 @@ import pytest
 from tests.deploy.render import DEPLOY, all_containers, by_kind, container, one, pod_spec, render, worker_set
 
 RENDERINGS = {"deploy": DEPLOY, "example": DEPLOY / "overlays" / "example",
-              "gpu8": DEPLOY / "overlays" / "gpu8", "spot": DEPLOY / "overlays" / "spot"}
+              "gpu8": DEPLOY / "overlays" / "gpu8", "spot": DEPLOY / "overlays" / "spot",
+              "imagenet": DEPLOY / "overlays" / "imagenet"}
+# memory the launcher container holds besides the formula: the ImageNet overlay's elastic-run
+# syncs the hosts served at its start itself, one dataset-sync with a 1.28 M-file manifest
+DATASET_MEMORY_MI = {"imagenet": 3072}
 
 
 @pytest.fixture(scope="module", params=sorted(RENDERINGS))
@@ -58,13 +62,15 @@ def test_the_scaler_asks_for_what_max_np_needs_and_the_budget_keeps_what_min_np_
     assert one(objects, "PodDisruptionBudget")["spec"]["minAvailable"] == int(flag(start["args"], "--min-replicas"))
 
 
-def test_the_launcher_is_sized_for_its_max_np(objects):
-    """deploy/README.md, "Sizing the launcher", in every rendering (the 8-GPU one has N = 32)."""
+def test_the_launcher_is_sized_for_its_max_np(objects, request):
+    """deploy/README.md, "Sizing the launcher", in every rendering (the 8-GPU one has N = 32;
+    the ImageNet one holds a dataset-sync besides)."""
     launcher = container(pod_spec(one(objects, "Job")), "launcher")
     n = int(flag(launcher["args"], "--max-np"))
+    extra = DATASET_MEMORY_MI.get(request.node.callspec.params["objects"], 0)
     for kind in ("requests", "limits"):
         res = launcher["resources"][kind]
-        assert (res["cpu"], res["memory"]) == (f"{1000 + 2 * n}m", f"{1024 + 8 * n}Mi"), kind
+        assert (res["cpu"], res["memory"]) == (f"{1000 + 2 * n}m", f"{1024 + 8 * n + extra}Mi"), kind
 
 
 def test_workers_leave_within_their_grace(objects):

@@ -14,6 +14,7 @@ import pytest
 from tests.elastic.conftest import (
     WORKERS,
     assert_host_has,
+    cli,
     hosts_by_name,
     make_dataset,
     private_cache,
@@ -297,3 +298,34 @@ def test_kill_9_mid_copy_leaves_no_writer_and_a_later_sync_stays_true_to_its_man
     assert_host_has(sync_cluster, "worker-1", "/data/orphan", small)
     remote = sync_cluster.ssh("worker-1", "pgrep -af 'rsync --server' || true")
     assert ".orphan" not in remote.stdout and "orphan" not in remote.stdout
+
+
+def test_a_worker_replaced_on_the_same_node_finds_the_cached_copy_and_copies_nothing(sync_cluster, tmp_path):
+    """deploy/overlays/imagenet/: the workers' /data is a node-local hostPath. A replacement
+    pod on that node (the same directory) is prepared without a byte copied: dataset-sync finds
+    the current version's manifest digest and listing are the source's."""
+    from localcluster import control
+
+    def cached_worker(name: str) -> str:
+        pod = control.worker_pod(name, ssh_port=sync_cluster.ssh_port, labels={"app": "node-cache"})
+        pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
+        pod["spec"]["volumes"] = [{"name": "data", "hostPath": {"path": "/var/lib/elastic-horovod/datasets",
+                                                                "type": "DirectoryOrCreate"}}]
+        sync_cluster.client.create_pod(pod, "default")
+        ip = sync_cluster.wait_ready(name)
+        ssh = tmp_path / f"ssh-{name}"
+        proc = cli("ssh-bootstrap", "hosts", "--identity", str(sync_cluster.identity), "--out", str(ssh),
+                   "--port", str(sync_cluster.ssh_port), "--hosts", ip)
+        assert proc.returncode == 0, proc.stderr
+        proc, report = sync(ssh, src, "/data/cached", "--host", ip)
+        assert proc.returncode == 0, proc.stderr
+        return report["hosts"][0]
+
+    src = make_dataset(tmp_path / "ds", small=20, big_mib=1)
+    first = cached_worker("cached-0")
+    assert first["bytes_sent"] > 2**20 and not first["unchanged"]
+    sync_cluster.delete_pod("cached-0", grace_seconds=0)
+    sync_cluster.wait_gone("cached-0")
+    again = cached_worker("cached-1")
+    assert (again["files_sent"], again["bytes_sent"], again["unchanged"]) == (0, 0, True)
+    assert_host_has(sync_cluster, "cached-1", "/data/cached", src)

@@ -1,0 +1,128 @@
+"""deploy/overlays/imagenet/: ResNet-50 on ImageNet-format data, sized for it, its dataset
+paths one setting, the workers' /data a node-local cache that outlives the pod, nothing that
+re-owns the dataset (deploy/README.md, "ImageNet")."""
+import shlex
+
+import pytest
+
+from tests.deploy.render import (
+    DEPLOY,
+    config_maps,
+    container,
+    env,
+    expand,
+    one,
+    pod_labels,
+    pod_spec,
+    render,
+    worker_set,
+)
+
+OVERLAY = DEPLOY / "overlays" / "imagenet"
+GIB = 2**30
+MANIFEST_PEAK = 2.7 * GIB  # one dataset-sync's peak RSS for ImageNet's 1.28 M files (README)
+
+
+@pytest.fixture(scope="module")
+def objects() -> list:
+    return render(OVERLAY)
+
+
+def quantity(value: str) -> float:
+    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "m": 1e-3}
+    for suffix, factor in units.items():
+        if value.endswith(suffix):
+            return float(value[:-len(suffix)]) * factor
+    return float(value)
+
+
+def flag(argv: list, name: str) -> str:
+    found = [a.split("=", 1)[1] for a in argv if a.startswith(name + "=")]
+    assert len(found) == 1, f"{name} in {argv}"
+    return found[0]
+
+
+def expanded(objects: list, name: str) -> list:
+    """A launcher pod container's args as the kubelet expands them."""
+    job = one(objects, "Job")
+    c = container(pod_spec(job), name)
+    return [expand(a, c, pod_labels(job), config_maps(objects)) for a in c["args"]]
+
+
+def test_the_dataset_paths_are_one_setting_that_every_command_reads(objects):
+    setting = config_maps(objects)["elastic-horovod-dataset"]
+    src, dest = setting["DATASET_SOURCE"], setting["DATASET_DEST"]
+    daemon, launcher = expanded(objects, "discovery-daemon"), expanded(objects, "launcher")
+    prepare = shlex.split(flag(daemon, "--prepare-cmd"))
+    assert prepare[prepare.index("--dataset") + 1] == f"{src}:{dest}"
+    split = launcher.index("--")
+    assert flag(launcher[:split], "--dataset") == f"{src}:{dest}"
+    assert flag(launcher[split:], "--data-dir") == dest
+    # written nowhere else: the raw args hold only the references
+    job = one(objects, "Job")
+    for name in ("discovery-daemon", "launcher"):
+        assert src not in str(container(pod_spec(job), name)["args"]), name
+    spec = pod_spec(job)
+    for name in ("discovery-daemon", "launcher"):
+        mounts = {m["mountPath"]: m["name"] for m in container(spec, name)["volumeMounts"]}
+        assert any(src.startswith(path + "/") and mounts[path] == "datasets" for path in mounts), name
+    worker = container(pod_spec(worker_set(objects)), "worker")
+    assert any(dest.startswith(m["mountPath"] + "/") and m["name"] == "data" for m in worker["volumeMounts"])
+
+
+def test_it_trains_resnet50_with_flags_its_parser_takes(objects):
+    import training.resnet50 as resnet50
+    from elastic.launch.cli import _split, build_parser
+    from training.options import parse
+
+    launcher = expanded(objects, "launcher")
+    own, command = _split(launcher[1:])
+    build_parser().parse_args(own)
+    assert command[:3] == ["python", "-m", "training.resnet50"]
+    args = parse(command[3:], resnet50.DEFAULTS)
+    assert args.data_dir == config_maps(objects)["elastic-horovod-dataset"]["DATASET_DEST"]
+    assert args.snapshot_dir.startswith("/scratch/")  # per pod, not on the node's cache
+
+
+def test_workers_data_is_a_node_local_cache_and_nothing_re_owns_the_dataset(objects):
+    workers = pod_spec(worker_set(objects))
+    volumes = {v["name"]: v for v in workers["volumes"]}
+    assert volumes["data"] == {"name": "data", "hostPath": {"path": "/var/lib/elastic-horovod/datasets",
+                                                             "type": "DirectoryOrCreate"}}
+    assert "emptyDir" in volumes["scratch"]
+    assert "fsGroup" not in workers.get("securityContext", {})
+    launcher = pod_spec(one(objects, "Job"))["securityContext"]
+    assert launcher.get("fsGroupChangePolicy") == "OnRootMismatch"  # the dataset claim: re-owned at most once
+
+
+def test_sized_for_imagenet(objects):
+    claim = one(render(OVERLAY / "storage"), "PersistentVolumeClaim", "elastic-horovod-datasets")
+    assert quantity(claim["spec"]["resources"]["requests"]["storage"]) >= 150e9  # 140 GB train + 6.4 GB val
+    worker = container(pod_spec(worker_set(objects)), "worker")["resources"]
+    assert worker["requests"] == worker["limits"]
+    assert quantity(worker["requests"]["cpu"]) >= 12 and quantity(worker["requests"]["memory"]) >= 48 * GIB
+    job = one(objects, "Job")
+    spec = pod_spec(job)
+    daemon = container(spec, "discovery-daemon")
+    limit = quantity(daemon["resources"]["limits"]["memory"])
+    assert int(flag(daemon["args"], "--prepare-concurrency")) * MANIFEST_PEAK < limit
+    launcher = container(spec, "launcher")
+    n = int(flag(launcher["args"], "--max-np"))
+    assert quantity(launcher["resources"]["limits"]["memory"]) >= (1024 + 8 * n) * 2**20 + MANIFEST_PEAK
+    # a first copy may take an hour: the daemon does not kill it, the launcher waits for it
+    prepare_timeout = float(flag(daemon["args"], "--prepare-timeout"))
+    ready = float(flag(launcher["args"], "--ready-timeout"))
+    assert 3600 <= prepare_timeout <= ready < float(flag(launcher["args"], "--first-world-timeout"))
+    tmp = next(v for v in spec["volumes"] if v["name"] == "tmp")["emptyDir"]["sizeLimit"]
+    assert quantity(tmp) >= GIB  # the hash cache of 1.28 M files (~250 MiB) with room
+    assert env(daemon)["HOME"] == "/tmp" and env(launcher)["HOME"] == "/tmp"
+
+
+def test_the_readme_tells_how_to_run_it(objects):
+    text = (DEPLOY / "README.md").read_text()
+    section = text[text.index("## ImageNet"):]
+    section = section[:section.index("\n## ", 1)]
+    for needed in ("kubectl apply -k deploy/overlays/imagenet/storage/", "kubectl apply -k deploy/overlays/imagenet/",
+                   "DATASET_SOURCE", "DATASET_DEST", "/var/lib/elastic-horovod/datasets",
+                   "pod-security.kubernetes.io/enforce=privileged", "OnRootMismatch"):
+        assert needed in section, needed
