@@ -96,7 +96,7 @@ class ClusterHandle:
 
     def pod_data_dir(self, name: str, namespace: str = "default") -> Path:
         """The host directory that the pod sees as ``/data`` (``DIR/node/<path>`` for a ``hostPath``)."""
-        from .volumes import host_path, data_volume
+        from .volumes import data_volume, host_path
 
         found = host_path(data_volume(self.client.get_pod(name, namespace)))
         if found is not None:

@@ -113,6 +113,9 @@ def test_sized_for_imagenet(objects):
     prepare_timeout = float(flag(daemon["args"], "--prepare-timeout"))
     ready = float(flag(launcher["args"], "--ready-timeout"))
     assert 3600 <= prepare_timeout <= ready < float(flag(launcher["args"], "--first-world-timeout"))
+    # a second worker on the node waits for the first one's copy under dataset-sync's lock
+    for c in (daemon, launcher):
+        assert float(env(c)["ELASTIC_SYNC_LOCK_TIMEOUT"]) >= prepare_timeout, c["name"]
     tmp = next(v for v in spec["volumes"] if v["name"] == "tmp")["emptyDir"]["sizeLimit"]
     assert quantity(tmp) >= GIB  # the hash cache of 1.28 M files (~250 MiB) with room
     assert env(daemon)["HOME"] == "/tmp" and env(launcher)["HOME"] == "/tmp"
