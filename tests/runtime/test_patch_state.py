@@ -1,6 +1,6 @@
 """The elastic state's restore (horovod/torch/elastic/state.py), as patched by
 horovod-fork 0109: every restore gives back the last commit, however many
-failures come between two commits.
+failures come between two commits, and the committed optimizer state is kept in host memory.
 
 Real Horovod in one process (a world of one), through ``hvd.elastic.run``'s own loop
 (``run_fn`` with ``hvd.init``/``hvd.shutdown`` as its reset): the training function commits,
@@ -161,3 +161,45 @@ def test_a_restore_rolls_back_lists_and_dicts_changed_in_place():
         assert restored["batch"] == committed["batch"], f"restore {i}: the batch counter"
         assert restored["losses"] == committed["losses"], f"restore {i}: the list appended to after the commit"
         assert restored["seen"] == committed["seen"], f"restore {i}: the dict changed after the commit"
+
+
+ON_A_GPU = """
+import json
+import warnings
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from horovod.torch.elastic.state import OptimizerStateHandler
+
+warnings.simplefilter("ignore")
+with FakeTensorMode():
+    weight = torch.nn.Parameter(torch.ones(3, device="cuda"))
+    sgd = torch.optim.SGD([weight], lr=0.1, momentum=0.9, foreach=False)
+    weight.grad = torch.ones(3, device="cuda")
+    sgd.step()
+    handler = OptimizerStateHandler(sgd)
+    handler.save()
+    saved = handler._saved_optimizer_state["state"][0]["momentum_buffer"]
+    print(json.dumps({"live": str(sgd.state[weight]["momentum_buffer"].device), "saved": str(saved.device)}),
+          flush=True)
+    handler.restore()
+    live = sgd.state[weight]["momentum_buffer"]
+    print(json.dumps({"restored": str(live.device), "restored_is_saved": live is saved}))
+"""
+
+
+@pytest.mark.timeout(120)
+def test_the_committed_optimizer_state_is_kept_in_host_memory():
+    """0109: an SGD optimizer whose parameter and momentum buffer are on a CUDA device (a
+    ``FakeTensorMode`` device: there is no GPU here, the tensors have devices and shapes but
+    no data) commits its state to host memory, and a restore gives the live state back on the
+    device, as a tensor of its own. Before the host copy the saved state stayed on the GPU: a
+    second optimizer state in device memory for the whole job, a third during a restore."""
+    proc = subprocess.run([sys.executable, "-c", ON_A_GPU], capture_output=True, text=True,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=100)
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert lines, proc.stderr[-3000:]
+    saved = lines[0]
+    assert saved["live"] == "cuda:0", saved  # the optimizer's state is on the device
+    assert saved["saved"] == "cpu", f"the committed optimizer state is kept on {saved['saved']}, not in host memory"
+    assert proc.returncode == 0 and len(lines) == 2, proc.stderr[-3000:]
+    assert lines[1] == {"restored": "cuda:0", "restored_is_saved": False}, lines[1]
