@@ -43,6 +43,7 @@ import pytest
 
 from tests.daemons import Daemon, start_daemon
 from tests.processes import SESSION_ENV, SESSION_TAG, kill_with
+from training.environment import OMP_NUM_THREADS
 
 TESTS = Path(__file__).resolve().parent
 BY_DIRECTORY = {"runtime": ("horovod",), "horovod_upstream": ("horovod",), "images": ("images",), "e2e": ("e2e",)}
@@ -54,9 +55,17 @@ SLOW_FIXTURES = frozenset({"cluster", "daemon", "sync_cluster", "pod_ips", "ssh_
 
 def pytest_configure(config: pytest.Config) -> None:
     """Every test and everything it starts sees git as on a fresh machine: no global or
-    system configuration (no identity, no ``safe.directory``), whatever this machine has."""
+    system configuration (no identity, no ``safe.directory``), whatever this machine has.
+
+    And one compute thread per process (``OMP_NUM_THREADS=1``, which horovodrun hands to every
+    worker, as ``scripts/demo`` does): the local cluster's pods share this machine's cores with
+    each other and with the other tests, so a rank that sizes its thread pool from the
+    machine's cores, as a pod on a node of its own should (``training.cpus``), oversubscribes
+    them: a scale-up job of 2 -> 3 ranks took 38 CPU-seconds so, 21 with one thread. One test
+    runs the trainer without it (tests/training/test_commands.py's ResNet-50)."""
     os.environ["GIT_CONFIG_GLOBAL"] = os.devnull
     os.environ["GIT_CONFIG_NOSYSTEM"] = "1"
+    os.environ[OMP_NUM_THREADS] = "1"
 
 
 def group_of(nodeid: str) -> str:
