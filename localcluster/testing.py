@@ -95,10 +95,15 @@ class ClusterHandle:
                                      "application/strategic-merge-patch+json")
 
     def pod_data_dir(self, name: str, namespace: str = "default") -> Path:
-        """The host directory that the pod sees as ``/data`` (``DIR/node/<path>`` for a ``hostPath``)."""
+        """The host directory that the pod sees as ``/data`` (``DIR/node/<path>`` for a ``hostPath``);
+        for a pod the API no longer has, the pod's own ``data/`` (removed with the pod)."""
         from .volumes import data_volume, host_path
 
-        found = host_path(data_volume(self.client.get_pod(name, namespace)))
+        try:
+            pod = self.client.get_pod(name, namespace)
+        except NotFound:
+            return self.paths.pod_dir(namespace, name) / "data"
+        found = host_path(data_volume(pod))
         if found is not None:
             return self.paths.node_root / found[0].lstrip("/")
         return self.paths.pod_dir(namespace, name) / "data"
