@@ -40,7 +40,7 @@ def _lost(events) -> list[Key]:
 def test_a_silent_majority_is_lost_while_the_rest_answers(our_jobs, monkeypatch, tmp_path):
     """5 workers, 3 of them (one 3-slot host) freeze: they are lost (within the detector's
     bound: the simulation checks it) and the other two (--min-np) go on answering; no
-    re-baseline. The fork's driver: 3 of 5 silent, it
+    re-baseline for their silence. The fork's driver: 3 of 5 silent, it
     suspected itself and re-baselined every timeout, losing nobody."""
     job, events, keys = _running(our_jobs, monkeypatch, tmp_path, {"host-a": 2, "host-b": 3})
     frozen = [k for k in keys if k[0] == "host-b"]
@@ -52,7 +52,10 @@ def test_a_silent_majority_is_lost_while_the_rest_answers(our_jobs, monkeypatch,
     wait_for(lambda: _answered_since(job, healthy, lost_at + LIVENESS) or len(_kinds(events, "worker_lost")) > 3,
              END_DEADLINE + 2 * LIVENESS, "the healthy workers to answer past a timeout after the loss")
     assert _lost(events) == sorted(frozen)
-    assert not _kinds(events, "liveness_rebaseline")
+    # no doubt of itself over the silent workers; a re-baseline for the driver's own lag
+    # (silent 0: its loop came late, as under a CPU hog) is the lag rule, not this one
+    doubts = [r for r in _kinds(events, "liveness_rebaseline") if r["detail"]["silent"]]
+    assert not doubts, doubts
 
 
 def test_a_total_silence_is_forgiven_once(our_jobs, monkeypatch, tmp_path):
