@@ -7,7 +7,8 @@ system, kept when the pod is gone, shared by every pod that names the same path,
 node (a replaced worker finds what its predecessor left there). Otherwise ``pod_dir/data``,
 made fresh and removed with the pod (an ``emptyDir``). ``DirectoryOrCreate`` makes the
 directory; the other types want it to exist. A path that is not absolute and normalised
-(``..``, ``//``, a trailing ``/``), a NUL byte, another type or a missing ``Directory`` raise
+(``..``, ``//``, a trailing ``/``), a NUL byte, another type, a missing ``Directory`` or a
+directory that cannot be made (a file in the way) raise
 ``KubeletError`` with one line (the pod is then reported ``Failed``).
 """
 from __future__ import annotations
@@ -25,11 +26,13 @@ def data_volume(pod: dict) -> dict | None:
     """The volume the pod's first container mounts at ``/data``, or None."""
     spec = pod.get("spec") or {}
     containers = spec.get("containers") or []
-    mounts = (containers[0].get("volumeMounts") or []) if containers else []
-    name = next((m.get("name") for m in mounts if m.get("mountPath") == DATA_MOUNT), None)
+    first = containers[0] if isinstance(containers, list) and containers else {}
+    mounts = (first.get("volumeMounts") or []) if isinstance(first, dict) else []
+    name = next((m.get("name") for m in mounts if isinstance(m, dict) and m.get("mountPath") == DATA_MOUNT),
+                None)
     if name is None:
         return None
-    return next((v for v in spec.get("volumes") or [] if v.get("name") == name), None)
+    return next((v for v in spec.get("volumes") or [] if isinstance(v, dict) and v.get("name") == name), None)
 
 
 def host_path(volume: dict | None) -> tuple[str, str] | None:
@@ -37,6 +40,8 @@ def host_path(volume: dict | None) -> tuple[str, str] | None:
     if not volume or "hostPath" not in volume:
         return None
     source = volume["hostPath"] or {}
+    if not isinstance(source, dict):
+        raise KubeletError(f"hostPath: a map of path and type, got {type(source).__name__}")
     path, kind = source.get("path"), source.get("type") or ""
     if (not isinstance(path, str) or not path.startswith("/") or "\0" in path or path == "/"
             or posixpath.normpath(path) != path or path.startswith("//")):
@@ -51,12 +56,19 @@ def data_source(pod: dict, node_root: Path, pod_dir: Path) -> Path:
     found = host_path(data_volume(pod))
     if found is None:
         data = pod_dir / "data"
-        data.mkdir(parents=True, exist_ok=True)
+        _make(data, "the pod's /data")
         return data
     path, kind = found
     target = node_root / path.lstrip("/")
     if kind == "DirectoryOrCreate":
-        target.mkdir(parents=True, exist_ok=True)
+        _make(target, f"hostPath {path}")
     elif not target.is_dir():
         raise KubeletError(f"hostPath {path}: no such directory on the node (type {kind or 'unset'})")
     return target
+
+
+def _make(directory: Path, what: str) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise KubeletError(f"{what}: cannot make {directory}: {exc.strerror or exc}") from exc

@@ -20,7 +20,7 @@ from elastic.simulation.model import (
     Proc,
     Record,
     Reset,
-    _merge,
+    merge_spans,
 )
 
 INVARIANTS = {
@@ -91,7 +91,7 @@ def healthy_kept(rec: Record) -> list[Violation]:
         if cause == "barrier":
             hung = any(a <= when <= b for a, b in p.stuck)
             frozen = p.freezes + rec.hosts[p.host].freezes
-            unanswered = _overlap(_merge(frozen), when, when + PROGRESS_ANSWER) >= PROGRESS_ANSWER - 1e-6
+            unanswered = _overlap(merge_spans(frozen), when, when + PROGRESS_ANSWER) >= PROGRESS_ANSWER - 1e-6
             if not hung and not unanswered:
                 out.append(Violation("healthy-kept", when, f"{key} lost at the barrier deadline, neither hung nor "
                                                          "silent (busy in a background write, or on its way)"))

@@ -115,7 +115,7 @@ class World:
         self.tick_due, self.tick_gen = math.inf, 0
         self.reset: Reset | None = None  # the open reset
         self.pending: set[str] = set()  # joiners that joined while a reset was open
-        self.rec.stalls = _merge([(f.at, f.at + f.duration) for f in faults if f.kind == "driver-stall"])
+        self.rec.stalls = merge_spans([(f.at, f.at + f.duration) for f in faults if f.kind == "driver-stall"])
         for h, n in topo.hosts:
             for s in range(n):
                 p = self._new_proc(h, s, 0.0)
@@ -474,7 +474,7 @@ class World:
         if not self.rules.declared_work:
             idle = idle + p.waiting
         spans = [(max(a, p.started), min(b, t)) for a, b in idle if min(b, t) > max(a, p.started)]
-        return barrier.Sample(t, (t - p.started) - sum(b - a for a, b in _merge(spans)), None)
+        return barrier.Sample(t, (t - p.started) - sum(b - a for a, b in merge_spans(spans)), None)
 
     def _deadline(self, rid: int, baseline: dict[str, barrier.Sample | None]) -> None:
         r = self.reset
@@ -499,7 +499,8 @@ class World:
         return self.rec
 
 
-def _merge(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+def merge_spans(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The union of closed time spans, as sorted, disjoint spans."""
     out: list[tuple[float, float]] = []
     for a, b in sorted(spans):
         if out and a <= out[-1][1]:

@@ -129,3 +129,20 @@ def expand(text: str, container_: dict, pod_labels_: dict, config_maps_: dict | 
 
 def parse_selector(selector: str) -> dict:
     return dict(term.split("=", 1) for term in selector.split(","))
+
+
+def quantity(text: str) -> float:
+    """A Kubernetes quantity (``500m``, ``4Gi``, ``12``) as a number: CPUs or bytes."""
+    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "m": 1e-3}
+    for unit, factor in units.items():
+        if text.endswith(unit):
+            return float(text[: -len(unit)]) * factor
+    return float(text)
+
+
+def flag(argv: list, name: str) -> str:
+    """The value of ``name`` in argv (``--name=value`` or ``--name value``), given once."""
+    found = [a.split("=", 1)[1] for a in argv if a.startswith(name + "=")]
+    found += [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == name]
+    assert len(found) == 1, f"{name} {'missing from' if not found else 'given twice in'} {argv}"
+    return found[0]

@@ -11,9 +11,11 @@ from tests.deploy.render import (
     container,
     env,
     expand,
+    flag,
     one,
     pod_labels,
     pod_spec,
+    quantity,
     render,
     worker_set,
 )
@@ -26,20 +28,6 @@ MANIFEST_PEAK = 2.7 * GIB  # one dataset-sync's peak RSS for ImageNet's 1.28 M f
 @pytest.fixture(scope="module")
 def objects() -> list:
     return render(OVERLAY)
-
-
-def quantity(value: str) -> float:
-    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "m": 1e-3}
-    for suffix, factor in units.items():
-        if value.endswith(suffix):
-            return float(value[:-len(suffix)]) * factor
-    return float(value)
-
-
-def flag(argv: list, name: str) -> str:
-    found = [a.split("=", 1)[1] for a in argv if a.startswith(name + "=")]
-    assert len(found) == 1, f"{name} in {argv}"
-    return found[0]
 
 
 def expanded(objects: list, name: str) -> list:

@@ -16,6 +16,7 @@ from tests.deploy.render import (
     container,
     env,
     expand,
+    flag,
     one,
     parse_selector,
     pod_labels,
@@ -30,15 +31,6 @@ JOB_LABEL = "elastic-horovod/job"
 @pytest.fixture(scope="module")
 def objects() -> list:
     return render(DEPLOY)
-
-
-def flag(argv, name):
-    for i, a in enumerate(argv):
-        if a == name:
-            return argv[i + 1]
-        if a.startswith(name + "="):
-            return a.split("=", 1)[1]
-    raise AssertionError(f"{name} missing from {argv}")
 
 
 def test_the_launcher_is_a_job_with_an_exit_status_and_retries(objects):

@@ -14,6 +14,7 @@ from tests.deploy.render import (
     container,
     env,
     expand,
+    flag,
     one,
     parse_selector,
     pod_labels,
@@ -56,15 +57,6 @@ def storage() -> list:
 
 def launcher_spec(objects):
     return pod_spec(one(objects, "Job"))
-
-
-def flag(argv, name):
-    for i, a in enumerate(argv):
-        if a == name:
-            return argv[i + 1]
-        if a.startswith(name + "="):
-            return a.split("=", 1)[1]
-    raise AssertionError(f"{name} missing from {argv}")
 
 
 def prepare_argv(objects) -> list:

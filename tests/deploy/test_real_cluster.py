@@ -15,6 +15,7 @@ from tests.deploy.render import (
     one,
     pod_labels,
     pod_spec,
+    quantity,
     render,
     worker_set,
 )
@@ -33,14 +34,6 @@ def objects() -> list:
 @pytest.fixture(scope="module")
 def example() -> list:
     return render(DEPLOY / "overlays" / "example")
-
-
-def quantity(text: str) -> float:
-    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "m": 1e-3}
-    for unit, factor in units.items():
-        if text.endswith(unit):
-            return float(text[: -len(unit)]) * factor
-    return float(text)
 
 
 def test_the_host_key_lives_on_a_pod_scoped_volume(objects):

@@ -8,7 +8,18 @@ import textwrap
 import kubernetes_validate
 import pytest
 
-from tests.deploy.render import DEPLOY, all_containers, by_kind, container, one, pod_spec, render, worker_set
+from tests.deploy.render import (
+    DEPLOY,
+    all_containers,
+    by_kind,
+    container,
+    flag,
+    one,
+    pod_spec,
+    quantity,
+    render,
+    worker_set,
+)
 
 RENDERINGS = {"deploy": DEPLOY, "example": DEPLOY / "overlays" / "example",
               "gpu8": DEPLOY / "overlays" / "gpu8", "spot": DEPLOY / "overlays" / "spot",
@@ -31,12 +42,6 @@ def gpu8() -> list:
 @pytest.fixture(scope="module")
 def spot() -> list:
     return render(RENDERINGS["spot"])
-
-
-def flag(argv: list, name: str) -> str:
-    found = [a.split("=", 1)[1] for a in argv if a.startswith(name + "=")]
-    assert len(found) == 1, f"{name} in {argv}"
-    return found[0]
 
 
 def training_flag(launcher: dict, name: str) -> str:
@@ -188,10 +193,6 @@ def test_every_container_asks_for_what_the_autoscaler_needs_to_scale_from_zero(o
 SMALL_8_GPU_NODES = {"p3.16xlarge": (64, 488), "g4dn.metal": (96, 384), "a2-highgpu-8g": (96, 633)}
 
 
-def gibibytes(value: str) -> float:
-    return float(value[:-2]) if value.endswith("Gi") else float(value) / 2**30
-
-
 def test_the_8_gpu_worker_fits_the_smallest_8_gpu_nodes_and_uses_a_larger_ones_cpus(gpu8):
     """Requests within what the smallest common 8-GPU nodes have after their reservations
     (about 2 vCPUs and 5 % of the memory, DaemonSets included); no CPU limit, so a 192-vCPU
@@ -204,7 +205,7 @@ def test_the_8_gpu_worker_fits_the_smallest_8_gpu_nodes_and_uses_a_larger_ones_c
     assert res["requests"]["memory"] == res["limits"]["memory"]
     for node, (cpus, memory) in SMALL_8_GPU_NODES.items():
         assert float(res["requests"]["cpu"]) <= cpus - 4, node
-        assert gibibytes(res["requests"]["memory"]) <= memory * 0.9, node
+        assert quantity(res["requests"]["memory"]) / 2**30 <= memory * 0.9, node
 
 
 def test_workers_on_a_lost_node_are_replaced_within_a_minute_in_every_rendering(objects):

@@ -43,3 +43,15 @@ def test_a_bad_hostpath_is_one_line_and_no_directory(tmp_path, source, message):
     with pytest.raises(KubeletError, match=message):
         data_source(pod({"hostPath": source}), tmp_path / "node", tmp_path / "pod")
     assert not (tmp_path / "node" / "etc").exists()
+
+
+def test_a_hostpath_that_cannot_be_made_or_is_not_a_map_is_one_line(tmp_path):
+    (tmp_path / "node").mkdir()
+    (tmp_path / "node" / "var").write_text("a file where the directory would go")
+    with pytest.raises(KubeletError, match=r"hostPath /var/cache: cannot make .*: Not a directory"):
+        data_source(pod({"hostPath": {"path": "/var/cache", "type": "DirectoryOrCreate"}}),
+                    tmp_path / "node", tmp_path / "pod")
+    with pytest.raises(KubeletError, match="a map of path and type, got str"):
+        data_source(pod({"hostPath": "/var/cache"}), tmp_path / "node", tmp_path / "pod")
+    odd = {"spec": {"containers": ["worker"], "volumes": ["data"]}}
+    assert data_source(odd, tmp_path / "node", tmp_path / "pod") == tmp_path / "pod" / "data"

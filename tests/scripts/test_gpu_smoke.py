@@ -36,7 +36,11 @@ def test_dry_run_passes_every_part_it_can_run(tmp_path):
     # as a new user runs it: the machine's python3, no venv on PATH; it sets itself up
     # (scripts/setup, done already: seconds) and runs again under the venv's Python
     bare = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin")
-    assert bare and Path(bare).resolve() != Path(sys.executable).resolve(), bare
+    assert bare, "no python3 on /usr/local/bin:/usr/bin:/bin"
+    # the venv's python may be a link to this very file: what tells them apart is sys.prefix
+    prefix = subprocess.run([bare, "-c", "import sys; print(sys.prefix)"], capture_output=True, text=True,
+                            timeout=60, stdin=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin"}).stdout.strip()
+    assert prefix and Path(prefix).resolve() != Path(sys.prefix).resolve(), (bare, prefix)
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
     env.setdefault("ELASTIC_VENV", sys.prefix)

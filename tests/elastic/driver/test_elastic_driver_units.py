@@ -53,7 +53,7 @@ def test_a_silent_majority_is_lost_while_the_rest_answers(our_jobs, monkeypatch,
              END_DEADLINE + 2 * LIVENESS, "the healthy workers to answer past a timeout after the loss")
     assert _lost(events) == sorted(frozen)
     # no doubt of itself over the silent workers; a re-baseline for the driver's own lag
-    # (silent 0: its loop came late, as under a CPU hog) is the lag rule, not this one
+    # (no silent count: its loop came late, as under a CPU hog) is the lag rule, not this one
     doubts = [r for r in _kinds(events, "liveness_rebaseline") if r["detail"]["silent"]]
     assert not doubts, doubts
 

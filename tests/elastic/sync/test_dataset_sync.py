@@ -306,7 +306,7 @@ def test_a_worker_replaced_on_the_same_node_finds_the_cached_copy_and_copies_not
     the current version's manifest digest and listing are the source's."""
     from localcluster import control
 
-    def cached_worker(name: str) -> str:
+    def cached_worker(name: str) -> dict:
         pod = control.worker_pod(name, ssh_port=sync_cluster.ssh_port, labels={"app": "node-cache"})
         pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
         pod["spec"]["volumes"] = [{"name": "data", "hostPath": {"path": "/var/lib/elastic-horovod/datasets",
