@@ -27,9 +27,15 @@ import torch
 
 hvd.init()
 hvd.allreduce(torch.zeros(1), name="warm-up")  # both ranks are up and connected
+waiting = sys.argv[1] + ".waiting"
 if hvd.rank() == 1:
-    time.sleep(3.0)  # the slow peer's longer step
+    deadline = time.monotonic() + 120
+    while not os.path.exists(waiting) and time.monotonic() < deadline:
+        time.sleep(0.01)  # until rank 0 is in its timed allreduce
+    time.sleep(3.0)  # then the slow peer's longer step: rank 0 waits at least this
 wall, cpu = time.monotonic(), time.thread_time()
+if hvd.rank() == 0:
+    open(waiting, "w").close()
 hvd.allreduce(torch.ones(1), name="late")
 wall, cpu = time.monotonic() - wall, time.thread_time() - cpu
 if hvd.rank() == 0:
