@@ -9,6 +9,9 @@ report (``heard``) counts as an answer. The rules, each with its reason:
 - **Lost** (``Lose``): silent, nothing heard for ``timeout``, and at least ``pings_to_lose``
   sent pings failed in a row. A worker whose one failed ping was a fluke gets its next ping
   sent before it can be lost, however long the queue in front of it.
+- **Retry** (``Ping``, between rounds): a silent worker short of those failed pings, with no
+  ping under way, gets its next one at the last moment it can still fail by the timeout
+  (``retry_at``): the loss comes at its deadline, not at the next round, however long the rounds.
 - **Lag** (``Rebaseline``): the detector woke more than ``lag_limit`` after it meant to (the
   driver was stopped, throttled or paused): what it missed proves nothing against a worker,
   so every worker counts as seen now.
@@ -170,12 +173,19 @@ class Liveness:
                 self._watched[k].queued = True
             if due_pings:
                 out.append(Ping(tuple(due_pings)))
-        # a worker with enough failed pings expires by time alone; one short of them is woken
-        # up by its next failure (failed), not by the clock
+        retries = sorted((k for k, w in self._watched.items() if self.wants_retry(w, now)), key=repr)
+        for k in retries:
+            self._watched[k].queued = True
+        if retries:
+            out.append(Ping(tuple(retries)))
+        # a worker with enough failed pings expires by time alone; one short of them gets its
+        # next ping by its retry time at the latest, and is then woken up by its failure
         due = self._next_round
         for w in self._watched.values():
             if w.failed >= s.pings_to_lose:
                 due = min(due, max(now + s.interval / 100, w.last_seen + s.timeout))
+            elif w.failed and not w.queued:
+                due = min(due, max(now + s.interval / 100, self.retry_at(w)))
         return out, due
 
     # -- the rules (one each; elastic.simulation replays older ones by overriding them) ----------
@@ -190,6 +200,17 @@ class Liveness:
     def wants_ping(self, w: _Watched, now: float) -> bool:
         """One ping at a time, and none for a worker heard from lately."""
         return not w.queued and (w.heard is None or now - w.heard >= self.settings.heard_window)
+
+    def retry_at(self, w: _Watched) -> float:
+        """When a silent worker short of its failed pings gets its next one, whatever the round:
+        the last moment that ping can still fail by its timeout, so a worker is lost at its
+        deadline even when the rounds are longer than it, and a fluke has the most time to end."""
+        return w.last_seen + self.settings.timeout - self.settings.ping_timeout
+
+    def wants_retry(self, w: _Watched, now: float) -> bool:
+        """Silent, short of the failed pings a loss needs, no ping under way, its retry due."""
+        return (not w.queued and 0 < w.failed < self.settings.pings_to_lose
+                and now >= self.retry_at(w))
 
     def doubts_itself(self, expired: list[Key], now: float) -> str | None:
         """Why the driver suspects itself instead of losing the expired workers, or None."""

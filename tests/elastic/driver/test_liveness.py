@@ -45,6 +45,39 @@ def test_a_frozen_worker_is_lost_within_its_bound_and_alone():
     assert 10.0 + S.timeout - S.interval <= t <= 10.0 + S.timeout + S.interval + 2 * S.ping_timeout
 
 
+def test_a_silent_worker_is_lost_at_its_deadline_not_at_the_next_round():
+    """Its second ping goes when it can still fail by the timeout, not at the next round: with
+    60 s rounds and a 2 s timeout, a worker frozen from the start is lost at about 2 s (it was
+    lost at the next round, 60 s, when only rounds sent pings)."""
+    det = Liveness(Settings(timeout=2.0, ping_timeout=1.0, interval=60.0))
+    det.watch(["a", "b"], 0.0)
+    out = run(det, 70.0, lambda k, t: k != "b")
+    (t, lose), = out
+    assert isinstance(lose, Lose) and lose.keys == ("b",)
+    assert t <= 2.0 + 0.25, t
+
+
+def test_a_retry_that_is_answered_keeps_the_worker_and_pings_stay_on_their_rounds():
+    """A fluke (one failed ping, the retry answered) loses nobody, and a worker that answers
+    is pinged once a round, never between."""
+    det = Liveness(Settings(timeout=5.0, ping_timeout=1.0, interval=10.0))
+    det.watch(["a"], 0.0)
+    pings = []
+    det.tick(0.0)
+    det.failed("a", 0.0)  # the first ping, a fluke
+    for t in (1.0, 3.0, 4.0):
+        decisions, due = det.tick(t)
+        pings += [t for d in decisions if isinstance(d, Ping)]
+        if t == 1.0:
+            assert due == 4.0  # its retry: last seen at 0, 5 s timeout, 1 s ping deadline
+    assert pings == [4.0]
+    det.answered("a", 4.0)
+    for t in (5.0, 6.0, 9.0):
+        decisions, due = det.tick(t)
+        assert decisions == [] and due == 10.0, (t, decisions, due)
+    assert not det.suspected("a")
+
+
 def test_a_silent_majority_is_lost_while_the_others_answer():
     det = Liveness(S)
     det.watch(["a", "b", "c"], 0.0)
