@@ -1,7 +1,9 @@
 """The training flags deploy/ gives the trainer, for a run outside a cluster (scripts/gpu-smoke).
 
-``training_flags(launcher_yaml, root)`` reads the launcher Job's manifest
-(``deploy/job/launcher.yaml``), takes the training command after elastic-run's ``--``
+``training_flags(path, root)`` reads the launcher Job's manifest (``deploy/job/launcher.yaml``)
+or an overlay's ``kustomization.yaml`` whose patch restates the launcher's args
+(``deploy/overlays/imagenet``: ResNet-50's flags, not the base's MNIST ones), takes the
+training command after elastic-run's ``--``
 (``python -m training.<name> FLAG...``) and returns ``(module, flags)``: the flags as deploy/
 passes them, except the data and the length of the run (``--data-dir``, ``--epochs``: the
 caller brings its own), with every path in the pod's volumes (``/data``, ``/checkpoints``)
@@ -17,7 +19,7 @@ from pathlib import Path
 import yaml
 
 DROPPED = ("--data-dir", "--epochs")
-POD_VOLUMES = ("/data", "/checkpoints")
+POD_VOLUMES = ("/data", "/checkpoints", "/scratch")
 
 
 def _local(value: str, root: Path) -> str:
@@ -28,10 +30,20 @@ def _local(value: str, root: Path) -> str:
     return value
 
 
+def _documents(path: Path) -> list[dict]:
+    """The manifest's objects; for a kustomization, also those its inline patches restate."""
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict)]
+    patches = [p.get("patch") for d in docs if d.get("kind") == "Kustomization"
+               for p in d.get("patches") or [] if isinstance(p, dict)]
+    for text in patches:
+        if isinstance(text, str):
+            docs += [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
+    return docs
+
+
 def training_flags(launcher_yaml: Path, root: Path) -> tuple[str, list[str]]:
     """deploy/'s trainer module and flags, made local (module docstring)."""
-    docs = [d for d in yaml.safe_load_all(launcher_yaml.read_text()) if isinstance(d, dict)]
-    for doc in docs:
+    for doc in _documents(launcher_yaml):
         containers = (doc.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or [])
         for container in containers:
             args = [str(a) for a in container.get("args") or []]

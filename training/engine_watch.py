@@ -10,8 +10,9 @@ nothing (no NVML, a driver whose NVML has no JPG counter, no sample taken).
   being samples the counter did not give.
 - ``EngineWatch(uuid, every=0.1)``: NVML through ``ctypes`` (``libnvidia-ml.so.1``, which the
   driver installs; nothing to build or pip-install), the device found by its UUID (torch's
-  ``get_device_properties(i).uuid``: CUDA's and NVML's device orders can differ). Never
-  raises for NVML: what is missing becomes ``summary()``'s reason.
+  ``get_device_properties(i).uuid``: CUDA's and NVML's device orders can differ). NVML is
+  opened when the block starts and shut down when it ends. Never raises for NVML: what is
+  missing becomes ``summary()``'s reason.
 """
 from __future__ import annotations
 
@@ -49,25 +50,31 @@ class EngineWatch:
     """Sample one device's NVJPG and SM utilisation while the ``with`` block runs."""
 
     def __init__(self, uuid: str, every: float = 0.1):
+        self.uuid = uuid
         self.every = every
         self.jpg: list[int | None] = []
         self.sm: list[int | None] = []
         self.reason = ""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._nvml = None
+        self._nvml: ctypes.CDLL | None = None
         self._handle = ctypes.c_void_p()
+
+    def _open(self) -> None:
+        """NVML initialised and the device found (``_nvml`` set), or ``reason`` says why not;
+        an NVML initialised for nothing is shut down again."""
         try:
             nvml = ctypes.CDLL("libnvidia-ml.so.1")
         except OSError as exc:
             self.reason = f"engines not watched: no NVML ({exc})"
             return
-        name = uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
+        name = self.uuid if self.uuid.startswith(("GPU-", "MIG-")) else f"GPU-{self.uuid}"
         if nvml.nvmlInit_v2() != NVML_SUCCESS:
             self.reason = "engines not watched: nvmlInit failed"
             return
         if nvml.nvmlDeviceGetHandleByUUID(name.encode(), ctypes.byref(self._handle)) != NVML_SUCCESS:
             self.reason = f"engines not watched: NVML knows no device {name}"
+            nvml.nvmlShutdown()
             return
         self._nvml = nvml
 
@@ -88,6 +95,8 @@ class EngineWatch:
             self._stop.wait(self.every)
 
     def __enter__(self) -> EngineWatch:
+        """Open NVML (each init is matched by a shutdown in ``__exit__``) and start sampling."""
+        self._open()
         if self._nvml is not None:
             self._thread = threading.Thread(target=self._sample, name="engine-watch", daemon=True)
             self._thread.start()
@@ -97,6 +106,9 @@ class EngineWatch:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if self._nvml is not None and (self._thread is None or not self._thread.is_alive()):
+            self._nvml.nvmlShutdown()  # NVML counts its inits: one shutdown for ours
+        self._nvml = None
 
     def summary(self) -> str:
         """What the watch saw, or why it saw nothing."""

@@ -117,3 +117,51 @@ def test_the_readme_tells_how_to_run_it(objects):
                    "DATASET_SOURCE", "DATASET_DEST", "/var/lib/elastic-horovod/datasets",
                    "pod-security.kubernetes.io/enforce=privileged", "OnRootMismatch"):
         assert needed in section, needed
+
+
+# What the overlay means to change in the base job's commands; every other flag must stay the
+# base's, so a flag added to or changed in deploy/job/launcher.yaml reaches the overlay (it
+# restates whole argument lists: a kustomize patch replaces a list, it does not merge it).
+MEANT = {
+    "discovery-daemon": {"--prepare-cmd --dataset", "--prepare-timeout", "--prepare-concurrency"},
+    "launcher": {"--elastic-timeout", "--dataset", "--first-world-timeout", "--ready-timeout",
+                 "-- -m", "-- --data-dir", "-- --epochs", "-- --snapshot-dir"},
+}
+
+
+def _flags(argv: list, prefix: str = "") -> dict:
+    """argv's flags by name (``--a=b``, ``--a b``, ``-m mod``; the command after ``--`` as
+    ``-- NAME``), a shell-quoted ``--prepare-cmd`` split into its own flags."""
+    out: dict = {}
+    if "--" in argv:  # the command's own flags apart from elastic-run's (both have --term-grace)
+        cut = argv.index("--")
+        return {**_flags(argv[:cut], prefix), **_flags(argv[cut + 1:], prefix + "-- ")}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        name, sep, value = arg.partition("=")
+        if not arg.startswith("-"):
+            out.setdefault(prefix + "argv", []).append(arg)
+        elif sep:
+            out[prefix + name] = value
+        elif i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+            out[prefix + name] = argv[i + 1]
+            i += 1
+        else:
+            out[prefix + name] = True
+        if name == "--prepare-cmd" and sep:
+            out.update(_flags(shlex.split(value), "--prepare-cmd "))
+            del out[prefix + name]
+        i += 1
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(MEANT))
+def test_the_overlay_changes_only_what_it_means_to_in_the_base_commands(objects, name):
+    base = _flags(container(pod_spec(one(render(DEPLOY), "Job")), name)["args"])
+    overlay = _flags(container(pod_spec(one(objects, "Job")), name)["args"])
+    drift = sorted(k for k in base.keys() | overlay.keys()
+                   if k not in MEANT[name] and base.get(k) != overlay.get(k))
+    differs = {k: (base.get(k), overlay.get(k)) for k in drift}
+    assert not drift, f"the ImageNet overlay's {name} differs from deploy/job/launcher.yaml's in {differs}"
+    assert MEANT[name] <= overlay.keys(), f"{name}: {sorted(MEANT[name] - overlay.keys())} no longer set"

@@ -23,6 +23,16 @@ def test_deploy_launcher_flags_are_taken_with_their_paths_made_local(tmp_path):
     assert "$(" not in " ".join(flags)
 
 
+def test_the_imagenet_overlay_gives_resnet50_its_own_flags(tmp_path):
+    """gpu-smoke's real loop takes ResNet-50's flags from the overlay that trains it, not the
+    base job's MNIST ones: the snapshots go to the pod's /scratch, made local too."""
+    module, flags = training_flags(ROOT / "deploy" / "overlays" / "imagenet" / "kustomization.yaml", tmp_path)
+    assert module == "training.resnet50"
+    by_name = dict(f.split("=", 1) for f in flags if "=" in f)
+    assert by_name["--snapshot-dir"] == str(tmp_path / "scratch" / "snapshots")
+    assert "--data-dir" not in by_name and "$(" not in " ".join(flags)
+
+
 LAUNCHER = """
 apiVersion: batch/v1
 kind: Job
