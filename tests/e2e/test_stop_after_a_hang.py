@@ -1,0 +1,168 @@
+"""SIGTERM to elastic-run ends it, its discovery daemon and its driver within its grace, also
+after a failure the driver handled. Once, a stop after a pod's ranks hung and came back left
+horovodrun, elastic-run and the daemon running for minutes (the driver's threads waiting on
+each other); the driver now ends within a bound after its stop, and this checks the whole
+launcher as a user stops it (a drain, `kubectl delete pod`).
+
+Local cluster, 2 pods x 2 slots, elastic-run with its own daemon, the failure detector's job
+(tests/runtime/detector_job.py): the ranks of worker-1 hang (a GPU hang: SIGSTOP of the
+training processes only, the pod stays Ready), the driver loses them and the two left train
+on; the hung ranks are thawed (the hang ends, as in the report), then SIGTERM."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from localcluster.testing import running_cluster
+from shared.event_kinds import Kind
+from tests.waiting import wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.horovod]
+
+BIN = Path(sys.executable).parent
+JOB = Path(__file__).resolve().parents[1] / "runtime" / "detector_job.py"
+TERM_GRACE = 20.0
+# elastic-run's own bound after the training's grace: horovodrun's stop, the reap over ssh and
+# the daemon's end; generous on a loaded machine, far below the minutes the report saw
+STOP_BOUND = TERM_GRACE + 40.0
+
+
+def _lines(path: Path) -> list[dict]:
+    out = []
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return out
+    for line in text.splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            pass  # a line being written
+    return out
+
+
+def _tree(root: int) -> set[int]:
+    """root and every live process under it."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    tree, grew = {root}, True
+    while grew:
+        more = {pid for pid, ppid in parents.items() if ppid in tree} - tree
+        tree |= more
+        grew = bool(more)
+    return {pid for pid in tree if pid in parents}
+
+
+def _live(pids: set[int]) -> set[int]:
+    """Those of pids that still run (not gone, not a zombie)."""
+    out = set()
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z":
+            out.add(pid)
+    return out
+
+
+def _job_processes(log: Path) -> set[int]:
+    """This run's processes anywhere on the machine (the pods' too): the job script in their
+    argv and this test's log in their environment."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes()
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if str(JOB).encode() in argv and f"DET_LOG={log}".encode() in environ:
+            found.add(int(entry.name))
+    return _live(found)
+
+
+def _frozen(log: Path) -> list[int]:
+    return [int(p.name.rsplit(".", 1)[1]) for p in log.parent.glob(f"{log.name}.frozen.*")]
+
+
+@pytest.mark.timeout(600)
+def test_sigterm_after_a_pods_ranks_hung_ends_elastic_run_its_daemon_and_driver(tmp_path):
+    log, events = tmp_path / "det.jsonl", tmp_path / "events.jsonl"
+    with running_cluster(tmp_path / "cluster", workers=2, slots=2) as c:
+        hung_host = c.pod_ip("worker-1")
+        env = dict(os.environ, PATH=f"{BIN}:{os.environ.get('PATH', '')}", PYTHONUNBUFFERED="1",
+                   DET_LOG=str(log), DET_FREEZE_HOST=hung_host, DET_FREEZE_AT_STEP="30",
+                   DET_STEP_SECONDS="0.1")
+        for name in ("DISCOVERY_URL", "DISCOVERY_SELECTOR", "DISCOVERY_PORT", "ELASTIC_DATASET", "ELASTIC_JOB_ID"):
+            env.pop(name, None)
+        argv = [str(BIN / "elastic-run"), "--selector", "app=elastic-horovod,role=worker",
+                "--kubeconfig", str(c.kubeconfig), "--ssh-port", str(c.ssh_port),
+                "--ssh-identity-file", str(c.identity), "--network-interface", "lo",
+                "--min-np", "2", "--max-np", "4", "--elastic-timeout", "120",
+                "--term-grace", f"{TERM_GRACE:g}", "--events-file", str(events),
+                "--", sys.executable, str(JOB)]
+        with open(tmp_path / "elastic-run.log", "wb") as out:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env,
+                                    start_new_session=True)
+        frozen: list[int] = []
+
+        def output() -> str:
+            return (tmp_path / "elastic-run.log").read_text(errors="replace")[-4000:]
+
+        def alive() -> None:
+            assert proc.poll() is None, f"elastic-run exited {proc.returncode}:\n{output()}"
+
+        try:
+            wait_for(lambda: len(_frozen(log)) == 2, 420, f"the two ranks on {hung_host} to hang",
+                     alive=alive, detail=output)
+            frozen = _frozen(log)
+            hung = time.time()
+            wait_for(lambda: len([e for e in _lines(events) if e.get("kind") == Kind.WORKER_LOST]) == 2, 120,
+                     "the driver to lose the two hung ranks", alive=alive, detail=output)
+            wait_for(lambda: any(r["size"] == 2 and r["time"] > hung for r in _lines(log)), 180,
+                     "the two ranks left to train on", alive=alive, detail=output)
+            for pid in frozen:  # the hang ends (a process the driver already ended is gone)
+                try:
+                    os.kill(pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+            launcher = _tree(proc.pid)
+            assert len(launcher) > 2, "elastic-run runs no daemon or horovodrun"
+            sent = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            try:
+                code = proc.wait(timeout=STOP_BOUND)
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"elastic-run still runs {STOP_BOUND:g} s after SIGTERM:\n{output()}", pytrace=False)
+            took = time.monotonic() - sent
+            # everything it started ends with it: the daemon, horovodrun and the driver in it,
+            # and the job's processes on the pods
+            wait_for(lambda: not _live(launcher - {proc.pid}) and not _job_processes(log), 15,
+                     "the daemon, horovodrun and the job's processes to be gone with elastic-run",
+                     detail=lambda: f"still running: {sorted(_live(launcher - {proc.pid}) | _job_processes(log))}")
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            for pid in frozen:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+    assert code == 143, f"elastic-run exited {code} {took:.1f} s after SIGTERM:\n{output()}"
+    lost = sorted(e["detail"]["host"] for e in _lines(events) if e.get("kind") == Kind.WORKER_LOST)
+    assert lost == [hung_host, hung_host], lost
