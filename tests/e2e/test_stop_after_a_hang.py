@@ -35,7 +35,7 @@ STOP_BOUND = TERM_GRACE + 40.0
 
 
 def _lines(path: Path) -> list[dict]:
-    out = []
+    out: list[dict] = []
     try:
         text = path.read_text()
     except FileNotFoundError:
