@@ -4,9 +4,9 @@ horovodrun, elastic-run and the daemon running for minutes (the driver's threads
 each other); the driver now ends within a bound after its stop, and this checks the whole
 launcher as a user stops it (a drain, `kubectl delete pod`).
 
-Local cluster, 2 pods x 2 slots, elastic-run with its own daemon, the failure detector's job
-(tests/runtime/detector_job.py): the ranks of worker-1 hang (a GPU hang: SIGSTOP of the
-training processes only, the pod stays Ready), the driver loses them and the two left train
+Local cluster, 2 pods, elastic-run with its own daemon, the failure detector's job
+(tests/runtime/detector_job.py): the two ranks of worker-1 hang (a GPU hang: SIGSTOP of the
+training processes only, the pod stays Ready), the driver loses them and the ranks left train
 on; the hung ranks are thawed (the hang ends, as in the report), then SIGTERM."""
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from localcluster import control
 from localcluster.testing import running_cluster
 from shared.event_kinds import Kind
 from tests.waiting import wait_for
@@ -100,9 +101,15 @@ def _frozen(log: Path) -> list[int]:
 
 
 @pytest.mark.timeout(600)
-def test_sigterm_after_a_pods_ranks_hung_ends_elastic_run_its_daemon_and_driver(tmp_path):
+@pytest.mark.parametrize("first_slots, left", [(2, 2), (1, 1)], ids=["half-silent", "silent-majority"])
+def test_sigterm_after_a_pods_ranks_hung_ends_elastic_run_its_daemon_and_driver(tmp_path, first_slots, left):
+    """worker-0 has first_slots slots, worker-1 two; worker-1's two ranks hang. half-silent:
+    2 of 4; silent-majority: 2 of 3 (the fork's driver suspected itself for ever there and
+    training stopped for good), and the one rank left trains alone."""
     log, events = tmp_path / "det.jsonl", tmp_path / "events.jsonl"
-    with running_cluster(tmp_path / "cluster", workers=2, slots=2) as c:
+    with running_cluster(tmp_path / "cluster", workers=1, slots=first_slots) as c:
+        created, _ = control.scale(c.state, 2, slots=2)
+        control.wait_ready(c.state, created, 120)
         hung_host = c.pod_ip("worker-1")
         env = dict(os.environ, PATH=f"{BIN}:{os.environ.get('PATH', '')}", PYTHONUNBUFFERED="1",
                    DET_LOG=str(log), DET_FREEZE_HOST=hung_host, DET_FREEZE_AT_STEP="30",
@@ -112,7 +119,7 @@ def test_sigterm_after_a_pods_ranks_hung_ends_elastic_run_its_daemon_and_driver(
         argv = [str(BIN / "elastic-run"), "--selector", "app=elastic-horovod,role=worker",
                 "--kubeconfig", str(c.kubeconfig), "--ssh-port", str(c.ssh_port),
                 "--ssh-identity-file", str(c.identity), "--network-interface", "lo",
-                "--min-np", "2", "--max-np", "4", "--elastic-timeout", "120",
+                "--min-np", str(left), "--max-np", str(first_slots + 2), "--elastic-timeout", "120",
                 "--term-grace", f"{TERM_GRACE:g}", "--events-file", str(events),
                 "--", sys.executable, str(JOB)]
         with open(tmp_path / "elastic-run.log", "wb") as out:
@@ -133,8 +140,8 @@ def test_sigterm_after_a_pods_ranks_hung_ends_elastic_run_its_daemon_and_driver(
             hung = time.time()
             wait_for(lambda: len([e for e in _lines(events) if e.get("kind") == Kind.WORKER_LOST]) == 2, 120,
                      "the driver to lose the two hung ranks", alive=alive, detail=output)
-            wait_for(lambda: any(r["size"] == 2 and r["time"] > hung for r in _lines(log)), 180,
-                     "the two ranks left to train on", alive=alive, detail=output)
+            wait_for(lambda: any(r["size"] == left and r["time"] > hung for r in _lines(log)), 180,
+                     f"the {left} rank(s) left to train on", alive=alive, detail=output)
             for pid in frozen:  # the hang ends (a process the driver already ended is gone)
                 try:
                     os.kill(pid, signal.SIGCONT)
