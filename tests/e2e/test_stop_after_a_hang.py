@@ -23,6 +23,7 @@ import pytest
 from localcluster import control
 from localcluster.testing import running_cluster
 from shared.event_kinds import Kind
+from tests.runtime.liveness import paused
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.horovod]
@@ -100,76 +101,131 @@ def _frozen(log: Path) -> list[int]:
     return [int(p.name.rsplit(".", 1)[1]) for p in log.parent.glob(f"{log.name}.frozen.*")]
 
 
+class Run:
+    """One elastic-run of the detector's job on cluster c, in its own process group; ``stop()``
+    sends SIGTERM and checks that everything it ran ends."""
+
+    def __init__(self, c, tmp_path: Path, min_np: int, max_np: int, **job_env: str):
+        self.log, self.events, self.out = tmp_path / "det.jsonl", tmp_path / "events.jsonl", tmp_path / "run.log"
+        env = dict(os.environ, PATH=f"{BIN}:{os.environ.get('PATH', '')}", PYTHONUNBUFFERED="1",
+                   DET_LOG=str(self.log), DET_STEP_SECONDS="0.1", **job_env)
+        for name in ("DISCOVERY_URL", "DISCOVERY_SELECTOR", "DISCOVERY_PORT", "ELASTIC_DATASET", "ELASTIC_JOB_ID"):
+            env.pop(name, None)
+        argv = [str(BIN / "elastic-run"), "--selector", "app=elastic-horovod,role=worker",
+                "--kubeconfig", str(c.kubeconfig), "--ssh-port", str(c.ssh_port),
+                "--ssh-identity-file", str(c.identity), "--network-interface", "lo",
+                "--min-np", str(min_np), "--max-np", str(max_np), "--elastic-timeout", "120",
+                "--term-grace", f"{TERM_GRACE:g}", "--events-file", str(self.events),
+                "--", sys.executable, str(JOB)]
+        with open(self.out, "wb") as out:
+            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env,
+                                         start_new_session=True)
+        self.code: int | None = None
+
+    def output(self) -> str:
+        return self.out.read_text(errors="replace")[-4000:]
+
+    def alive(self) -> None:
+        assert self.proc.poll() is None, f"elastic-run exited {self.proc.returncode}:\n{self.output()}"
+
+    def kinds(self, kind: str) -> list[dict]:
+        return [e for e in _lines(self.events) if e.get("kind") == kind]
+
+    def stop(self) -> None:
+        """SIGTERM: elastic-run exits 143 within its grace and a bound, and its daemon,
+        horovodrun (the driver) and every process of the job on the pods are gone."""
+        launcher = _tree(self.proc.pid)
+        assert len(launcher) > 2, "elastic-run runs no daemon or horovodrun"
+        sent = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.code = self.proc.wait(timeout=STOP_BOUND)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"elastic-run still runs {STOP_BOUND:g} s after SIGTERM:\n{self.output()}", pytrace=False)
+        took = time.monotonic() - sent
+        def left() -> set[int]:
+            return _live(launcher - {self.proc.pid}) | _job_processes(self.log)
+
+        wait_for(lambda: not left(), 15, "the daemon, horovodrun and the job's processes to be gone with elastic-run",
+                 detail=lambda: f"still running: {sorted(left())}")
+        assert self.code == 143, f"elastic-run exited {self.code} {took:.1f} s after SIGTERM:\n{self.output()}"
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("first_slots, left", [(2, 2), (1, 1)], ids=["half-silent", "silent-majority"])
 def test_sigterm_after_a_pods_ranks_hung_ends_elastic_run_its_daemon_and_driver(tmp_path, first_slots, left):
     """worker-0 has first_slots slots, worker-1 two; worker-1's two ranks hang. half-silent:
     2 of 4; silent-majority: 2 of 3 (the fork's driver suspected itself for ever there and
     training stopped for good), and the one rank left trains alone."""
-    log, events = tmp_path / "det.jsonl", tmp_path / "events.jsonl"
     with running_cluster(tmp_path / "cluster", workers=1, slots=first_slots) as c:
         created, _ = control.scale(c.state, 2, slots=2)
         control.wait_ready(c.state, created, 120)
         hung_host = c.pod_ip("worker-1")
-        env = dict(os.environ, PATH=f"{BIN}:{os.environ.get('PATH', '')}", PYTHONUNBUFFERED="1",
-                   DET_LOG=str(log), DET_FREEZE_HOST=hung_host, DET_FREEZE_AT_STEP="30",
-                   DET_STEP_SECONDS="0.1")
-        for name in ("DISCOVERY_URL", "DISCOVERY_SELECTOR", "DISCOVERY_PORT", "ELASTIC_DATASET", "ELASTIC_JOB_ID"):
-            env.pop(name, None)
-        argv = [str(BIN / "elastic-run"), "--selector", "app=elastic-horovod,role=worker",
-                "--kubeconfig", str(c.kubeconfig), "--ssh-port", str(c.ssh_port),
-                "--ssh-identity-file", str(c.identity), "--network-interface", "lo",
-                "--min-np", str(left), "--max-np", str(first_slots + 2), "--elastic-timeout", "120",
-                "--term-grace", f"{TERM_GRACE:g}", "--events-file", str(events),
-                "--", sys.executable, str(JOB)]
-        with open(tmp_path / "elastic-run.log", "wb") as out:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env,
-                                    start_new_session=True)
+        run = Run(c, tmp_path, left, first_slots + 2, DET_FREEZE_HOST=hung_host, DET_FREEZE_AT_STEP="30")
         frozen: list[int] = []
-
-        def output() -> str:
-            return (tmp_path / "elastic-run.log").read_text(errors="replace")[-4000:]
-
-        def alive() -> None:
-            assert proc.poll() is None, f"elastic-run exited {proc.returncode}:\n{output()}"
-
         try:
-            wait_for(lambda: len(_frozen(log)) == 2, 420, f"the two ranks on {hung_host} to hang",
-                     alive=alive, detail=output)
-            frozen = _frozen(log)
+            wait_for(lambda: len(_frozen(run.log)) == 2, 420, f"the two ranks on {hung_host} to hang",
+                     alive=run.alive, detail=run.output)
+            frozen = _frozen(run.log)
             hung = time.time()
-            wait_for(lambda: len([e for e in _lines(events) if e.get("kind") == Kind.WORKER_LOST]) == 2, 120,
-                     "the driver to lose the two hung ranks", alive=alive, detail=output)
-            wait_for(lambda: any(r["size"] == left and r["time"] > hung for r in _lines(log)), 180,
-                     f"the {left} rank(s) left to train on", alive=alive, detail=output)
+            wait_for(lambda: len(run.kinds(Kind.WORKER_LOST)) == 2, 120, "the driver to lose the two hung ranks",
+                     alive=run.alive, detail=run.output)
+            wait_for(lambda: any(r["size"] == left and r["time"] > hung for r in _lines(run.log)), 180,
+                     f"the {left} rank(s) left to train on", alive=run.alive, detail=run.output)
             for pid in frozen:  # the hang ends (a process the driver already ended is gone)
                 try:
                     os.kill(pid, signal.SIGCONT)
                 except ProcessLookupError:
                     pass
-            launcher = _tree(proc.pid)
-            assert len(launcher) > 2, "elastic-run runs no daemon or horovodrun"
-            sent = time.monotonic()
-            proc.send_signal(signal.SIGTERM)
-            try:
-                code = proc.wait(timeout=STOP_BOUND)
-            except subprocess.TimeoutExpired:
-                pytest.fail(f"elastic-run still runs {STOP_BOUND:g} s after SIGTERM:\n{output()}", pytrace=False)
-            took = time.monotonic() - sent
-            # everything it started ends with it: the daemon, horovodrun and the driver in it,
-            # and the job's processes on the pods
-            wait_for(lambda: not _live(launcher - {proc.pid}) and not _job_processes(log), 15,
-                     "the daemon, horovodrun and the job's processes to be gone with elastic-run",
-                     detail=lambda: f"still running: {sorted(_live(launcher - {proc.pid}) | _job_processes(log))}")
+            run.stop()
         finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            run.close()
             for pid in frozen:
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-    assert code == 143, f"elastic-run exited {code} {took:.1f} s after SIGTERM:\n{output()}"
-    lost = sorted(e["detail"]["host"] for e in _lines(events) if e.get("kind") == Kind.WORKER_LOST)
+    lost = sorted(e["detail"]["host"] for e in run.kinds(Kind.WORKER_LOST))
     assert lost == [hung_host, hung_host], lost
+
+
+@pytest.mark.timeout(600)
+def test_a_driver_stalled_six_seconds_loses_none_of_eight_ranks_and_sigterm_ends_all(tmp_path):
+    """Two 4-slot pods, a world of 8, each rank behind elastic-run's lease wrapper (its run id,
+    one kept connection): horovodrun (the driver, its rendezvous server and the leases'
+    answers) is stopped for 6 s (a launcher throttled or paused). No lease runs out and nobody
+    is lost: the eight train on at world size 8; then SIGTERM ends everything. The simulation
+    shows the old rule (a new connection per renewal into a listen backlog of 5) failing from
+    16 workers up."""
+    with running_cluster(tmp_path / "cluster", workers=2, slots=4) as c:
+        run = Run(c, tmp_path, 8, 8)
+        try:
+            def eight_since(t: float) -> bool:
+                return len({r["rank"] for r in _lines(run.log) if r["size"] == 8 and r["time"] > t}) == 8
+
+            wait_for(lambda: eight_since(0), 480, "the world of eight to train", alive=run.alive, detail=run.output)
+            driver = [p for p in _tree(run.proc.pid) if b"elastic.driver.hvdrun" in _argv(p)]
+            assert len(driver) == 1, f"no single horovodrun (elastic.driver.hvdrun) under elastic-run: {driver}"
+            thawed = paused(driver[0], 6.0)  # the driver stopped for 6 s
+            wait_for(lambda: eight_since(thawed + 10) or run.kinds(Kind.WORKER_LOST), 240,  # a loss fails below
+                     "the eight to train at world size 8 10 s after the thaw", alive=run.alive, detail=run.output)
+            failed = [e for e in run.kinds(Kind.WORKER_EXIT) if e["detail"].get("exit_code")]
+            gone = run.kinds(Kind.WORKER_LOST) + failed
+            assert not gone, f"the driver's stall cost workers: {gone}"
+            said = [line for line in run.output().splitlines() if "elastic-run lease:" in line]
+            assert not said, f"a lease ran out: {said}"
+            run.stop()
+        finally:
+            run.close()
+
+
+def _argv(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
