@@ -30,6 +30,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.horovod]
 
 BIN = Path(sys.executable).parent
 JOB = Path(__file__).resolve().parents[1] / "runtime" / "detector_job.py"
+JOINS_JOB = JOB.parent / "joins_job.py"
 TERM_GRACE = 20.0
 # elastic-run's own bound after the training's grace: horovodrun's stop, the reap over ssh and
 # the daemon's end; generous on a loaded machine, far below the minutes the report saw
@@ -80,9 +81,9 @@ def _live(pids: set[int]) -> set[int]:
     return out
 
 
-def _job_processes(log: Path) -> set[int]:
+def _job_processes(job: Path, log_setting: str) -> set[int]:
     """This run's processes anywhere on the machine (the pods' too): the job script in their
-    argv and this test's log in their environment."""
+    argv and log_setting (``NAME=path``: this test's log) in their environment."""
     found = set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -92,23 +93,42 @@ def _job_processes(log: Path) -> set[int]:
             environ = (entry / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if str(JOB).encode() in argv and f"DET_LOG={log}".encode() in environ:
+        if str(job).encode() in argv and log_setting.encode() in environ:
             found.add(int(entry.name))
     return _live(found)
 
 
-def _frozen(log: Path) -> list[int]:
-    return [int(p.name.rsplit(".", 1)[1]) for p in log.parent.glob(f"{log.name}.frozen.*")]
+def _trainers(job: Path, log_setting: str, host: str) -> set[int]:
+    """The training processes (``python JOB``, not a wrapper around it) of this run on host,
+    as this machine numbers them (the pods have pid namespaces of their own)."""
+    found = set()
+    for pid in _job_processes(job, log_setting):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv[1:2] == [str(job).encode()] and f"HOROVOD_HOSTNAME={host}".encode() in environ:
+            found.add(pid)
+    return found
+
+
+def _freeze_marks(log: Path) -> int:
+    """How many of the job's processes said they hang now (detector_job.py's marks)."""
+    return len(list(log.parent.glob(f"{log.name}.frozen.*")))
 
 
 class Run:
     """One elastic-run of the detector's job on cluster c, in its own process group; ``stop()``
     sends SIGTERM and checks that everything it ran ends."""
 
-    def __init__(self, c, tmp_path: Path, min_np: int, max_np: int, **job_env: str):
-        self.log, self.events, self.out = tmp_path / "det.jsonl", tmp_path / "events.jsonl", tmp_path / "run.log"
+    def __init__(self, c, tmp_path: Path, min_np: int, max_np: int, job: Path = JOB, log_var: str = "DET_LOG",
+                 **job_env: str):
+        self.log, self.events, self.out = tmp_path / "job.jsonl", tmp_path / "events.jsonl", tmp_path / "run.log"
+        self.job, self.log_setting = job, f"{log_var}={self.log}"
         env = dict(os.environ, PATH=f"{BIN}:{os.environ.get('PATH', '')}", PYTHONUNBUFFERED="1",
-                   DET_LOG=str(self.log), DET_STEP_SECONDS="0.1", **job_env)
+                   DET_STEP_SECONDS="0.1", **job_env)
+        env[log_var] = str(self.log)
         for name in ("DISCOVERY_URL", "DISCOVERY_SELECTOR", "DISCOVERY_PORT", "ELASTIC_DATASET", "ELASTIC_JOB_ID"):
             env.pop(name, None)
         argv = [str(BIN / "elastic-run"), "--selector", "app=elastic-horovod,role=worker",
@@ -116,7 +136,7 @@ class Run:
                 "--ssh-identity-file", str(c.identity), "--network-interface", "lo",
                 "--min-np", str(min_np), "--max-np", str(max_np), "--elastic-timeout", "120",
                 "--term-grace", f"{TERM_GRACE:g}", "--events-file", str(self.events),
-                "--", sys.executable, str(JOB)]
+                "--", sys.executable, str(job)]
         with open(self.out, "wb") as out:
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env,
                                          start_new_session=True)
@@ -144,7 +164,7 @@ class Run:
             pytest.fail(f"elastic-run still runs {STOP_BOUND:g} s after SIGTERM:\n{self.output()}", pytrace=False)
         took = time.monotonic() - sent
         def left() -> set[int]:
-            return _live(launcher - {self.proc.pid}) | _job_processes(self.log)
+            return _live(launcher - {self.proc.pid}) | _job_processes(self.job, self.log_setting)
 
         wait_for(lambda: not left(), 15, "the daemon, horovodrun and the job's processes to be gone with elastic-run",
                  detail=lambda: f"still running: {sorted(left())}")
@@ -169,15 +189,16 @@ def test_sigterm_after_a_pods_ranks_hung_ends_elastic_run_its_daemon_and_driver(
         run = Run(c, tmp_path, left, first_slots + 2, DET_FREEZE_HOST=hung_host, DET_FREEZE_AT_STEP="30")
         frozen: list[int] = []
         try:
-            wait_for(lambda: len(_frozen(run.log)) == 2, 420, f"the two ranks on {hung_host} to hang",
+            wait_for(lambda: _freeze_marks(run.log) == 2, 420, f"the two ranks on {hung_host} to hang",
                      alive=run.alive, detail=run.output)
-            frozen = _frozen(run.log)
+            frozen = sorted(_trainers(JOB, run.log_setting, hung_host))  # this machine's pids, not the pod's
+            assert len(frozen) == 2, f"not two training processes on {hung_host}: {frozen}"
             hung = time.time()
             wait_for(lambda: len(run.kinds(Kind.WORKER_LOST)) == 2, 120, "the driver to lose the two hung ranks",
                      alive=run.alive, detail=run.output)
             wait_for(lambda: any(r["size"] == left and r["time"] > hung for r in _lines(run.log)), 180,
                      f"the {left} rank(s) left to train on", alive=run.alive, detail=run.output)
-            for pid in frozen:  # the hang ends (a process the driver already ended is gone)
+            for pid in _trainers(JOB, run.log_setting, hung_host) & set(frozen):  # the hang ends
                 try:
                     os.kill(pid, signal.SIGCONT)
                 except ProcessLookupError:
@@ -185,7 +206,7 @@ def test_sigterm_after_a_pods_ranks_hung_ends_elastic_run_its_daemon_and_driver(
             run.stop()
         finally:
             run.close()
-            for pid in frozen:
+            for pid in _trainers(JOB, run.log_setting, hung_host) & set(frozen):
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
@@ -219,6 +240,40 @@ def test_a_driver_stalled_six_seconds_loses_none_of_eight_ranks_and_sigterm_ends
             assert not gone, f"the driver's stall cost workers: {gone}"
             said = [line for line in run.output().splitlines() if "elastic-run lease:" in line]
             assert not said, f"a lease ran out: {said}"
+            run.stop()
+        finally:
+            run.close()
+
+
+@pytest.mark.timeout(600)
+def test_a_rank_waiting_for_its_30_s_background_write_is_kept_when_a_peer_dies(tmp_path):
+    """Three 1-slot pods; rank 0's pod (worker-0) writes for 30 s in the trainer's background
+    writer while its main thread waits for it, idle (a trainer's restore waits for its write in
+    flight), and meanwhile the rank on worker-1 is killed. The barrier deadline (15 s, the
+    default) finds worker-0 busy through its declared work, twice, and keeps it; worker-0 and
+    worker-2 train at world size 2; then SIGTERM ends everything. Before, such a rank was lost
+    at the first deadline and its host refused."""
+    with running_cluster(tmp_path / "cluster", workers=3, slots=1) as c:
+        busy, victim_host, third = (c.pod_ip(f"worker-{i}") for i in range(3))
+        run = Run(c, tmp_path, 1, 3, job=JOINS_JOB, log_var="JOINS_LOG", JOINS_STOP=str(tmp_path / "stop"),
+                  JOINS_BUSY_HOST=busy, JOINS_BUSY_AT_STEP="20", JOINS_BUSY_SECONDS="30", JOINS_BUSY_IN="background")
+        try:
+            def trained_at_two(host: str) -> bool:
+                return any(r.get("ev") == "step" and r["host"] == host and r["size"] == 2 for r in _lines(run.log))
+
+            wait_for(lambda: Path(f"{run.log}.busy").exists(), 420, "rank 0 to start its background write",
+                     alive=run.alive, detail=run.output)
+            victims = _trainers(JOINS_JOB, run.log_setting, victim_host)  # this machine's pids, not the pod's
+            assert len(victims) == 1, f"not one training process on {victim_host}: {victims}"
+            os.kill(victims.pop(), signal.SIGKILL)
+            wait_for(lambda: any(e["detail"]["host"] == busy for e in run.kinds(Kind.WORKER_LOST))
+                     or (trained_at_two(busy) and trained_at_two(third)), 240,
+                     "rank 0 and the third worker to train at world size 2, or rank 0 to be lost",
+                     alive=run.alive, detail=run.output)
+            lost = [e["detail"] for e in run.kinds(Kind.WORKER_LOST)]
+            assert not any(d["host"] == busy for d in lost), f"the busy rank 0 was lost: {lost}"
+            kept = run.kinds(Kind.BARRIER_BUSY)
+            assert kept and all(e["detail"]["host"] == busy for e in kept), kept
             run.stop()
         finally:
             run.close()
