@@ -16,7 +16,8 @@ Each process writes its pid to ``$JOINS_LOG.pid.<host>.<slot>`` once it has init
 
 Knobs (all optional):
 - $JOINS_BEFORE_INIT: ``host:slot=sleep:S``, ``host:slot=wait:NAME`` or ``host:slot=exit:CODE``
-  entries separated by ``;``: a joiner (started while the world trains,
+  entries separated by ``;`` (host ``*``: any host's joiner on that slot, e.g. a pod whose address
+  the test learns only once it exists): a joiner (started while the world trains,
   $HOROVOD_ELASTIC_JOINING=1) on that slot sleeps (a long set-up), waits until the file
   ``$JOINS_LOG.NAME`` exists (a set-up that lasts until the test says: at most 600 s) or exits
   (a set-up that fails) before hvd.init(); workers that are no joiners start at once;
@@ -70,8 +71,9 @@ import horovod.torch as hvd  # noqa: E402
 import torch  # noqa: E402
 
 BEFORE_INIT = dict(entry.split("=", 1) for entry in os.environ.get("JOINS_BEFORE_INIT", "").split(";") if entry)
-if JOINER and f"{HOST}:{SLOT}" in BEFORE_INIT:
-    what, _, arg = BEFORE_INIT[f"{HOST}:{SLOT}"].partition(":")
+BEFORE_MINE = BEFORE_INIT.get(f"{HOST}:{SLOT}", BEFORE_INIT.get(f"*:{SLOT}"))
+if JOINER and BEFORE_MINE is not None:
+    what, _, arg = BEFORE_MINE.partition(":")
     if what == "exit":
         sys.exit(int(arg))
     elif what == "wait":
