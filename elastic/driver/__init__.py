@@ -1,8 +1,10 @@
 """The elastic driver's own code: what runs inside horovodrun's process (never imports the
 launcher, ``elastic.launch``: the layout test holds it).
 
-- ``hvdrun``: ``python -m elastic.driver.hvdrun``, horovodrun with this package's driver
-  installed and fed by ``push`` (discovery by long poll of the daemon, no process per poll).
+- ``hvdrun``: the ``horovodrun`` command (``main``: Horovod's launcher with this package's
+  driver installed) and ``python -m elastic.driver.hvdrun``, elastic-run's, fed by ``push``
+  (discovery by long poll of the daemon, no process per poll).
+- ``entry``: writes the venv's (and the image's) ``horovodrun`` to run ``hvdrun.main``.
 - ``elastic_driver``: the fork's ``ElasticDriver``, subclassed to ask the cores below.
 - ``lease_answers``: the driver's side of the workers' lease.
 

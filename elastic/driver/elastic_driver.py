@@ -2,8 +2,9 @@
 thread observes and executes, ``elastic.driver.liveness`` decides.
 
 Runs inside horovodrun's process. ``install()`` makes horovodrun's elastic launcher build this
-class instead of Horovod's (``elastic.driver.hvdrun`` calls it: every elastic-run job's
-driver); plain ``horovodrun`` keeps the fork's own detector.
+class instead of Horovod's (``elastic.driver.hvdrun`` calls it: the driver of every
+``horovodrun`` of the venv and the image, and of every elastic-run job); Horovod's own launcher,
+``horovodrun-horovod``, keeps the fork's own detector.
 
 What changes against the fork's detector (the rules are the core's, see its docstring):
 

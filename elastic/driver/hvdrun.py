@@ -1,17 +1,29 @@
-"""``python -m elastic.driver.hvdrun ARGS``: horovodrun, with the driver fed by push discovery.
+"""``horovodrun``: Horovod's launcher with the project's elastic driver; ``python -m
+elastic.driver.hvdrun``: the same, as ``elastic-run`` starts it, fed by push discovery.
 
-``elastic-run`` starts this instead of the ``horovodrun`` script. With ``DISCOVERY_URL`` in
-the environment, the Horovod driver's ``--host-discovery-script`` is replaced by an
-in-process ``elastic.driver.push.DaemonDiscovery`` on that daemon: no process per poll, and
-the driver hears of a change as soon as the daemon serves it (Horovod's own loop runs the
-script once a second; stock Horovod through a Python middleman). Without ``DISCOVERY_URL`` this is plain
-horovodrun. Everything else (arguments, exit code) is horovodrun's.
+``main`` is the ``horovodrun`` command of the project's venv and image (``scripts/setup`` and
+``images/Dockerfile`` make it so, ``elastic.driver.entry``; Horovod's own launcher stays
+``horovodrun-horovod``): it installs the project's ``ElasticDriver``
+(``elastic.driver.elastic_driver``) and runs Horovod's command line, everything else
+(arguments, discovery, exit code) horovodrun's. A ``--host-discovery-script`` runs as Horovod
+runs it, whatever the environment holds.
+
+``launcher_main`` (``python -m elastic.driver.hvdrun``, what ``elastic-run`` starts in its push
+mode) adds two things. With ``DISCOVERY_URL`` in the environment, the Horovod driver's
+``--host-discovery-script`` is replaced by an in-process ``elastic.driver.push.DaemonDiscovery``
+on that daemon: no process per poll, and the driver hears of a change as soon as the daemon
+serves it (Horovod's own loop runs the script once a second; stock Horovod through a Python
+middleman); without it, it is ``main``. And it handles ``LAUNCHER_GONE_SIGNAL`` (below).
+Push discovery is elastic-run's choice, not the environment's: a user's ``horovodrun
+--host-discovery-script discover-hosts`` has ``DISCOVERY_URL`` set for ``discover-hosts``, and
+keeps its script (its fallback, cache and age options included), as does ``elastic-run
+--discovery-mode script``.
 
 The hook: horovodrun's launcher builds its discovery as
-``horovod.runner.elastic.discovery.HostDiscoveryScript(script, slots)``; ``main`` swaps
+``horovod.runner.elastic.discovery.HostDiscoveryScript(script, slots)``; ``launcher_main`` swaps
 that name for a factory before handing over to ``horovod.runner.launch.run_commandline``.
 
-When the launcher dies: ``elastic-run`` starts this with ``PR_SET_PDEATHSIG`` =
+When the launcher dies: ``elastic-run`` starts ``launcher_main`` with ``PR_SET_PDEATHSIG`` =
 ``LAUNCHER_GONE_SIGNAL`` (SIGUSR2), so the kernel tells it when ``elastic-run`` is gone,
 ``kill -9`` included. It then prints one line saying so (where someone still reads it: its
 output goes to /dev/null from then on, elastic-run's relay is gone) and stops the job: SIGTERM to
@@ -22,8 +34,9 @@ stopped (``elastic.common.reap``, through the ssh argv in ``ELASTIC_REAP_SSH``, 
 ssh client), and once more when Horovod's shutdown is over (a worker whose ssh session was
 being set up during the first reap can start after that reap's scan; with Horovod's ssh clients
 gone no more can start), and at most 1.5 x ``GONE_EXIT_AFTER`` seconds later it exits (128+SIGTERM)
-whatever Horovod still waits for. In ``--discovery-mode script`` (plain horovodrun) the signal is
-SIGTERM: Horovod's shutdown only, no reap. Nothing started by the job outlives the launcher by more than that.
+whatever Horovod still waits for. In ``--discovery-mode script`` (the ``horovodrun`` command,
+``main``) the signal is SIGTERM: Horovod's shutdown only, no reap. Nothing started by the job
+outlives the launcher by more than that.
 """
 from __future__ import annotations
 
@@ -137,10 +150,23 @@ def _on_launcher_gone(_signum, _frame) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The ``horovodrun`` command: Horovod's launcher with the project's driver; ``argv``
+    (default ``sys.argv[1:]``) is horovodrun's, and so is everything else."""
+    return _run(argv, launcher=False)
+
+
+def launcher_main(argv: Sequence[str] | None = None) -> int:
+    """``python -m elastic.driver.hvdrun``: ``main`` as ``elastic-run`` starts it, with push
+    discovery from ``DISCOVERY_URL`` (when set) and the launcher's loss handled."""
+    return _run(argv, launcher=True)
+
+
+def _run(argv: Sequence[str] | None, *, launcher: bool) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    signal.signal(LAUNCHER_GONE_SIGNAL, _on_launcher_gone)
+    if launcher:
+        signal.signal(LAUNCHER_GONE_SIGNAL, _on_launcher_gone)
     install_driver(os.environ.get(RUN_ID_ENV))
-    url = os.environ.get(DISCOVERY_URL_ENV)
+    url = os.environ.get(DISCOVERY_URL_ENV) if launcher else None
     if url:
         install(url)
     from horovod.runner.launch import run_commandline
@@ -155,4 +181,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(launcher_main())
