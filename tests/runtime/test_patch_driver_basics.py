@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 from horovod.runner.elastic import driver as driver_module
-from horovod.runner.elastic.driver import ElasticDriver
 from horovod.runner.elastic.rendezvous import create_rendezvous_handler
 from horovod.runner.http.http_server import RendezvousServer
 
+from tests import drivers
 from tests.runtime.test_patch_units import START_DEADLINE, Job
 from tests.waiting import wait_for
 
@@ -102,7 +102,7 @@ def test_a_discovery_that_knows_of_a_change_wakes_the_driver(monkeypatch):
     monkeypatch.setattr(driver_module, 'DISCOVER_HOSTS_FREQUENCY_SECS', 3600.0)
     discovery = PushedHosts({'host-1': 1})
     rendezvous = RendezvousServer()
-    driver = ElasticDriver(rendezvous, discovery, min_num_proc=1, max_num_proc=2)
+    driver = drivers.driver_class()(rendezvous, discovery, min_num_proc=1, max_num_proc=2)
     rendezvous.start(create_rendezvous_handler(driver))
     try:
         driver.wait_for_available_slots(1)

@@ -2,10 +2,11 @@
 their world, liveness at its deadline, held readiness flaps), in Horovod's own style.
 
 Like Horovod's test/single/test_elastic_driver.py (tests/horovod_upstream/single): a real
-``ElasticDriver`` with its ``RendezvousServer`` and a ``FixedHosts`` discovery, in this
-process; each worker is a thread (the driver's ``create_worker_fn``) that runs a real
-``WorkerNotificationManager`` (its notification service registers with the driver through the
-rendezvous, as ``hvd.elastic.run`` does), records the aborts it is told to make instead of
+``ElasticDriver`` (the one the venv's horovodrun runs, ``tests.drivers``) with its
+``RendezvousServer`` and a ``FixedHosts`` discovery, in this process; each worker is a thread
+(the driver's ``create_worker_fn``) that runs a real ``WorkerNotificationManager`` (its
+notification service registers with the driver through the rendezvous, as ``hvd.elastic.run``
+does), records the aborts it is told to make instead of
 calling ``horovod_gloo_abort``, checks in (``record_ready``) and waits. No horovodrun, no
 training: the end-to-end versions are tests/runtime/test_patch_liveness.py.
 """
@@ -34,6 +35,7 @@ from horovod.runner.http.http_server import RendezvousServer
 from horovod.runner.util import network
 
 from shared.event_kinds import Kind
+from tests import drivers
 from tests.waiting import wait_for
 
 # Deadlines of the waits (generous: the machine is shared); none is a timing assertion.
@@ -74,7 +76,9 @@ def thaw_service(service: WorkerNotificationService) -> None:
 
 
 class Job:
-    """A driver, its rendezvous and its worker threads. ``aborts[key]``: the reasons the worker
+    """A driver, its rendezvous and its worker threads. The driver is ``driver_class``'s,
+    by default the one the venv's horovodrun runs (``tests.drivers``: the project's on the
+    whole series). ``aborts[key]``: the reasons the worker
     at key (host, slot) was told to abort with; ``ready[key]``: set once it has checked in
     (it is then in the world the barrier formed); ``ended[key]``: why its thread returned
     ('finish', or the driver's event: 'shutdown', 'host', 'kill'). ``close()`` ends it all."""
@@ -82,9 +86,10 @@ class Job:
     def __init__(self, hosts: dict[str, int], min_np: int, max_np: int,
                  manager_factory: Callable[[], WorkerNotificationManager] = WorkerNotificationManager,
                  abort: Callable[[Key, str], None] | None = None,
-                 driver_class: type[ElasticDriver] = ElasticDriver, **driver_kwargs: Any) -> None:
+                 driver_class: type[ElasticDriver] | None = None, **driver_kwargs: Any) -> None:
         self.discovery = FixedHosts(dict(hosts))
         self.rendezvous = RendezvousServer()
+        driver_class = drivers.driver_class() if driver_class is None else driver_class
         self.driver = driver_class(self.rendezvous, self.discovery, min_num_proc=min_np,
                                    max_num_proc=max_np, **driver_kwargs)
         intfs = network.get_local_intfs()
