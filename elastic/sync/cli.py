@@ -3,7 +3,8 @@
     dataset-sync SRC DEST [--hosts h1,h2 | --hosts-file F | --host H] [--ssh-config FILE] [--jobs N]
                  [--allowed-root DIR]... [--transport auto|rsync|sftp] [--retries N] [--retry-delay S]
                  [--verify-unchanged quick|checksum] [--no-hash-cache] [--bwlimit KBPS] [--report FILE]
-                 [--symlinks refuse|copy-unsafe|keep] [--relay auto|on|off] [--peers h1,h2 | --peers-file F]
+                 [--symlinks refuse|copy-unsafe|keep] [--relay auto|on|off|pipeline] [--chunk-mib M]
+                 [--peers h1,h2 | --peers-file F]
 
 Without a host flag the hosts are those ``discover-hosts`` prints.  Progress goes to stderr
 (one refreshing line on a terminal, plain lines otherwise), the per-host table to stdout;
@@ -17,6 +18,9 @@ read-only, per-run rsync daemon the launcher starts on them over SSH, so N hosts
 log2(N) copy times; ``auto`` relays above 4 hosts or when peers are given (``--peers`` or
 ``--peers-file``: hosts outside this run that may already hold the dataset, e.g. the job's
 other hosts when a late joiner is prepared). The table's SOURCE column says who served each host.
+``pipeline`` (``elastic.sync.pipeline``) relays chunk by chunk (about 8*log2(N) chunks of at
+least ``--chunk-mib``): a host serves each verified chunk while it receives the next, so N
+hosts take about one copy time plus log2(N) chunk times.
 
 Environment: ELASTIC_SSH_CONFIG (--ssh-config), ELASTIC_SYNC_JOBS, ELASTIC_SYNC_ALLOWED_ROOTS
 (colon-separated), ELASTIC_SYNC_TRANSPORT, ELASTIC_REMOTE_RSYNC, ELASTIC_SYNC_RETRIES,
@@ -101,9 +105,13 @@ def _parser() -> argparse.ArgumentParser:
                         help="symlinks pointing out of SRC: refuse them (default), copy-unsafe: copy their "
                              "target's content (rsync --copy-unsafe-links), keep: keep every link as a link "
                              "(rsync --links); links inside SRC stay links [ELASTIC_SYNC_SYMLINKS]")
-    parser.add_argument("--relay", default=env_default(ELASTIC_SYNC_RELAY, "auto"), choices=("auto", "on", "off"),
-                        help="hosts with a verified copy serve the next ones; auto: above 4 hosts or with peers "
+    parser.add_argument("--relay", default=env_default(ELASTIC_SYNC_RELAY, "auto"),
+                        choices=("auto", "on", "off", "pipeline"),
+                        help="hosts with a verified copy serve the next ones; auto: above 4 hosts or with peers; "
+                             "pipeline: chunk by chunk, hosts serve each verified chunk at once "
                              "(default %(default)s) [ELASTIC_SYNC_RELAY]")
+    parser.add_argument("--chunk-mib", type=float, default=8.0,
+                        help="--relay pipeline: the smallest chunk, MiB (default %(default)g)")
     peers = parser.add_mutually_exclusive_group()
     peers.add_argument("--peers", default=None, help="h1,h2,...: hosts that may already hold the dataset and serve it")
     peers.add_argument("--peers-file", default=None, help="file of host[:slots] lines: peers, as --peers")
@@ -146,7 +154,7 @@ def _options(ns: argparse.Namespace):
                        retry=RetryPolicy(attempts=retries, base=ns.retry_delay), bwlimit_kbps=ns.bwlimit,
                        connect_timeout=ns.connect_timeout, verify_unchanged=ns.verify_unchanged,
                        hash_cache=not ns.no_hash_cache, lock_timeout=lock_timeout,
-                       symlinks=ns.symlinks)
+                       symlinks=ns.symlinks, chunk_mib=ns.chunk_mib)
 
 
 def _run(ns: argparse.Namespace) -> int:

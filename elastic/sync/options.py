@@ -17,7 +17,8 @@ from elastic.sync.transport import TRANSPORTS
 
 @dataclass(frozen=True)
 class SyncOptions:
-    """How to sync; checked in ``__post_init__`` (``ConfigError`` names the bad value)."""
+    """How to sync; checked in ``__post_init__`` (``ConfigError`` names the bad value).
+    ``chunk_mib``: the smallest chunk of ``--relay pipeline`` (``elastic.sync.pipeline``)."""
 
     ssh_config: str | None = None
     jobs: int = 8
@@ -33,6 +34,7 @@ class SyncOptions:
     cache_dir: str | None = None
     lock_timeout: float = 600.0
     symlinks: str = "refuse"
+    chunk_mib: float = 8.0
 
     def __post_init__(self) -> None:
         self.rsync  # noqa: B018 - builds RsyncOptions, which checks --symlinks, --remote-rsync, --bwlimit
@@ -42,6 +44,8 @@ class SyncOptions:
             raise ConfigError(f"--transport must be one of {', '.join(TRANSPORTS)}, got {self.transport!r}")
         if self.verify_unchanged not in ("quick", "checksum"):
             raise ConfigError(f"--verify-unchanged must be quick or checksum, got {self.verify_unchanged!r}")
+        if not 0 < self.chunk_mib < 2**20:
+            raise ConfigError(f"--chunk-mib must be > 0, got {self.chunk_mib:g}")
         if not 0 <= self.lock_timeout < 10**7:
             raise ConfigError(f"--lock-timeout must be >= 0 seconds, got {self.lock_timeout}")
 

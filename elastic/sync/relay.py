@@ -39,7 +39,7 @@ from elastic.sync.remote import Layout
 from elastic.sync.rsync import RsyncOptions, copy_flags, daemon_module_settings
 
 LAUNCHER = "launcher"          # the sender that holds SRC (where dataset-sync runs)
-RELAY_MODES = ("auto", "on", "off")
+RELAY_MODES = ("auto", "on", "off", "pipeline")
 AUTO_MIN_HOSTS = 4             # auto: relay when more hosts than this (or when peers are given)
 RELAY_USER = "relay"
 MODULE = "dataset"
@@ -47,11 +47,12 @@ MODULE = "dataset"
 
 def choose_relay(mode: str, hosts: int, peers: int = 0) -> bool:
     """Pure: relay or not. ``auto`` relays above ``AUTO_MIN_HOSTS`` hosts, or whenever peers that
-    may already hold the dataset are given (a late joiner pulls from them, not the launcher)."""
+    may already hold the dataset are given (a late joiner pulls from them, not the launcher);
+    ``pipeline`` relays chunk by chunk (``elastic.sync.pipeline``)."""
     if mode not in RELAY_MODES:
         raise ConfigError(f"--relay must be one of {', '.join(RELAY_MODES)}, got {mode!r}")
     if mode != "auto":
-        return mode == "on"
+        return mode in ("on", "pipeline")
     return hosts > AUTO_MIN_HOSTS or peers > 0
 
 
@@ -157,9 +158,11 @@ class PeerSource:
 
 
 def serve_script(layout: Layout, digest: str, address: str, port: int, allow: Iterable[str],
-                 bwlimit_kbps: int | None, remote_rsync: str = "rsync") -> str:
+                 bwlimit_kbps: int | None, remote_rsync: str = "rsync", *, directory: str = "") -> str:
     """Script run on a peer over the launcher's SSH session: serve the peer's current version
-    (only if its manifest has ``digest``) read-only over an rsync daemon on ``address:port``.
+    (only if its manifest has ``digest``) read-only over an rsync daemon on ``address:port``;
+    with ``directory`` (a pipelined run's served directory, see ``elastic.sync.pipeline_run``)
+    that directory instead, which the run fills chunk by chunk under the host's lock.
 
     Reads the secret as the first line of stdin; prints ``relay=ready`` once the daemon accepts
     connections, ``relay=busy`` when the port is taken, or ``error=...``; then keeps the daemon
@@ -169,16 +172,23 @@ def serve_script(layout: Layout, digest: str, address: str, port: int, allow: It
     prefix = f"{layout.state_name}/"
     limit = f" --bwlimit={int(bwlimit_kbps)}" if bwlimit_kbps else ""
     module = "\n".join(daemon_module_settings())
-    return f"""
-state={q(layout.state)}; dest={q(layout.dest)}
-target=$(readlink -- "$dest" 2>/dev/null) || {{ echo "error=no dataset at $dest"; exit 0; }}
+    if directory:
+        served = f"""served={q(directory)}
+[ -d "$served" ] && [ ! -L "$served" ] || {{ echo "error=no served directory $served"; exit 0; }}
+"""
+    else:
+        served = f"""target=$(readlink -- "$dest" 2>/dev/null) || {{ echo "error=no dataset at $dest"; exit 0; }}
 case "$target" in
   {q(prefix)}v-*) ver=${{target#{q(prefix)}}} ;;
   *) echo "error=$dest is not managed by dataset-sync"; exit 0 ;;
 esac
 got=$(sed -n 's/^ *"digest": *"\\([0-9a-f]*\\)",*$/\\1/p' "$state/$ver/{MANIFEST_NAME}" 2>/dev/null | head -n 1)
 [ "$got" = {q(digest)} ] || {{ echo "error=the copy at $dest is another dataset version"; exit 0; }}
-command -v {q(remote_rsync)} >/dev/null 2>&1 || {{ echo "error=no {remote_rsync} on the peer"; exit 0; }}
+served=$state/$ver
+"""
+    return f"""
+state={q(layout.state)}; dest={q(layout.dest)}
+{served}command -v {q(remote_rsync)} >/dev/null 2>&1 || {{ echo "error=no {remote_rsync} on the peer"; exit 0; }}
 umask 077
 dir=$(mktemp -d "$state/relay.XXXXXX") || {{ echo "error=cannot create a relay directory"; exit 0; }}
 pid=
@@ -193,7 +203,7 @@ uid = $(id -u)
 gid = $(id -g)
 log file = $dir/log
 [{MODULE}]
-path = $state/$ver
+path = $served
 read only = yes
 list = no
 auth users = {RELAY_USER}

@@ -3,8 +3,9 @@
     report = distribute(src, dest, hosts, options, relay="auto", peers=[...])
 
 ``distribute`` is what ``dataset-sync`` calls: it decides (``relay.choose_relay``) between the
-plain parallel sync (``service.sync_dataset``) and the relay, and returns the same
-``SyncReport``, whose ``source`` per host says who served its copy.
+plain parallel sync (``service.sync_dataset``), the relay and, for ``relay="pipeline"``, the
+chunk-by-chunk relay (``elastic.sync.pipeline_run``; peers are not used there), and returns
+the same ``SyncReport``, whose ``source`` per host says who served its copy.
 
 The relay (see ``elastic.sync.relay`` for the channel and its threat model):
 
@@ -48,113 +49,13 @@ from elastic.sync.cancel import CancelToken
 from elastic.sync.hostsync import Attempt, Expected, HostOutcome, HostSync, as_sync_error, retryable
 from elastic.sync.options import SyncOptions
 from elastic.sync.progress import ProgressBoard
-from elastic.sync.relay import LAUNCHER, PeerSource, RelaySchedule, choose_relay, parse_serve, serve_script
+from elastic.sync.peers import PeerServer
+from elastic.sync.pipeline_run import PipelineRun
+from elastic.sync.relay import LAUNCHER, PeerSource, RelaySchedule, choose_relay, serve_script
 from elastic.sync.remote import Layout, parse_probe, probe_script
 from elastic.sync.service import SyncReport, prepare, sync_dataset
 
 log = logging.getLogger("dataset-sync")
-PORT_RANGE = (20000, 60000)
-
-
-class PeerServer:
-    """The read-only rsync daemon on one peer, alive as long as our SSH session to it.
-
-    ``start`` blocks until the daemon answers (or raises ``SyncError``/``SSHError``); ``stop``
-    closes the session's stdin (the script on the peer then kills the daemon and removes its
-    files) and waits for ssh to end; ``alive`` is False once the session ended."""
-
-    def __init__(self, host: str, layout: Layout, digest: str, allow: Sequence[str], client: SSHClient,
-                 bwlimit_kbps: int | None, remote_rsync: str = "rsync", rng: random.Random | None = None) -> None:
-        self.host, self.layout, self.digest, self.allow = host, layout, digest, list(allow)
-        self.client, self.bwlimit_kbps, self.remote_rsync = client, bwlimit_kbps, remote_rsync
-        self._rng = rng or random.SystemRandom()
-        self._proc: subprocess.Popen | None = None
-        self.source: PeerSource | None = None
-        self.failed = False  # start raised: this peer cannot serve
-
-    def start(self, timeout: float = 60.0) -> PeerSource:
-        try:
-            return self._start(timeout)
-        except BaseException:
-            self.failed = True
-            raise
-
-    def _start(self, timeout: float) -> PeerSource:
-        for _ in range(5):
-            port = self._rng.randrange(*PORT_RANGE)
-            secret = secrets.token_urlsafe(24)
-            script = serve_script(self.layout, self.digest, self.host, port, self.allow, self.bwlimit_kbps,
-                                  self.remote_rsync)
-            proc = subprocess.Popen(self.client.argv(self.host, script), stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-            assert proc.stdin is not None and proc.stdout is not None
-            try:
-                proc.stdin.write(secret.encode() + b"\n")
-                proc.stdin.flush()
-            except BrokenPipeError:
-                pass
-            line = _readline(proc, timeout)
-            if not line:
-                if proc.poll() is None:
-                    proc.kill()
-                code = proc.wait()
-                err = proc.stderr.read() if proc.stderr is not None else b""
-                _end(proc)
-                if code == 255:
-                    raise ssh_failure(self.host, err)
-                raise SyncError(f"{self.host}: relay server did not start: "
-                                f"{(err.decode('utf-8', 'replace').strip().splitlines() or ['no answer'])[-1]}")
-            try:
-                state = parse_serve(line.decode("utf-8", "replace"))
-            except SyncError as exc:
-                _end(proc)
-                raise SyncError(f"{self.host}: cannot serve the dataset: {exc}") from exc
-            if state == "busy":
-                _end(proc)
-                continue
-            self._proc = proc
-            self.source = PeerSource(self.host, port, secret)
-            return self.source
-        raise SyncError(f"{self.host}: no free port for the relay server")
-
-    @property
-    def alive(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
-    @property
-    def gone(self) -> bool:
-        """It failed to start, or its session ended (the peer died, or was deleted)."""
-        return self.failed or (self._proc is not None and self._proc.poll() is not None)
-
-    def stop(self) -> None:
-        if self._proc is not None:
-            _end(self._proc)
-            self._proc = None
-
-
-def _readline(proc: subprocess.Popen, timeout: float) -> bytes:
-    """One line of ``proc``'s stdout within ``timeout`` (b"" on end of output or timeout)."""
-    out: list[bytes] = []
-    reader = threading.Thread(target=lambda: out.append(proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
-    reader.start()
-    reader.join(timeout)
-    return out[0] if out else b""
-
-
-def _end(proc: subprocess.Popen) -> None:
-    try:
-        if proc.stdin is not None:
-            proc.stdin.close()
-    except OSError:
-        pass
-    try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    for stream in (proc.stdout, proc.stderr):
-        if stream is not None:
-            stream.close()
 
 
 @dataclass
@@ -167,15 +68,17 @@ class _Done:
 
 def distribute(src: str, dest: str, hosts: list[Host], options: SyncOptions | None = None, *,
                relay: str = "auto", peers: Sequence[str] = (), cancel: CancelToken | None = None,
-               board_hook=None, on_assign: Callable[[str, str], None] | None = None) -> SyncReport:
-    """Sync ``src`` to ``dest`` on ``hosts``, by relay or not (``relay``: auto|on|off); see the
-    module docstring. ``on_assign(sender, host)`` is told of each copy started (for tests).
+               board_hook=None, on_assign: Callable[[str, str], None] | None = None,
+               on_transfer: Callable[[str, str, int], None] | None = None) -> SyncReport:
+    """Sync ``src`` to ``dest`` on ``hosts``, by relay or not (``relay``: auto|on|off|pipeline);
+    see the module docstring. ``on_assign(sender, host)`` is told of each copy started,
+    ``on_transfer(sender, host, chunk)`` of each chunk started by the pipeline (for tests).
     Raises ``ConfigError`` for bad input, like ``sync_dataset``."""
     options = options or SyncOptions()
     names = [h.name for h in hosts]
     peer_names = [p for p in dict.fromkeys(peers) if p not in names]
-    if options.transport == "sftp" and relay == "on":
-        raise ConfigError("--relay on needs rsync on the hosts; not with --transport sftp")
+    if options.transport == "sftp" and relay in ("on", "pipeline"):
+        raise ConfigError(f"--relay {relay} needs rsync on the hosts; not with --transport sftp")
     if options.transport == "sftp" or not choose_relay(relay, len(names), len(peer_names)):
         return sync_dataset(src, dest, hosts, options, cancel=cancel, board_hook=board_hook)
     cancel = cancel or CancelToken()
@@ -192,11 +95,16 @@ def distribute(src: str, dest: str, hosts: list[Host], options: SyncOptions | No
     if board_hook is not None:
         board_hook(board)
     with tempfile.TemporaryDirectory(prefix="ds-", dir="/tmp") as control_dir:
-        run = _RelayRun(names, peer_names, src_real, layout, expected, options, board, cancel, control_dir, on_assign)
-        try:
-            outcomes = run.run()
-        finally:
-            run.stop_servers()
+        if relay == "pipeline":
+            outcomes = PipelineRun(names, src_real, layout, expected, options, board, cancel, control_dir,
+                                   int(options.chunk_mib * 2**20), on_transfer).run()
+        else:
+            run = _RelayRun(names, peer_names, src_real, layout, expected, options, board, cancel, control_dir,
+                            on_assign)
+            try:
+                outcomes = run.run()
+            finally:
+                run.stop_servers()
     return SyncReport(src_real, layout.dest, manifest.digest, len(manifest.files), manifest.total_bytes,
                       round(time.monotonic() - started, 3), outcomes)
 
@@ -218,9 +126,10 @@ class _RelayRun:
     def _server(self, peer: str) -> PeerSource:
         server = self.servers.get(peer)
         if server is None or not server.alive:
-            server = PeerServer(peer, self.layout, self.expected.manifest.digest, self.allow,
-                                SSHClient(config=self.options.ssh_config, connect_timeout=self.options.connect_timeout),
-                                self.options.bwlimit_kbps, self.options.remote_rsync)
+            layout, digest, allow, options = self.layout, self.expected.manifest.digest, self.allow, self.options
+            server = PeerServer(peer, lambda port: serve_script(layout, digest, peer, port, allow, options.bwlimit_kbps,
+                                                                options.remote_rsync),
+                                SSHClient(config=options.ssh_config, connect_timeout=options.connect_timeout))
             self.servers[peer] = server
             server.start()
         assert server.source is not None

@@ -1,0 +1,412 @@
+"""Pipelined relay, the running part: chunks copied between hosts as a ``ChunkSchedule`` says.
+
+    outcomes = PipelineRun(names, src, layout, expected, options, board, cancel, control_dir).run()
+
+``elastic.sync.relay_run.distribute`` calls it for ``--relay pipeline``. Per host, under its
+DEST lock (held for the whole run, ``elastic.sync.lock``):
+
+1. setup: probe (``remote.probe_script``; a host that already holds the manifest is done),
+   then empty ``<state>/staging`` and ``<state>/serve`` and create the manifest's directories
+   and symlinks in staging (they are small: every host makes its own);
+2. each chunk arrives by rsync ``--files-from`` (whole files, NUL-separated list; no shell
+   between us and rsync, ``--`` before the paths) -- pushed from SRC by the launcher, or pulled
+   by the host from a sender's read-only rsync daemon (``peers.PeerServer`` serving the
+   sender's ``serve`` directory, ``relay.serve_script(directory=...)``) -- into staging, where
+   its files' SHA-256s are checked against the manifest; then they are hard-linked into
+   ``serve``, which the host serves from then on;
+3. once every chunk arrived: the verify-and-commit of the other paths
+   (``remote.verify_commit_script``: the whole listing against the manifest, atomic publish).
+
+At the end every server is stopped and every ``serve`` directory removed, then the locks are
+released. Failures are classified for the schedule: a sender whose server is gone, or whose
+daemon refused the connection (rsync exit ``pipeline.REFUSED_EXITS``), costs the receiver
+nothing; any other failure is charged to the receiver (and strikes the sender, unless the
+receiver itself was unreachable).
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import queue
+import re
+import shlex
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from elastic.errors import DestRefused, RsyncFailed, SSHError, SyncError
+from elastic.ssh.exec import SSHClient
+from elastic.sync.cancel import CancelToken
+from elastic.sync.hostsync import Expected, HostOutcome, as_sync_error, retryable
+from elastic.sync.lock import HostLock
+from elastic.sync.options import SyncOptions
+from elastic.sync.peers import PeerServer
+from elastic.sync.pipeline import REFUSED_EXITS, ChunkSchedule, chunk_plan
+from elastic.sync.progress import ProgressBoard
+from elastic.sync.relay import LAUNCHER, PeerSource, is_ip, serve_script
+from elastic.sync.remote import Layout, new_version_name, parse_probe, probe_script, verify_commit_script, \
+    writer_rsync_path
+from elastic.sync.rsync import RsyncOptions, RsyncProgress, link_flag, run_rsync
+
+log = logging.getLogger("dataset-sync")
+CHUNK_IO_TIMEOUT = 30   # seconds without data before a chunk's rsync gives up (a sender that vanished)
+_EXIT = re.compile(r"\(exit (\d+)\)")
+
+
+def serve_dir(layout: Layout) -> str:
+    """The directory a host serves its verified chunks from during a pipelined run."""
+    return f"{layout.state}/serve"
+
+
+def chunk_flags(options: RsyncOptions, current: str, *, from_copy: bool) -> list[str]:
+    """Pure: the flags of a chunk's rsync: the listed files only (``--files-from`` is added by
+    the caller), permissions and times kept, the ``--symlinks`` mode's link flag, unchanged
+    files hard-linked from the host's current version."""
+    flags = ["-lpt", "--from0", link_flag(options.symlinks, from_copy=from_copy), "--info=progress2,stats2",
+             "--no-h", f"--timeout={min(int(options.io_timeout), CHUNK_IO_TIMEOUT)}"]
+    if current:
+        flags.append(f"--link-dest=../{current}")
+    if options.bwlimit_kbps:
+        flags.append(f"--bwlimit={int(options.bwlimit_kbps)}")
+    return flags
+
+
+def setup_script(layout: Layout) -> str:
+    """Empty staging and serve; then create, from stdin (NUL-separated: the directories, an
+    empty record, then target/path pairs of the symlinks), the manifest's directories and
+    links in staging and its directories in serve."""
+    q = shlex.quote
+    return f"""
+set -e
+cd -- {q(layout.state)}
+rm -rf -- staging serve
+mkdir staging serve
+in=$(mktemp); trap 'rm -f -- "$in" "$in.d" "$in.l"' EXIT
+cat > "$in"
+cd staging
+# records up to the first empty one: directories; after it: link target, link path, ...
+sed -z -n '0,/^$/p' "$in" | sed -z '/^$/d' > "$in.d"
+sed -z '0,/^$/d' "$in" > "$in.l"
+xargs -0r mkdir -p -- < "$in.d"
+(cd ../serve && xargs -0r mkdir -p -- < "$in.d")
+xargs -0r -n2 ln -s -- < "$in.l"
+echo setup=ok
+"""
+
+
+def check_link_script(layout: Layout, expected: str) -> str:
+    """Check the chunk listed on stdin (NUL-separated paths) in staging: the SHA-256 of its
+    files' ``sha256sum -z`` records must be ``expected``; then hard-link them into serve and
+    print ``chunk=ok``. On a mismatch remove them from staging (the next attempt copies them
+    again) and print ``chunk=mismatch``."""
+    q = shlex.quote
+    return f"""
+cd -- {q(layout.staging)} || exit 3
+list=$(mktemp) || exit 3; trap 'rm -f -- "$list"' EXIT
+cat > "$list"
+got=$(xargs -0r sha256sum -z -- < "$list" | sha256sum | cut -c1-64)
+if [ "$got" != {q(expected)} ]; then xargs -0r rm -f -- < "$list"; echo chunk=mismatch; exit 0; fi
+xargs -0r cp -alf --parents -t ../serve -- < "$list" || exit 4
+echo chunk=ok
+"""
+
+
+def pull_chunk_script(layout: Layout, source: PeerSource, current: str, options: RsyncOptions,
+                      address: str = "") -> str:
+    """Script run on a host over the launcher's SSH session: pull the files listed on stdin
+    (after the secret's line; NUL-separated) from ``source`` into staging. Holds the writer
+    lock like every rsync filling staging (``remote.writer_rsync_path``)."""
+    q = shlex.quote
+    opts = [*chunk_flags(options, current, from_copy=True), "--contimeout=10"]
+    if address and is_ip(address):
+        opts.append(f"--address={address}")
+    return f"""
+umask 077
+exec 8>>{q(layout.writer)} && flock -s 8 || exit 3
+pw=$(mktemp) || exit 3; list=$(mktemp) || exit 3
+trap 'rm -f -- "$pw" "$list"' EXIT
+IFS= read -r secret || exit 3
+printf '%s\\n' "$secret" > "$pw"
+cat > "$list"
+{q(options.remote_rsync)} {' '.join(q(o) for o in opts)} --password-file="$pw" --files-from="$list" -- {q(source.url())} {q(layout.staging + '/')}
+"""
+
+
+def chunk_digest(paths: Sequence[str], expected: Expected) -> str:
+    """What ``check_link_script`` must find for ``paths``: SHA-256 of their ``sha256sum -z`` records."""
+    files = expected.manifest.files
+    return hashlib.sha256(b"".join(f"{files[p].sha256}  {p}".encode() + b"\0" for p in paths)).hexdigest()
+
+
+def exit_code(exc: BaseException) -> int | None:
+    match = _EXIT.search(str(exc)) if isinstance(exc, RsyncFailed) else None
+    return int(match.group(1)) if match else None
+
+
+@dataclass
+class _Event:
+    kind: str                 # "chunk" | "commit"
+    host: str
+    sender: str = ""
+    chunk: int = -1
+    error: BaseException | None = None
+    version: str = ""
+
+
+class _Host:
+    """One host's state in the run: its lock, SSH client, current version and counts."""
+
+    def __init__(self, name: str, client: SSHClient, lock: HostLock) -> None:
+        self.name, self.client, self.lock = name, client, lock
+        self.current = ""
+        self.locked = False
+        self.files = 0
+        self.bytes = 0
+        self.from_peers = 0
+        self.started = time.monotonic()
+
+
+class PipelineRun:
+    """One pipelined run (see the module docstring); ``run`` is the scheduling loop."""
+
+    def __init__(self, names: list[str], src: str, layout: Layout, expected: Expected, options: SyncOptions,
+                 board: ProgressBoard, cancel: CancelToken, control_dir: str, chunk_bytes: int,
+                 on_transfer: Callable[[str, str, int], None] | None = None) -> None:
+        self.names, self.src, self.layout, self.expected = names, src, layout, expected
+        self.options, self.board, self.cancel, self.control_dir = options, board, cancel, control_dir
+        self.on_transfer = on_transfer
+        manifest = expected.manifest
+        self.plan = chunk_plan({p: e.size for p, e in manifest.files.items()}, len(names), chunk_bytes)
+        self.digests = [chunk_digest(c, expected) for c in self.plan]
+        self.servers: dict[str, PeerServer] = {}
+        self._servers_lock = threading.Lock()
+        self.hosts: dict[str, _Host] = {}
+
+    # -- per host steps (worker threads) --------------------------------------------------------
+
+    def _client(self) -> SSHClient:
+        return SSHClient(config=self.options.ssh_config, connect_timeout=self.options.connect_timeout,
+                         control_dir=self.control_dir)
+
+    def _run(self, host: _Host, script: str, what: str, stdin: bytes | None = None) -> str:
+        if self.cancel.cancelled:
+            raise SyncError(f"{host.name}: interrupted")
+        proc = host.client.run(host.name, script, stdin=stdin, timeout=self.options.command_timeout)
+        if proc.returncode != 0:
+            detail = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise SyncError(f"{host.name}: {what} failed (exit {proc.returncode}): {(detail or ['no message'])[-1]}")
+        return proc.stdout.decode("utf-8", "replace")
+
+    def _setup(self, name: str) -> HostOutcome | None:
+        """Lock, probe and prepare ``name``; an outcome when it is done (unchanged) or failed."""
+        host = self.hosts[name]
+        try:
+            host.lock.__enter__()
+            host.locked = True
+            probe = parse_probe(self._run(host, probe_script(self.layout, self.options.remote_rsync,
+                                                             self.expected.manifest.digest, "quick",
+                                                             self.expected.quick), "probe"))
+            if probe.unchanged:
+                return HostOutcome(name, True, "rsync", version=probe.current, unchanged=True, attempts=1,
+                                   source="-", seconds=round(time.monotonic() - host.started, 3))
+            if not probe.has_rsync:
+                raise DestRefused(f"{name}: no {self.options.remote_rsync} on the host (--relay pipeline needs it)")
+            host.current = probe.current
+            m = self.expected.manifest
+            records = [d.encode() + b"\0" for d in m.dirs] + [b"\0"]
+            records += [t.encode() + b"\0" + p.encode() + b"\0" for p, t in m.links.items()]
+            out = self._run(host, setup_script(self.layout), "setup", stdin=b"".join(records))
+            if "setup=ok" not in out:
+                raise SyncError(f"{name}: setup did not confirm: {out.strip()[:200]!r}")
+            self.board.update(name, phase="waiting", bytes_sent=0, files_sent=0)
+            return None
+        except BaseException as exc:  # noqa: BLE001 - one host's failure stays that host's
+            err = as_sync_error(name, exc)
+            return HostOutcome(name, False, "rsync", attempts=1, error=str(err), source="-",
+                               seconds=round(time.monotonic() - host.started, 3))
+
+    def _server(self, sender: str) -> PeerSource:
+        with self._servers_lock:
+            server = self.servers.get(sender)
+            if server is None:
+                layout, options, allow = self.layout, self.options, list(self.names)
+                server = PeerServer(sender, lambda port: serve_script(
+                    layout, "", sender, port, allow, options.bwlimit_kbps, options.remote_rsync,
+                    directory=serve_dir(layout)), SSHClient(config=options.ssh_config,
+                                                             connect_timeout=options.connect_timeout))
+                self.servers[sender] = server
+        if server.source is None and not server.gone:
+            with self._start_lock(sender):
+                if server.source is None and not server.gone:
+                    server.start()
+        if server.source is None:
+            raise SyncError(f"{sender}: its relay server did not start")
+        return server.source
+
+    def _start_lock(self, sender: str) -> threading.Lock:
+        with self._servers_lock:
+            return self._start_locks.setdefault(sender, threading.Lock())
+
+    def _transfer(self, sender: str, name: str, chunk: int, done: queue.Queue[_Event]) -> None:
+        host = self.hosts[name]
+        paths = self.plan[chunk]
+        listing = b"".join(p.encode() + b"\0" for p in paths)
+        try:
+            self.board.update(name, phase=f"chunk {chunk + 1}/{len(self.plan)}")
+            rsync = self.options.rsync
+
+            def progress(p: RsyncProgress) -> None:
+                self.board.update(name, bytes_sent=host.bytes + p.bytes)
+
+            if sender == LAUNCHER:
+                with tempfile.NamedTemporaryFile(dir=self.control_dir, prefix="chunk-") as files_from:
+                    files_from.write(listing)
+                    files_from.flush()
+                    argv = ["rsync", *chunk_flags(rsync, host.current, from_copy=False),
+                            f"--files-from={files_from.name}", "-e", host.client.rsh(),
+                            f"--rsync-path={writer_rsync_path(self.layout, rsync.remote_rsync)}",
+                            "--", self.src.rstrip("/") + "/", f"{name}:{self.layout.staging}/"]
+                    stats = run_rsync(argv, name, progress, self.cancel)
+            else:
+                source = self._server(sender)
+                argv = host.client.argv(name, pull_chunk_script(self.layout, source, host.current, rsync,
+                                                                address=name))
+                stats = run_rsync(argv, name, progress, self.cancel, source.secret.encode() + b"\n" + listing)
+            out = self._run(host, check_link_script(self.layout, self.digests[chunk]), f"check of chunk {chunk + 1}",
+                            stdin=listing)
+            if "chunk=ok" not in out:
+                raise SyncError(f"{name}: chunk {chunk + 1} from {sender} does not match the manifest")
+            host.files += stats.files_transferred
+            host.bytes += stats.bytes_transferred
+            host.from_peers += sender != LAUNCHER
+            self.board.update(name, bytes_sent=host.bytes, files_sent=host.files)
+            done.put(_Event("chunk", name, sender, chunk))
+        except BaseException as exc:  # noqa: BLE001 - reported to the scheduler, which decides
+            done.put(_Event("chunk", name, sender, chunk, error=exc))
+
+    def _commit(self, name: str, done: queue.Queue[_Event]) -> None:
+        host = self.hosts[name]
+        try:
+            self.board.update(name, phase="verifying")
+            version = new_version_name(self.expected.manifest.digest)
+            out = self._run(host, verify_commit_script(self.layout, self.expected.listing, version, host.current),
+                            "verification and commit", stdin=self.expected.document)
+            if "verify=mismatch" in out:
+                raise SyncError(f"{name}: copy does not match the manifest")
+            if f"committed={version}" not in out:
+                raise SyncError(f"{name}: commit did not confirm: {out.strip()[:200]!r}")
+            done.put(_Event("commit", name, version=version))
+        except BaseException as exc:  # noqa: BLE001
+            done.put(_Event("commit", name, error=exc))
+
+    # -- the scheduling loop ---------------------------------------------------------------------
+
+    def run(self) -> tuple[HostOutcome, ...]:
+        self._start_locks: dict[str, threading.Lock] = {}
+        for n in self.names:
+            self.hosts[n] = _Host(n, self._client(), HostLock(
+                n, self.layout, self.options.ssh_config, self.options.lock_timeout, self.cancel,
+                self.options.connect_timeout))
+        outcomes: dict[str, HostOutcome] = {}
+        try:
+            with ThreadPoolExecutor(max_workers=8, thread_name_prefix="pipeline-setup") as pool:
+                for n, outcome in zip(self.names, pool.map(self._setup, self.names), strict=True):
+                    if outcome is not None:
+                        outcomes[n] = outcome
+                        self.board.update(n, phase="done" if outcome.ok else "failed")
+            active = [n for n in self.names if n not in outcomes]
+            if active:
+                log.info("pipeline: %d chunks to %d hosts", len(self.plan), len(active))
+                outcomes.update(self._loop(active))
+        finally:
+            self._finish()
+        return tuple(outcomes[n] for n in self.names)
+
+    def _loop(self, active: list[str]) -> dict[str, HostOutcome]:
+        schedule = ChunkSchedule(active, len(self.plan), self.options.retry.attempts)
+        done: queue.Queue[_Event] = queue.Queue()
+        outcomes: dict[str, HostOutcome] = {}
+        committing: set[str] = set()
+        errors: dict[str, str] = {}
+
+        def fail(name: str, error: str) -> None:
+            h = self.hosts[name]
+            if name not in outcomes:
+                outcomes[name] = HostOutcome(name, False, "rsync", h.files, h.bytes,
+                                             round(time.monotonic() - h.started, 3),
+                                             schedule.failures[name] + 1, error=error, source="-")
+                self.board.update(name, phase="failed")
+
+        while True:
+            if self.cancel.cancelled:
+                for n in schedule.give_up_all():
+                    fail(n, f"{n}: interrupted")
+            else:
+                for sender, name, chunk in schedule.next_transfers():
+                    if self.on_transfer is not None:
+                        self.on_transfer(sender, name, chunk)
+                    threading.Thread(target=self._transfer, args=(sender, name, chunk, done),
+                                     name=f"chunk {sender}->{name}", daemon=True).start()
+                for name in active:
+                    if schedule.complete(name) and name not in committing and name not in outcomes:
+                        committing.add(name)
+                        threading.Thread(target=self._commit, args=(name, done), daemon=True).start()
+            if schedule.finished and not committing:
+                break
+            event = done.get()
+            name = event.host
+            if event.kind == "commit":
+                committing.discard(name)
+                h = self.hosts[name]
+                if event.error is None:
+                    outcomes[name] = HostOutcome(
+                        name, True, "rsync", h.files, h.bytes, round(time.monotonic() - h.started, 3),
+                        schedule.failures[name] + 1, event.version,
+                        source=LAUNCHER if not h.from_peers else f"{h.from_peers}/{len(self.plan)} chunks from peers")
+                    self.board.update(name, phase="done")
+                else:
+                    schedule.give_up(name)
+                    fail(name, str(as_sync_error(name, event.error)))
+                continue
+            if event.error is None:
+                schedule.succeeded(event.sender, name, event.chunk)
+                continue
+            exc = as_sync_error(name, event.error)
+            sender = event.sender
+            server = self.servers.get(sender)
+            gone = sender != LAUNCHER and ((server is not None and server.gone) or sender in schedule.failed_hosts)
+            refused = sender != LAUNCHER and exit_code(exc) in REFUSED_EXITS
+            unreachable = isinstance(exc, SSHError)
+            given_up = schedule.failed(sender, name, event.chunk, refused=refused, sender_gone=gone,
+                                       fatal=not retryable(exc) or self.cancel.cancelled,
+                                       blame_sender=not unreachable)
+            errors[name] = str(exc)
+            if given_up:
+                fail(name, str(exc))
+            else:
+                why = "not charged: the sender is gone" if gone else "not charged: refused by the sender" \
+                    if refused else f"failure {schedule.failures[name]} of {schedule.max_attempts}"
+                log.warning("%s (chunk %d from %s; %s); trying again", exc, event.chunk + 1, sender, why)
+        return outcomes
+
+    def _finish(self) -> None:
+        """Stop the servers, remove the serve directories, release the locks."""
+        for server in self.servers.values():
+            server.stop()
+
+        def one(host: _Host) -> None:
+            if not host.locked:
+                return
+            try:
+                host.client.run(host.name, f"rm -rf -- {shlex.quote(serve_dir(self.layout))}", timeout=60)
+            except (SSHError, SyncError, OSError) as exc:
+                log.debug("%s: cannot remove the served directory: %s", host.name, exc)
+            finally:
+                host.client.close_master(host.name)
+                host.lock.release()
+
+        with ThreadPoolExecutor(max_workers=8, thread_name_prefix="pipeline-end") as pool:
+            list(pool.map(one, self.hosts.values()))

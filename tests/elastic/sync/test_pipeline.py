@@ -1,0 +1,222 @@
+"""Pipelined relay: the pure plan and schedule (tables), and runs against the local cluster's
+pods (real sshd, real rsync daemons serving each pod's verified chunks)."""
+from __future__ import annotations
+
+import math
+import threading
+
+import pytest
+
+from elastic.common.hostlist import Host
+from elastic.errors import ConfigError
+from elastic.sync.pipeline import MAX_CHUNKS, ChunkSchedule, chunk_count, chunk_plan
+from elastic.sync.relay import LAUNCHER
+from elastic.sync.retry import RetryPolicy
+from elastic.sync.service import SyncOptions
+from tests.elastic.conftest import assert_host_has, cli, hosts_by_name, make_dataset, sync, wait_for
+
+MIB = 2**20
+
+# -- chunk_plan ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("total_mib", "hosts", "chunk_mib", "chunks"), [
+    (4, 16, 8, 1),          # smaller than one chunk: one chunk, today's relay
+    (100, 16, 8, 12),       # each at least --chunk-mib
+    (1000, 16, 8, 32),      # 8*log2(16)
+    (1000, 8, 8, 24),       # 8*log2(8)
+    (10000, 1000, 8, MAX_CHUNKS),
+    (1000, 1, 8, 8),        # one host: as for two
+])
+def test_chunk_count_follows_hosts_and_chunk_size(total_mib, hosts, chunk_mib, chunks) -> None:
+    assert chunk_count(total_mib * MIB, hosts, chunk_mib * MIB) == chunks
+
+
+def test_chunk_plan_cuts_whole_files_into_about_equal_chunks() -> None:
+    sizes = {f"f{i:03d}": (i % 7 + 1) * MIB for i in range(200)}  # 800 MiB of 1..7 MiB files
+    plan = chunk_plan(sizes, 16, 8 * MIB)
+    assert len(plan) == 32
+    assert sorted(p for c in plan for p in c) == sorted(sizes)          # every file, once
+    sums = [sum(sizes[p] for p in c) for c in plan]
+    target = sum(sizes.values()) / len(plan)
+    assert all(abs(s - target) <= 7 * MIB for s in sums), sums         # within one file of equal
+    assert list(plan[0]) == sorted(plan[0]) and plan[0][0] == "f000"  # path order
+
+
+def test_chunk_plan_of_big_files_and_empty_datasets() -> None:
+    assert chunk_plan({"a": 100 * MIB, "b": 1}, 16, 8 * MIB) == [("a",), ("b",)]  # no empty chunk
+    assert chunk_plan({}, 4, MIB) == [()]
+    assert chunk_plan({"empty": 0}, 4, MIB) == [("empty",)]
+    with pytest.raises(ConfigError, match="--chunk-mib must be > 0"):
+        chunk_count(10, 2, 0)
+
+
+# -- ChunkSchedule -------------------------------------------------------------------------------
+
+def _hosts(n: int) -> list[str]:
+    return [f"h{i}" for i in range(n)]
+
+
+def _equal_time(schedule: ChunkSchedule) -> int:
+    """Drive the schedule as if every transfer took one chunk time and succeeded."""
+    steps = 0
+    while not schedule.finished:
+        started = schedule.next_transfers()
+        assert started, "nothing running and nothing to start"
+        for sender, host, chunk in started:
+            schedule.succeeded(sender, host, chunk)
+        steps += 1
+    return steps
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 7, 8, 15, 16, 31, 32])
+@pytest.mark.parametrize("k", [1, 2, 5, 24, 32, 64])
+def test_equal_transfers_take_the_lower_bound(n, k) -> None:
+    assert _equal_time(ChunkSchedule(_hosts(n), k)) == k + math.ceil(math.log2(n + 1)) - 1
+
+
+@pytest.mark.parametrize("n", [6, 10, 12, 20, 24, 28])
+def test_other_host_counts_are_at_most_one_chunk_time_above_it(n) -> None:
+    for k in (3, 16, 32):
+        assert _equal_time(ChunkSchedule(_hosts(n), k)) <= k + math.ceil(math.log2(n + 1))
+
+
+def test_each_pair_copies_the_rarest_chunk_the_receiver_lacks() -> None:
+    s = ChunkSchedule(_hosts(4), 3)
+    s.have = {"h0": {0, 1}, "h1": {0}, "h2": {0}, "h3": set()}
+    started = s.next_transfers()
+    senders = {snd: (h, c) for snd, h, c in started}
+    assert senders[LAUNCHER][1] == 2                                  # nobody holds chunk 2
+    assert senders["h0"][1] == 1                                      # 1 is rarer than 0
+    assert len(started) == 3 and {h for _, h, _ in started} == {"h1", "h2", "h3"}
+    assert all(c not in s.have[h] for _, h, c in started)
+
+
+def test_one_transfer_per_sender_and_per_receiver() -> None:
+    s = ChunkSchedule(_hosts(6), 8)
+    s.have["h0"] = {0, 1, 2}
+    started = s.next_transfers()
+    assert len({snd for snd, _, _ in started}) == len(started) == len({h for _, h, _ in started}) == 2
+    assert s.next_transfers() == []                                   # both senders busy
+
+
+def test_a_failed_host_withdraws_its_chunks_only() -> None:
+    s = ChunkSchedule(_hosts(3), 2, attempts=2)
+    s.have = {"h0": {0, 1}, "h1": {0}, "h2": set()}
+    s.give_up("h0")
+    assert s.have["h0"] == set() and s.have["h1"] == {0}
+    started = s.next_transfers()
+    assert started and all(snd != "h0" and h != "h0" for snd, h, _ in started)
+    for snd, h, c in started:
+        s.succeeded(snd, h, c)
+    _equal_time(s)
+    assert s.complete("h1") and s.complete("h2") and not s.complete("h0") and s.finished
+
+
+def test_failures_charged_to_a_host_give_it_up_after_its_attempts() -> None:
+    s = ChunkSchedule(["x"], 1, attempts=2)
+    [(snd, h, c)] = s.next_transfers()
+    assert not s.failed(snd, h, c)
+    [(snd, h, c)] = s.next_transfers()
+    assert s.failed(snd, h, c) and "x" in s.failed_hosts and s.finished
+
+
+def test_a_sender_stops_serving_after_failing_two_different_hosts_in_a_row() -> None:
+    s = ChunkSchedule(_hosts(4), 2)
+    s.have["h0"] = {0, 1}
+    s.sending.add("h0"), s.receiving.update({"h1": 0})
+    s.failed("h0", "h1", 0)
+    assert "h0" not in s.retired                                      # one host: may be the host's fault
+    s.sending.add("h0"), s.receiving.update({"h1": 0})
+    s.failed("h0", "h1", 0)
+    assert "h0" not in s.retired                                      # the same host again
+    s.sending.add("h0"), s.receiving.update({"h2": 1})
+    s.failed("h0", "h2", 1)
+    assert "h0" in s.retired and all(snd != "h0" for snd, _, _ in s.next_transfers())
+    assert s.have["h0"] == {0, 1}                                     # it keeps its chunks
+
+
+def test_a_success_clears_a_senders_strikes() -> None:
+    s = ChunkSchedule(_hosts(4), 2)
+    s.have["h0"] = {0, 1}
+    for host, ok in (("h1", False), ("h2", True), ("h3", False)):
+        s.sending.add("h0"), s.receiving.update({host: 0})
+        s.succeeded("h0", host, 0) if ok else s.failed("h0", host, 0)
+    assert "h0" not in s.retired
+
+
+def test_a_refused_or_gone_sender_is_not_charged_to_the_receiver() -> None:
+    s = ChunkSchedule(_hosts(3), 1, attempts=1)
+    s.have["h0"] = {0}
+    s.sending.add("h0"), s.receiving.update({"h1": 0})
+    assert not s.failed("h0", "h1", 0, refused=True)
+    assert s.failures["h1"] == 0 and "h1" not in s.failed_hosts
+    s.sending.add("h0"), s.receiving.update({"h2": 0})
+    assert not s.failed("h0", "h2", 0, sender_gone=True)
+    assert s.failures["h2"] == 0 and "h0" in s.retired
+    assert {(snd, h) for snd, h, _ in s.next_transfers()} == {(LAUNCHER, "h1")}  # not from h0 again
+
+
+def test_an_unreachable_receiver_does_not_strike_its_sender() -> None:
+    s = ChunkSchedule(_hosts(4), 1)
+    s.have["h0"] = {0}
+    for host in ("h1", "h2"):
+        s.sending.add("h0"), s.receiving.update({host: 0})
+        s.failed("h0", host, 0, blame_sender=False)
+    assert "h0" not in s.retired and s.failures["h1"] == s.failures["h2"] == 1
+
+
+# -- against pods --------------------------------------------------------------------------------
+
+def test_chunks_are_served_between_pods_and_every_copy_is_verified(sync_cluster, pod_ips, ssh_dir, tmp_path):
+    src = make_dataset(tmp_path / "ds", small=40, big_mib=4)
+    ips = list(pod_ips.values())
+    proc, report = sync(ssh_dir, src, "/data/pipe", "--hosts", ",".join(ips), "--relay", "pipeline",
+                        "--chunk-mib", "1", "--bwlimit", "8192")
+    assert proc.returncode == 0, proc.stderr
+    hosts = hosts_by_name(report)
+    assert any(h["source"] != LAUNCHER for h in hosts.values()), report   # some chunk came from a pod
+    assert all(h["ok"] and h["attempts"] == 1 for h in hosts.values()), report
+    for pod in pod_ips:
+        assert_host_has(sync_cluster, pod, "/data/pipe", src)
+        listing = sync_cluster.ssh(pod, "ls -A /data/.pipe.dataset-sync").stdout.split()
+        assert "serve" not in listing and "staging" not in listing      # cleaned up, committed
+    again, report = sync(ssh_dir, src, "/data/pipe", "--hosts", ",".join(ips), "--relay", "pipeline")
+    assert again.returncode == 0 and all(h["unchanged"] for h in report["hosts"]), again.stderr
+
+
+def test_a_pod_deleted_while_serving_costs_its_receivers_nothing(sync_cluster, tmp_path, monkeypatch):
+    from elastic.sync.relay_run import distribute
+
+    names = ["pipe-a", "pipe-b", "pipe-c"]
+    for n in names:
+        sync_cluster.create_pod(n)
+    ips = {n: sync_cluster.wait_ready(n, timeout=60) for n in names}
+    ssh = tmp_path / "ssh"
+    proc = cli("ssh-bootstrap", "hosts", "--identity", str(sync_cluster.identity), "--out", str(ssh),
+               "--port", str(sync_cluster.ssh_port), "--hosts", ",".join(ips.values()))
+    assert proc.returncode == 0, proc.stderr
+    src = make_dataset(tmp_path / "ds", small=10, big_mib=4)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    a = ips["pipe-a"]
+    started: list[tuple[str, str, int]] = []
+    result = {}
+    options = SyncOptions(ssh_config=str(ssh / "ssh_config"), bwlimit_kbps=2048, chunk_mib=1,
+                          retry=RetryPolicy(attempts=2, base=0.2))
+
+    def run() -> None:
+        result["report"] = distribute(str(src), "/data/pipekill", [Host(ip) for ip in ips.values()], options,
+                                      relay="pipeline", on_transfer=lambda s, h, c: started.append((s, h, c)))
+
+    t = threading.Thread(target=run)
+    t.start()
+    wait_for(lambda: any(s == a for s, _, _ in started), 60, "a to serve a chunk")
+    sync_cluster.delete_pod("pipe-a", grace_seconds=0)
+    t.join(120)
+    assert not t.is_alive()
+    out = {h.host: h for h in result["report"].hosts}
+    assert not out[a].ok
+    for n in ("pipe-b", "pipe-c"):
+        h = out[ips[n]]
+        assert h.ok and h.attempts == 1, h                            # served elsewhere, uncharged
+        assert_host_has(sync_cluster, n, "/data/pipekill", src)
