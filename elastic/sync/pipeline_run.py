@@ -47,8 +47,14 @@ from elastic.sync.peers import PeerServer
 from elastic.sync.pipeline import REFUSED_EXITS, ChunkSchedule, chunk_plan
 from elastic.sync.progress import ProgressBoard
 from elastic.sync.relay import LAUNCHER, PeerSource, is_ip, serve_script
-from elastic.sync.remote import Layout, new_version_name, parse_probe, probe_script, verify_commit_script, \
-    writer_rsync_path
+from elastic.sync.remote import (
+    Layout,
+    new_version_name,
+    parse_probe,
+    probe_script,
+    verify_commit_script,
+    writer_rsync_path,
+)
 from elastic.sync.rsync import RsyncOptions, RsyncProgress, link_flag, run_rsync
 
 log = logging.getLogger("dataset-sync")
@@ -131,7 +137,8 @@ trap 'rm -f -- "$pw" "$list"' EXIT
 IFS= read -r secret || exit 3
 printf '%s\\n' "$secret" > "$pw"
 cat > "$list"
-{q(options.remote_rsync)} {' '.join(q(o) for o in opts)} --password-file="$pw" --files-from="$list" -- {q(source.url())} {q(layout.staging + '/')}
+{q(options.remote_rsync)} {' '.join(q(o) for o in opts)} --password-file="$pw" --files-from="$list" \\
+  -- {q(source.url())} {q(layout.staging + '/')}
 """
 
 

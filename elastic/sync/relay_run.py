@@ -31,9 +31,6 @@ from __future__ import annotations
 
 import logging
 import queue
-import random
-import secrets
-import subprocess
 import tempfile
 import threading
 import time
@@ -44,15 +41,15 @@ from dataclasses import dataclass
 from elastic.common.hostlist import Host
 from elastic.common.table import human_bytes
 from elastic.errors import ConfigError, SSHError, SyncError, VerifyFailed
-from elastic.ssh.exec import SSHClient, ssh_failure
+from elastic.ssh.exec import SSHClient
 from elastic.sync.cancel import CancelToken
 from elastic.sync.hostsync import Attempt, Expected, HostOutcome, HostSync, as_sync_error, retryable
 from elastic.sync.options import SyncOptions
-from elastic.sync.progress import ProgressBoard
 from elastic.sync.peers import PeerServer
 from elastic.sync.pipeline_run import PipelineRun
+from elastic.sync.progress import ProgressBoard
 from elastic.sync.relay import LAUNCHER, PeerSource, RelaySchedule, choose_relay, serve_script
-from elastic.sync.remote import Layout, parse_probe, probe_script
+from elastic.sync.remote import parse_probe, probe_script
 from elastic.sync.service import SyncReport, prepare, sync_dataset
 
 log = logging.getLogger("dataset-sync")
