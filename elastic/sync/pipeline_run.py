@@ -103,28 +103,39 @@ echo setup=ok
 """
 
 
-def check_link_script(layout: Layout, expected: str) -> str:
-    """Check the chunk listed on stdin (NUL-separated paths) in staging: the SHA-256 of its
-    files' ``sha256sum -z`` records must be ``expected``; then hard-link them into serve and
-    print ``chunk=ok``. On a mismatch remove them from staging (the next attempt copies them
-    again) and print ``chunk=mismatch``."""
+MISMATCH_EXIT = 97  # a chunk's check failed on the host (its files were removed from staging)
+
+
+def _check_link(layout: Layout, expected: str) -> str:
+    """Shell lines: check the chunk listed in ``$list`` in staging (the SHA-256 of its files'
+    ``sha256sum -z`` records must be ``expected``), then hard-link its files into serve; on a
+    mismatch remove them from staging (the next attempt copies them again) and exit 97."""
     q = shlex.quote
     return f"""
 cd -- {q(layout.staging)} || exit 3
-list=$(mktemp) || exit 3; trap 'rm -f -- "$list"' EXIT
-cat > "$list"
 got=$(xargs -0r sha256sum -z -- < "$list" | sha256sum | cut -c1-64)
-if [ "$got" != {q(expected)} ]; then xargs -0r rm -f -- < "$list"; echo chunk=mismatch; exit 0; fi
+if [ "$got" != {q(expected)} ]; then
+  xargs -0r rm -f -- < "$list"; echo "error: the chunk does not match the manifest" >&2; exit {MISMATCH_EXIT}
+fi
 xargs -0r cp -alf --parents -t ../serve -- < "$list" || exit 4
-echo chunk=ok
 """
 
 
-def pull_chunk_script(layout: Layout, source: PeerSource, current: str, options: RsyncOptions,
+def check_link_script(layout: Layout, expected: str) -> str:
+    """Script: ``_check_link`` of the chunk listed on stdin (NUL-separated paths); exit 0 when
+    it is in serve, 97 on a mismatch."""
+    return f"""
+list=$(mktemp) || exit 3; trap 'rm -f -- "$list"' EXIT
+cat > "$list"
+{_check_link(layout, expected)}"""
+
+
+def pull_chunk_script(layout: Layout, source: PeerSource, current: str, options: RsyncOptions, expected: str,
                       address: str = "") -> str:
     """Script run on a host over the launcher's SSH session: pull the files listed on stdin
-    (after the secret's line; NUL-separated) from ``source`` into staging. Holds the writer
-    lock like every rsync filling staging (``remote.writer_rsync_path``)."""
+    (after the secret's line; NUL-separated) from ``source`` into staging, then check them and
+    link them into serve (``_check_link``, exit 97 on a mismatch) in the same session. Holds
+    the writer lock like every rsync filling staging (``remote.writer_rsync_path``)."""
     q = shlex.quote
     opts = [*chunk_flags(options, current, from_copy=True), "--contimeout=10"]
     if address and is_ip(address):
@@ -138,8 +149,8 @@ IFS= read -r secret || exit 3
 printf '%s\\n' "$secret" > "$pw"
 cat > "$list"
 {q(options.remote_rsync)} {' '.join(q(o) for o in opts)} --password-file="$pw" --files-from="$list" \\
-  -- {q(source.url())} {q(layout.staging + '/')}
-"""
+  -- {q(source.url())} {q(layout.staging + '/')} || exit $?
+{_check_link(layout, expected)}"""
 
 
 def chunk_digest(paths: Sequence[str], expected: Expected) -> str:
@@ -268,24 +279,27 @@ class PipelineRun:
             def progress(p: RsyncProgress) -> None:
                 self.board.update(name, bytes_sent=host.bytes + p.bytes)
 
-            if sender == LAUNCHER:
-                with tempfile.NamedTemporaryFile(dir=self.control_dir, prefix="chunk-") as files_from:
-                    files_from.write(listing)
-                    files_from.flush()
-                    argv = ["rsync", *chunk_flags(rsync, host.current, from_copy=False),
-                            f"--files-from={files_from.name}", "-e", host.client.rsh(),
-                            f"--rsync-path={writer_rsync_path(self.layout, rsync.remote_rsync)}",
-                            "--", self.src.rstrip("/") + "/", f"{name}:{self.layout.staging}/"]
-                    stats = run_rsync(argv, name, progress, self.cancel)
-            else:
-                source = self._server(sender)
-                argv = host.client.argv(name, pull_chunk_script(self.layout, source, host.current, rsync,
-                                                                address=name))
-                stats = run_rsync(argv, name, progress, self.cancel, source.secret.encode() + b"\n" + listing)
-            out = self._run(host, check_link_script(self.layout, self.digests[chunk]), f"check of chunk {chunk + 1}",
-                            stdin=listing)
-            if "chunk=ok" not in out:
-                raise SyncError(f"{name}: chunk {chunk + 1} from {sender} does not match the manifest")
+            try:
+                if sender == LAUNCHER:
+                    with tempfile.NamedTemporaryFile(dir=self.control_dir, prefix="chunk-") as files_from:
+                        files_from.write(listing)
+                        files_from.flush()
+                        argv = ["rsync", *chunk_flags(rsync, host.current, from_copy=False),
+                                f"--files-from={files_from.name}", "-e", host.client.rsh(),
+                                f"--rsync-path={writer_rsync_path(self.layout, rsync.remote_rsync)}",
+                                "--", self.src.rstrip("/") + "/", f"{name}:{self.layout.staging}/"]
+                        stats = run_rsync(argv, name, progress, self.cancel)
+                    self._run(host, check_link_script(self.layout, self.digests[chunk]),
+                              f"check of chunk {chunk + 1}", stdin=listing)
+                else:
+                    source = self._server(sender)
+                    argv = host.client.argv(name, pull_chunk_script(self.layout, source, host.current, rsync,
+                                                                    self.digests[chunk], address=name))
+                    stats = run_rsync(argv, name, progress, self.cancel, source.secret.encode() + b"\n" + listing)
+            except SyncError as exc:
+                if f"(exit {MISMATCH_EXIT})" in str(exc):
+                    raise SyncError(f"{name}: chunk {chunk + 1} from {sender} does not match the manifest") from exc
+                raise
             host.files += stats.files_transferred
             host.bytes += stats.bytes_transferred
             host.from_peers += sender != LAUNCHER
@@ -334,6 +348,22 @@ class PipelineRun:
 
     def _loop(self, active: list[str]) -> dict[str, HostOutcome]:
         schedule = ChunkSchedule(active, len(self.plan), self.options.retry.attempts)
+        # every host's daemon starts now, off the critical path: a host serves its first chunk at once
+        starter = ThreadPoolExecutor(max_workers=8, thread_name_prefix="pipeline-serve")
+        for n in active:
+            starter.submit(self._start_quietly, n)
+        try:
+            return self._schedule(schedule, active)
+        finally:
+            starter.shutdown(wait=True)
+
+    def _start_quietly(self, sender: str) -> None:
+        try:
+            self._server(sender)
+        except (SSHError, SyncError) as exc:
+            log.warning("%s cannot serve: %s", sender, exc)
+
+    def _schedule(self, schedule: ChunkSchedule, active: list[str]) -> dict[str, HostOutcome]:
         done: queue.Queue[_Event] = queue.Queue()
         outcomes: dict[str, HostOutcome] = {}
         committing: set[str] = set()

@@ -210,22 +210,24 @@ def _linked_tree(root: Path, symlinks: str) -> Path:
     return src
 
 
-@pytest.mark.parametrize("symlinks", ["keep", "copy-unsafe", "refuse"])
-def test_relay_copies_links_as_the_symlinks_mode_says(sync_cluster, pod_ips, ssh_dir, tmp_path, symlinks):
+@pytest.mark.parametrize(("relay", "symlinks"), [("on", "keep"), ("on", "copy-unsafe"), ("on", "refuse"),
+                                                 ("pipeline", "keep"), ("pipeline", "copy-unsafe")])
+def test_relay_copies_links_as_the_symlinks_mode_says(sync_cluster, pod_ips, ssh_dir, tmp_path, relay, symlinks):
     """A host served by a peer gets the links the manifest lists, as links, first time: the
     pull from the peer keeps what the push from the launcher keeps (``keep``: links out of the
-    tree too)."""
+    tree too); the pipeline makes them on each host from the manifest."""
     src = _linked_tree(tmp_path, symlinks)
     manifest = build_manifest(str(src), symlinks=symlinks)
     if symlinks == "keep":
         assert {"images", "labels.csv", "munged"} <= set(manifest.links)
-    dest = f"/data/relay-links-{symlinks}"
+    dest = f"/data/relay-links-{relay}-{symlinks}"
     ips = list(pod_ips.values())
-    proc, report = sync(ssh_dir, src, dest, "--hosts", ",".join(ips), "--relay", "on", "--symlinks", symlinks,
+    proc, report = sync(ssh_dir, src, dest, "--hosts", ",".join(ips), "--relay", relay, "--symlinks", symlinks,
                         "--retries", "1")
     assert proc.returncode == 0, proc.stderr + proc.stdout
     hosts = hosts_by_name(report)
-    assert any(h["source"] in ips for h in hosts.values()), report  # a peer served someone
+    if relay == "on":
+        assert any(h["source"] in ips for h in hosts.values()), report  # a peer served someone
     assert all(h["attempts"] == 1 for h in hosts.values()), report
     assert "does not match the manifest" not in proc.stderr
     for pod in pod_ips:
