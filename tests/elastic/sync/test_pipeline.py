@@ -33,13 +33,13 @@ def test_chunk_count_follows_hosts_and_chunk_size(total_mib, hosts, chunk_mib, c
 
 
 def test_chunk_plan_cuts_whole_files_into_about_equal_chunks() -> None:
-    sizes = {f"f{i:03d}": (i % 7 + 1) * MIB for i in range(200)}  # 800 MiB of 1..7 MiB files
+    sizes = {f"f{i:03d}": (1 if i < 150 else 10) * MIB for i in range(200)}  # 650 MiB: small, then big files
     plan = chunk_plan(sizes, 16, 8 * MIB)
     assert len(plan) == 32
     assert sorted(p for c in plan for p in c) == sorted(sizes)          # every file, once
     sums = [sum(sizes[p] for p in c) for c in plan]
     target = sum(sizes.values()) / len(plan)
-    assert all(abs(s - target) <= 7 * MIB for s in sums), sums         # within one file of equal
+    assert all(abs(s - target) <= 10 * MIB for s in sums), sums        # equal bytes, within one file
     assert list(plan[0]) == sorted(plan[0]) and plan[0][0] == "f000"  # path order
 
 
