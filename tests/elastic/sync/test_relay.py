@@ -23,7 +23,8 @@ def test_auto_relays_above_a_few_hosts_or_with_peers() -> None:
     assert not choose_relay("auto", 4) and choose_relay("auto", 5)
     assert choose_relay("auto", 1, peers=2)
     assert choose_relay("on", 1) and not choose_relay("off", 16, peers=3)
-    with pytest.raises(ConfigError, match="--relay must be one of auto, on, off, got 'maybe'"):
+    assert choose_relay("pipeline", 1)
+    with pytest.raises(ConfigError, match="--relay must be one of auto, on, off, pipeline, got 'maybe'"):
         choose_relay("maybe", 3)
 
 
