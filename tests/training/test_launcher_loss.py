@@ -152,30 +152,38 @@ def test_a_launcher_killed_with_its_workers_resumes_from_the_local_snapshot(tmp_
 
 
 def test_a_stale_run_cannot_write_a_checkpoint_after_a_newer_one(tmp_path):
+    """The old run pauses (``--debug-pause-file``) once its first checkpoint is written, until
+    the new run has written its own: the new run then resumes early in the run, with
+    checkpoints still to write, however long its start-up takes (without the pause, a start-up
+    slowed by a loaded machine let the old run reach its last step first, and the new run
+    resumed with no checkpoint left to write)."""
     data = write_mnist(tmp_path / "mnist", train=TRAIN, test=20)
     ckpt = tmp_path / "ckpt"
     hold = tmp_path / "hold"
     hold.write_text("")
+    pause_old = tmp_path / "pause-old"
 
-    def run(name: str) -> Job:
+    def run(name: str, *extra: str) -> Job:
         tmp = tmp_path / name
         tmp.mkdir()
         argv = train_args("mnist", data, tmp, 3, "--batch-size", str(BATCH), "--commit-every", "2",
                           "--checkpoint-dir", str(ckpt), "--checkpoint-every", "4",
                           "--snapshot-every", "0", "--debug-step-delay", "0.1",
-                          "--debug-hold-file", str(hold))
+                          "--debug-hold-file", str(hold), *extra)
         return Job(argv, tmp_path / f"{name}.log", cwd=ROOT)
 
     def generations() -> set[int]:
         return {k[0] for n in os.listdir(ckpt) if (k := checkpoint.key(n))}
 
-    old = run("old")
+    old = run("old", "--debug-pause-file", str(pause_old))
     new = None
     try:
         old.wait_for(lambda: ckpt.exists() and generations() == {1}, "the old run's checkpoint",
                      timeout=300)
-        new = run("new")  # a retried launcher's run while the old one still trains
+        pause_old.write_text("")  # the old run waits before its next step
+        new = run("new")  # a retried launcher's run while the old one still runs
         new.wait_for(lambda: 2 in generations(), "the new run's checkpoint", timeout=300)
+        pause_old.unlink()  # the old run trains on, and comes to its next checkpoint
         old.wait_for(lambda: "this run is stale" in old.output(), "the old run's refusal",
                      timeout=300)
         old_pos = checkpoint.latest_key(ckpt)
