@@ -23,7 +23,7 @@ import pytest
 from localcluster import control
 from localcluster.testing import running_cluster
 from shared.event_kinds import Kind
-from tests.runtime.liveness import paused
+from tests.runtime.liveness import paused, pid_gone
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.horovod]
@@ -70,15 +70,7 @@ def _tree(root: int) -> set[int]:
 
 def _live(pids: set[int]) -> set[int]:
     """Those of pids that still run (not gone, not a zombie)."""
-    out = set()
-    for pid in pids:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state != "Z":
-            out.add(pid)
-    return out
+    return {pid for pid in pids if not pid_gone(pid)}
 
 
 def _job_processes(job: Path, log_setting: str) -> set[int]:

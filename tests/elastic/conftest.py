@@ -182,6 +182,19 @@ def assert_host_has(cluster, pod: str, dest: str, src: Path) -> None:
     assert Manifest.from_json(manifest).digest == build_manifest(str(src)).digest
 
 
+def pods_with_ssh(cluster, tmp_path: Path, names: list[str]) -> tuple[dict[str, str], Path]:
+    """Create pods ``names`` on cluster, wait until they are ready and pin their host keys
+    (``ssh-bootstrap hosts`` into ``tmp_path/ssh``): (name -> IP, the ssh directory)."""
+    for n in names:
+        cluster.create_pod(n)
+    ips = {n: cluster.wait_ready(n, timeout=60) for n in names}
+    ssh = tmp_path / "ssh"
+    proc = cli("ssh-bootstrap", "hosts", "--identity", str(cluster.identity), "--out", str(ssh),
+               "--port", str(cluster.ssh_port), "--hosts", ",".join(ips.values()))
+    assert proc.returncode == 0, proc.stderr
+    return ips, ssh
+
+
 def sync(ssh_dir: Path, src: Path, dest: str, *hosts_and_flags: str, timeout: float = 180):
     """Run dataset-sync with the bootstrap's ssh_config; return (process, JSON report or None)."""
     report = src.parent / f"report-{os.urandom(4).hex()}.json"

@@ -30,9 +30,11 @@ hvd.allreduce(torch.zeros(1), name="warm-up")  # both ranks are up and connected
 waiting = sys.argv[1] + ".waiting"
 if hvd.rank() == 1:
     deadline = time.monotonic() + 120
-    while not os.path.exists(waiting) and time.monotonic() < deadline:
-        time.sleep(0.01)  # until rank 0 is in its timed allreduce
-    time.sleep(3.0)  # then the slow peer's longer step: rank 0 waits at least this
+    while not os.path.exists(waiting):  # until rank 0 is in its timed allreduce
+        if time.monotonic() > deadline:
+            sys.exit("rank 0 never began its timed allreduce within 120 s")
+        time.sleep(0.01)
+    time.sleep(3.0)  # the behaviour under test: the slow peer's longer step, rank 0 waits for it
 wall, cpu = time.monotonic(), time.thread_time()
 if hvd.rank() == 0:
     open(waiting, "w").close()

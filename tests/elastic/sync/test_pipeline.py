@@ -13,7 +13,7 @@ from elastic.sync.pipeline import MAX_CHUNKS, ChunkSchedule, chunk_count, chunk_
 from elastic.sync.relay import LAUNCHER
 from elastic.sync.retry import RetryPolicy
 from elastic.sync.service import SyncOptions
-from tests.elastic.conftest import assert_host_has, cli, hosts_by_name, make_dataset, sync, wait_for
+from tests.elastic.conftest import assert_host_has, hosts_by_name, make_dataset, pods_with_ssh, sync, wait_for
 
 MIB = 2**20
 
@@ -189,13 +189,7 @@ def test_a_pod_deleted_while_serving_costs_its_receivers_nothing(sync_cluster, t
     from elastic.sync.relay_run import distribute
 
     names = ["pipe-a", "pipe-b", "pipe-c"]
-    for n in names:
-        sync_cluster.create_pod(n)
-    ips = {n: sync_cluster.wait_ready(n, timeout=60) for n in names}
-    ssh = tmp_path / "ssh"
-    proc = cli("ssh-bootstrap", "hosts", "--identity", str(sync_cluster.identity), "--out", str(ssh),
-               "--port", str(sync_cluster.ssh_port), "--hosts", ",".join(ips.values()))
-    assert proc.returncode == 0, proc.stderr
+    ips, ssh = pods_with_ssh(sync_cluster, tmp_path, names)
     src = make_dataset(tmp_path / "ds", small=10, big_mib=4)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     a = ips["pipe-a"]

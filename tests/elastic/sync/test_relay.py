@@ -15,7 +15,7 @@ from elastic.sync.relay import LAUNCHER, RelaySchedule, assign, choose_relay, se
 from elastic.sync.remote import Layout
 from elastic.sync.retry import RetryPolicy
 from elastic.sync.service import SyncOptions
-from tests.elastic.conftest import assert_host_has, cli, hosts_by_name, make_dataset, sync, wait_for
+from tests.elastic.conftest import assert_host_has, hosts_by_name, make_dataset, pods_with_ssh, sync, wait_for
 
 # -- pure --------------------------------------------------------------------------------------
 
@@ -149,13 +149,7 @@ def test_relay_host_deleted_mid_copy_costs_its_child_a_retry(sync_cluster, tmp_p
     from elastic.sync.relay_run import distribute
 
     names = ["relay-a", "relay-b", "relay-c"]
-    for n in names:
-        sync_cluster.create_pod(n)
-    ips = {n: sync_cluster.wait_ready(n, timeout=60) for n in names}
-    ssh = tmp_path / "ssh"
-    proc = cli("ssh-bootstrap", "hosts", "--identity", str(sync_cluster.identity), "--out", str(ssh),
-               "--port", str(sync_cluster.ssh_port), "--hosts", ",".join(ips.values()))
-    assert proc.returncode == 0, proc.stderr
+    ips, ssh = pods_with_ssh(sync_cluster, tmp_path, names)
     src = make_dataset(tmp_path / "ds", small=10, big_mib=6)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # in-process dataset-sync's hash cache
     a, b, c = (ips[n] for n in names)
