@@ -28,7 +28,6 @@ from tests.runtime.test_horovod_patches import HOROVODRUN, discovery_script, rea
 from tests.waiting import wait_for
 
 HERE = Path(__file__).parent
-PIPE_FULL = 60_000  # bytes queued in horovodrun's stdout pipe (64 KiB) when its writer is blocked
 
 INVALID_UTF8 = """
 import sys, time
@@ -116,6 +115,19 @@ def queued(pipe) -> int:
     return int.from_bytes(fcntl.ioctl(pipe.fileno(), termios.FIONREAD, b"\0\0\0\0"), sys.byteorder)
 
 
+def blocked_in_pipe_write(pid: int) -> bool:
+    """A thread of pid sleeps in the kernel's pipe write (its wchan): the pipe it writes is
+    full. How many bytes that takes varies (a pipe page holds one or two of these lines,
+    whatever the write sizes left), so the byte count alone cannot say it."""
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            if "pipe_write" in (task / "wchan").read_text():
+                return True
+        except OSError:
+            continue  # the thread ended
+    return False
+
+
 @pytest.mark.timeout(300)
 def test_invalid_utf8_output_neither_hangs_nor_silences_horovodrun(tmp_path):
     """0102, the reproduction of a relay killed by one byte: each rank writes b"caf\\xe9\\n" (not
@@ -168,8 +180,9 @@ def test_sigterm_ends_horovodrun_whose_output_is_blocked(tmp_path):
     proc = run_static(tmp_path, CHATTY)
     pids: list[int] = []
     try:
-        wait_for(lambda: queued(proc.stdout) >= PIPE_FULL and len(list(tmp_path.glob("pid.*"))) == 2, 180,
-                 "horovodrun's stdout pipe to fill")
+        wait_for(lambda: blocked_in_pipe_write(proc.pid) and len(list(tmp_path.glob("pid.*"))) == 2, 180,
+                 "horovodrun's stdout pipe to fill (a thread of it blocked writing it)",
+                 detail=lambda: f"{queued(proc.stdout)} bytes queued")
         pids = [int(p.read_text()) for p in tmp_path.glob("pid.*")]
         os.kill(proc.pid, signal.SIGTERM)
         wait_for(lambda: proc.poll() is not None, 120,
@@ -216,7 +229,7 @@ def test_an_elastic_job_whose_output_nobody_reads_trains_on_and_grows(tmp_path):
             pytest.fail(f"horovodrun exited ({proc.returncode})", pytrace=False)
 
     try:
-        wait_for(lambda: queued(proc.stdout) >= PIPE_FULL and steps(2) >= 10, 300,
+        wait_for(lambda: blocked_in_pipe_write(proc.pid) and steps(2) >= 10, 300,
                  "the job to train at world size 2 with its stdout pipe full", alive=running)
         blocked = max(r["time"] for r in read_log(log))
         hosts.write_text(f"localhost:1\n127.0.0.1:1\n{me}:1\n")
@@ -225,7 +238,7 @@ def test_an_elastic_job_whose_output_nobody_reads_trains_on_and_grows(tmp_path):
                  "the discovery script's output is never read)", alive=running, detail=driver_events)
         wait_for(lambda: max(r["time"] for r in read_log(log)) > blocked + 30, 120,
                  "30 s of training with stdout unread", alive=running)
-        assert queued(proc.stdout) >= PIPE_FULL  # nobody has read it
+        assert blocked_in_pipe_write(proc.pid)  # nobody has read it
         out = Reader(proc.stdout).start()
         err = Reader(proc.stderr).start()
         wait_for(lambda: "bytes of output dropped: stdout blocked" in out.text(), 120,
