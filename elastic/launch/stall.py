@@ -2,8 +2,12 @@
 
 Progress comes from the driver's events (``elastic.launch.events``), so it works for any
 training script that uses ``hvd.elastic.run``: a commit reported by a worker (``progress``),
-a worker asking for its rank (``worker_ready``), a reset, a worker started. Host changes and
-exits are not progress. The clock runs only while a worker runs: a job that has no worker yet
+a worker asking for its rank (``worker_ready``), a reset, a worker started for a world. Host
+changes, exits and joiners are not progress: a joiner started (or started again after its pod's
+cooldown) or waiting at the rendezvous says nothing of the world it waits for, so a world whose
+every member hung while a joiner waits to be taken in (the reset it asked for never begins:
+nobody checks in, so the registration barrier's deadline never arms) is stopped here, with the
+joiner named as waiting. The clock runs only while a worker runs: a job that has no worker yet
 (its hosts being prepared: keys pinned, a large dataset synced) or none any more (waiting for
 hosts) is waiting, not hung -- ``--first-world-timeout`` and Horovod's elastic timeout judge
 that wait -- so it is never stopped as stalled.
@@ -30,7 +34,16 @@ _DOING: dict[Kind | str, str] = {
     Kind.WORKER_READY: "rendezvous (asked for its rank)",
     Kind.PROGRESS: "committed",
     Kind.WORKER_EXIT: "exited",
+    Kind.JOINER_READY: "waiting to join (at the rendezvous, not yet taken into a world)",
+    Kind.JOINER_TAKEN: "taken into a world",
 }
+
+
+def is_progress(record: Record) -> bool:
+    """Whether ``record`` shows the world moving (the module docstring): a joiner's start is not."""
+    if record.kind == Kind.WORKER_START and record.detail.get("joiner") is True:
+        return False
+    return record.kind in PROGRESS_KINDS
 
 
 @dataclass
@@ -53,7 +66,7 @@ class Activity:
     def observe(self, records: Iterable[Record]) -> None:
         for r in records:
             d = r.detail
-            if r.kind in PROGRESS_KINDS:
+            if is_progress(r):
                 self.last_progress = max(self.last_progress, r.time)
             if r.kind == Kind.HOSTS:
                 self.hosts = [str(h) for h in d.get("hosts", [])]
@@ -68,6 +81,10 @@ class Activity:
                 text = _DOING.get(r.kind, r.kind)
                 if r.kind == Kind.PROGRESS:
                     text = f"committed (commit #{d.get('commits')})"
+                elif r.kind == Kind.WORKER_START and d.get("joiner") is True:
+                    text = "started as a joiner"
+                elif r.kind == Kind.JOINER_DROPPED:
+                    text = f"dropped as a joiner: {d.get('reason')}"
                 elif r.kind == Kind.WORKER_EXIT:
                     text = f"exited with {d.get('exit_code')}"
                 self.workers[key] = _Seen(r.time, text)

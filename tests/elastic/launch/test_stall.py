@@ -44,6 +44,30 @@ def test_a_job_with_no_worker_running_is_waiting_not_stalled():
     assert not a.stalled(T0 + 3759, 60) and a.stalled(T0 + 3761, 60)
 
 
+def test_a_joiner_waiting_beside_a_hung_world_is_not_progress_and_is_named():
+    """Every member hung (their pings answered, nobody checks in) while a joiner waits to be
+    taken in: the reset the joiner asked for never begins, so the barrier's deadline never arms
+    and only this watchdog ends the job. The joiner's start, its wait at the rendezvous and a
+    sibling joiner started again after its pod's cooldown do not hold the clock back."""
+    a = Activity(T0)
+    a.observe(RUNNING)  # the members' last commit at T0 + 10
+    a.observe([Record(T0 + 20, "worker_start", {"host": "10.0.0.3", "slot": 0, "rank": None, "joiner": True}),
+               Record(T0 + 25, "joiner_ready", {"host": "10.0.0.3", "slot": 0, "startup": 5.0}),
+               Record(T0 + 25, "notify", {}),
+               Record(T0 + 30, "worker_start", {"host": "10.0.0.4", "slot": 0, "rank": None, "joiner": True}),
+               Record(T0 + 33, "joiner_dropped", {"host": "10.0.0.4", "slot": 0, "reason": "it exited with 1"}),
+               Record(T0 + 60, "worker_start", {"host": "10.0.0.4", "slot": 0, "rank": None, "joiner": True})])
+    assert a.stalled(T0 + 71, 60)
+    text = a.report(T0 + 100)
+    assert "no rank made progress for 90s" in text
+    assert "worker 10.0.0.3[0]: waiting to join (at the rendezvous, not yet taken into a world), 75s ago" in text
+    assert "worker 10.0.0.4[0]: started as a joiner, 40s ago" in text
+    assert "driver: told the coordinator of a host change, 75s ago" in text
+    # a worker started for a world (a reset's new slot) is progress, as before
+    a.observe([Record(T0 + 100, "worker_start", {"host": "10.0.0.5", "slot": 0, "rank": 2, "joiner": False})])
+    assert not a.stalled(T0 + 159, 60)
+
+
 def test_report_names_each_rank_and_host_and_what_it_did_last():
     a = Activity(T0)
     a.observe(RUNNING)
