@@ -7,9 +7,16 @@
 - ``OTHER_RUN`` (410): a driver of another run answers at that address: no renewal.
 - Any other answer (404 from a driver without the project's answer, plain horovodrun): the
   driver runs: renewed, as before the run id.
+- ``GET /elastic-run-lease/<run id>/adopt/<host>/<slot>/<pid>`` (``adopt_path``): asked instead
+  by a wrapper whose launcher is gone (its session ended or its driver fell silent) while it
+  waits to be adopted. Only ``200`` renews it: a driver that took over that very process
+  (host, local rank, the wrapper's pid) of that run. Every other driver answers ``OTHER_RUN``:
+  the one that started it counts it as exited once its session is gone.
 
 Plain constants, standard library only: the wrapper runs before anything else on a worker.
 """
+import re
+
 from shared.environment import ELASTIC_RUN_ID
 
 RUN_ID_ENV = ELASTIC_RUN_ID  # elastic-run's run id, in horovodrun's and every worker's environment
@@ -20,3 +27,15 @@ OTHER_RUN = 410
 
 def lease_path(run_id: str | None) -> str:
     return f"/{SCOPE}/{run_id or NO_RUN_ID}"
+
+
+ADOPT = "adopt"
+_PART = re.compile(r"^[A-Za-z0-9._-]{1,253}$")
+
+
+def adopt_path(run_id: str | None, host: str, slot: int, pid: int) -> str:
+    """The question of a wrapper waiting to be adopted; ValueError for a host that is not a
+    plain name or address (it goes into a URL path)."""
+    if not _PART.match(host) or host in (".", ".."):
+        raise ValueError(f"not a host name: {host!r}")
+    return f"/{SCOPE}/{run_id or NO_RUN_ID}/{ADOPT}/{host}/{int(slot)}/{int(pid)}"

@@ -1,6 +1,6 @@
 """A worker's processes end when the launcher that started them is gone: the lease wrapper.
 
-    python -m elastic.worker.lease [--seconds N] -- COMMAND ARGS...
+    python -m elastic.worker.lease [--seconds N] [--adopt-window W] -- COMMAND ARGS...
 
 ``elastic-run`` puts this in front of the training command (``--lease``, default
 ``DEFAULT_LEASE`` s; 0 leaves it out), so it runs on every worker host as the first process of
@@ -34,8 +34,19 @@ child's code (128+N when the child died of signal N). Meanwhile it watches, ever
 On a loss it writes one line to stderr (if anyone still reads it) and sends SIGKILL to its
 process group (itself, the shell that started it, the training and everything it started):
 the old world is gone within N + ``TICK`` seconds of its launcher's last answer, or within the
-session's end, whichever comes first. ``decide`` and ``Judge`` are the pure rule; ``main`` the I/O
-around it.
+session's end, whichever comes first.
+
+With an adoption window (``--adopt-window W``, W > 0) a loss does not end the worker at once
+(``elastic.worker.custody``): the training's stdout and stderr are pipes this wrapper copies
+to its own (``elastic.worker.output``), so when the session is gone the training trains on, its
+output going to a log on the host (the line naming it is the last the session gets), and the
+wrapper asks at the same address whether a leader adopted it (``shared.lease_wire.adopt_path``:
+its run, ``HOROVOD_HOSTNAME``, ``HOROVOD_LOCAL_RANK`` and this wrapper's pid). Only a driver
+that took over this very process answers yes; the one that started it never does. Adopted, it
+is held by the adopting leader's lease alone; not adopted within W seconds, it is ended as
+above, so nothing outlives a job without a launcher by more than W + N seconds.
+
+``decide`` and ``Judge`` are the pure rule; ``main`` the I/O around it.
 Standard library only (it runs before anything else on the worker).
 """
 from __future__ import annotations
@@ -46,15 +57,19 @@ import os
 import re
 import select
 import signal
+import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 
 from elastic.environment import HOROVOD_GLOO_RENDEZVOUS_ADDR, HOROVOD_GLOO_RENDEZVOUS_PORT
+from elastic.worker.custody import ATTACHED, ORPHAN, Custody
+from elastic.worker.output import Output, pipes
 from shared.exitcodes import EXIT_CANNOT_RUN, EXIT_USAGE, exit_for_returncode
-from shared.lease_wire import OTHER_RUN, RUN_ID_ENV, lease_path
+from shared.lease_wire import OTHER_RUN, RUN_ID_ENV, adopt_path, lease_path
 from shared.worker import Worker
 
 DEFAULT_LEASE = 8.0  # the driver's own 6 s stall + POLL + 1 s catch-up; a silent launcher: < 10 s
@@ -75,6 +90,15 @@ def check_seconds(value: float) -> float:
     healthy workers."""
     if not math.isfinite(value) or (value != 0 and not MIN_LEASE <= value <= MAX_LEASE):
         raise ValueError(f"the lease must be 0 (off) or {MIN_LEASE:g}..{MAX_LEASE:g} seconds, got {value!r}")
+    return value
+
+
+def check_window(value: float) -> float:
+    """An adoption window: 0 (none) or ``MIN_LEASE``..``MAX_LEASE`` seconds; ValueError naming
+    the value otherwise."""
+    if not math.isfinite(value) or (value != 0 and not MIN_LEASE <= value <= MAX_LEASE):
+        raise ValueError(f"the adoption window must be 0 (none) or {MIN_LEASE:g}..{MAX_LEASE:g} seconds, "
+                         f"got {value!r}")
     return value
 
 
@@ -144,7 +168,17 @@ class Renewer:
         self._path = lease_path(run_id)
         self._conn: http.client.HTTPConnection | None = None
         self.renewed = time.monotonic()
+        self.adopted_at: float | None = None  # when a leader last said it adopted this worker
+        self._claiming = False
         self._worker = Worker(self._run, "lease")
+
+    @property
+    def claiming(self) -> bool:
+        return self._claiming
+
+    def claim(self, path: str) -> None:
+        """Ask ``path`` (``shared.lease_wire.adopt_path``) from now on: only a 200 renews."""
+        self._path, self._claiming = path, True
 
     def start(self) -> Renewer:
         self._worker.start()
@@ -173,9 +207,12 @@ class Renewer:
                 continue  # the kept connection was closed by the driver: once more on a new one
             if response.will_close:
                 self._close()
-            if response.status == OTHER_RUN:
-                return False  # another run's driver at this address
-            self.renewed = max(self.renewed, time.monotonic())  # the driver ran when it answered
+            if response.status == OTHER_RUN or (self._claiming and response.status != 200):
+                return False  # another run's driver at this address, or nobody adopted it
+            now = time.monotonic()
+            self.renewed = max(self.renewed, now)  # the driver ran when it answered
+            if self._claiming:
+                self.adopted_at = now
             return True
         return False
 
@@ -218,11 +255,35 @@ def _exit_code(returncode: int) -> int:
     return exit_for_returncode(returncode)
 
 
-def run(command: Sequence[str], seconds: float) -> int:
+def _identity(environ: dict[str, str] | os._Environ[str]) -> tuple[str, int]:
+    """(host, local rank) as horovodrun named this worker; this host's name without them."""
+    slot = environ.get("HOROVOD_LOCAL_RANK", "0")
+    return environ.get("HOROVOD_HOSTNAME") or socket.gethostname(), int(slot) if slot.isdigit() else 0
+
+
+def run(command: Sequence[str], seconds: float, window: float = 0.0) -> int:
     """Run ``command`` under the watch described in the module docstring; its exit code.
     Never returns when the watch ends the process group."""
     parent = os.getppid()
-    child = subprocess.Popen(list(command))
+    output: Output | None = None
+    claim: str | None = None
+    if window > 0:
+        streams, (out_w, err_w) = pipes()
+        host, slot = _identity(os.environ)
+        try:
+            claim = adopt_path(os.environ.get(RUN_ID_ENV) or None, host, slot, os.getpid())
+        except ValueError:
+            claim = None  # a host name no leader could name back: never adopted, ended at the window
+        log = os.path.join(tempfile.gettempdir(), f"elastic-run-worker-{slot}-{os.getpid()}.log")
+        output = Output(streams, log)
+        try:
+            child = subprocess.Popen(list(command), stdout=out_w, stderr=err_w)
+        finally:
+            os.close(out_w)
+            os.close(err_w)
+        output.start()
+    else:
+        child = subprocess.Popen(list(command))
     sent: set[int] = set()
 
     def forward(signum, _frame) -> None:
@@ -238,33 +299,59 @@ def run(command: Sequence[str], seconds: float) -> int:
     if renewer is not None:
         renewer.start()
     judge = Judge(time.monotonic())
+    custody = Custody(window)
+
+    def say(line: str) -> None:
+        if output is not None and output.detached:
+            output.note(f"elastic-run lease: {line}\n".encode())
+        else:
+            _say(line)
     while True:
         try:
-            return _exit_code(child.wait(timeout=TICK))
+            code = _exit_code(child.wait(timeout=TICK))
+            if output is not None:
+                output.close()
+            return code
         except subprocess.TimeoutExpired:
             pass
         now = time.monotonic()
         renewed = judge.renewed(now, renewer.renewed) if renewer else None
-        why = decide(now, renewed, seconds, os.getppid() != parent, hung_up((1, 2)))
-        if why is not None:
-            _say(f"{why}: ending this worker's processes (process group {os.getpgrp()})")
+        if custody.state == ATTACHED:
+            why = decide(now, renewed, seconds, os.getppid() != parent, hung_up((1, 2)) or
+                         (output is not None and output.detached))
+        else:  # only the adopting leader's lease holds it now
+            why = decide(now, renewed, seconds, False, False)
+        step = custody.step(now, why, renewer.adopted_at if renewer else None)
+        if step.say is not None:
+            say(step.say)
+        if custody.state == ORPHAN and output is not None and not output.detached:
+            output.detach()
+            say(f"its output goes to {output.log_path} from now on")
+        if custody.state == ORPHAN and renewer is not None and claim is not None and not renewer.claiming:
+            renewer.claim(claim)
+        if step.end is not None:
+            say(f"{step.end}: ending this worker's processes (process group {os.getpgrp()})")
             os.killpg(os.getpgrp(), signal.SIGKILL)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    seconds = DEFAULT_LEASE
+    seconds, window = DEFAULT_LEASE, 0.0
     try:
-        if args[:1] == ["--seconds"]:
-            seconds = check_seconds(float(args[1]))
+        while args[:1] in (["--seconds"], ["--adopt-window"]):
+            if args[0] == "--seconds":
+                seconds = check_seconds(float(args[1]))
+            else:
+                window = check_window(float(args[1]))
             args = args[2:]
         if args[:1] != ["--"] or len(args) < 2:
-            raise ValueError("usage: python -m elastic.worker.lease [--seconds N] -- COMMAND ARGS...")
+            raise ValueError("usage: python -m elastic.worker.lease [--seconds N] [--adopt-window W] "
+                             "-- COMMAND ARGS...")
     except (ValueError, IndexError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        return run(args[1:], seconds)
+        return run(args[1:], seconds, window)
     except OSError as exc:
         print(f"error: cannot run {args[1]}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN

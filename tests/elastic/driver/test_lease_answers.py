@@ -76,3 +76,38 @@ def test_other_requests_are_horovods(driver):
         assert conn.getresponse().status == 404
     finally:
         conn.close()
+
+
+def test_only_an_adopted_process_is_answered_and_the_waiting_are_named(driver):
+    """A wrapper waiting to be adopted is refused by the driver that started it (same run) and
+    kept as a claim; once adopted it is answered, and let go it is refused again."""
+    from elastic.driver.lease_answers import Claim, _installed
+    from shared.lease_wire import adopt_path
+    renewer = Renewer("127.0.0.1", driver, run_id="run-a")
+    try:
+        renewer.claim(adopt_path("run-a", "10.0.0.7", 1, 4242))
+        assert not renewer.ask() and renewer.adopted_at is None
+        claim = Claim("run-a", "10.0.0.7", 1, 4242)
+        assert set(_installed.waiting()) == {claim}
+        _installed.adopt(claim)
+        assert renewer.ask() and renewer.adopted_at is not None
+        _installed.release(claim)
+        assert not renewer.ask()
+    finally:
+        renewer._close()
+
+
+@pytest.mark.parametrize("asked", ["run-a/adopt/../0/1", "run-a/adopt/h/x/1", "run-a/adopt/h/0", "a b/adopt/h/0/1",
+                                   "run-a/adopt/h/0/1/2", "run-a/adopt/h/0/99999999999", "run-a/adopt//0/1"])
+def test_a_malformed_claim_is_refused_and_not_kept(asked):
+    answers = lease_answers.Answers("run-a")
+    assert answers.status(asked) == 410
+    assert answers.waiting() == {}
+
+
+def test_claims_kept_are_bounded(monkeypatch):
+    monkeypatch.setattr(lease_answers, "MAX_WAITING", 3)
+    answers = lease_answers.Answers("run-a")
+    for pid in range(10):
+        assert answers.status(f"run-a/adopt/h/0/{pid}") == 410
+    assert len(answers.waiting()) == 3
