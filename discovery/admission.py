@@ -14,7 +14,8 @@ pod is reported as skipped with the last failure as the reason, and the command 
 pod exists (``recheck`` 0: never again until its uid changes). A Ready pod whose preparation
 failed for a passing cause (its sshd still starting, a network blip, a full disk freed) is
 served once a later try succeeds: a failure never leaves a healthy pod unused for the rest of
-the run.
+the run. With a ``gate`` (``discovery.leader_gate``) every attempt first waits until this pod
+leads the job.
 
 Owned by the asyncio side: every method must be called from the event loop's thread.
 ``request`` never blocks (it starts the preparation task of a new uid); ``states`` is the
@@ -46,6 +47,7 @@ from types import MappingProxyType
 from discovery.environment import DISCOVERY_POD_NAME, DISCOVERY_POD_NAMESPACE
 from discovery.errors import ConfigError
 from discovery.hosts import Host, escape, servable
+from discovery.leader_gate import LeaderGate
 from discovery.table import ADMITTED, PREPARING
 from shared.atomicfile import write_atomic
 from shared.discovery_wire import PREPARE_FAILED
@@ -99,9 +101,11 @@ def prepare_env(host: Host, base: Mapping[str, str]) -> dict[str, str]:
 class Admission:
     """Per-uid preparation state and the tasks that run the command."""
 
-    def __init__(self, settings: PrepareSettings, on_change: Callable[[], None]) -> None:
+    def __init__(self, settings: PrepareSettings, on_change: Callable[[], None],
+                 gate: LeaderGate | None = None) -> None:
         self.settings = settings
         self._on_change = on_change
+        self.gate = gate  # each attempt waits until this pod leads (discovery.leader_gate)
         self._state: dict[str, str] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._changed: set[str] = set()
@@ -181,6 +185,8 @@ class Admission:
         """Run the command once (within the concurrency bound): "" when ``host`` is admitted,
         else the failure (``prepare failed after N attempts: reason``)."""
         assert self._sem is not None
+        if self.gate is not None:
+            await self.gate.wait()
         async with self._sem:
             ok, reason = await self._run_once(host)
         if ok:

@@ -29,6 +29,8 @@ from discovery.environment import (
     DISCOVERY_PODS_FILE,
     DISCOVERY_PREPARE_CMD,
     DISCOVERY_PREPARE_CONCURRENCY,
+    DISCOVERY_PREPARE_LEADER_IDENTITY,
+    DISCOVERY_PREPARE_LEADER_LEASE,
     DISCOVERY_PREPARE_RECHECK,
     DISCOVERY_PREPARE_RETRIES,
     DISCOVERY_PREPARE_TIMEOUT,
@@ -111,6 +113,13 @@ def build_parser() -> argparse.ArgumentParser:
     a("--prepare-recheck", default=env_default(DISCOVERY_PREPARE_RECHECK, "30"),
       help="seconds before a pod whose preparation failed is tried again, doubling up to 300 "
            "(env DISCOVERY_PREPARE_RECHECK, default 30; 0: never again until its uid changes)")
+    a("--prepare-leader-lease", default=env_default(DISCOVERY_PREPARE_LEADER_LEASE),
+      help="NAMESPACE/NAME: run --prepare-cmd only while this Lease is held by --prepare-leader-identity "
+           "(a daemon beside a standby launcher prepares nothing: the hook stops the job's other runs; "
+           "env DISCOVERY_PREPARE_LEADER_LEASE)")
+    a("--prepare-leader-identity", default=env_default(DISCOVERY_PREPARE_LEADER_IDENTITY),
+      help="the identity this pod's launcher leads as (elastic-run --leader-identity; "
+           "env DISCOVERY_PREPARE_LEADER_IDENTITY)")
     a("--prepare-timeout", default=env_default(DISCOVERY_PREPARE_TIMEOUT, "600"),
       help="seconds before a prepare command is killed (env DISCOVERY_PREPARE_TIMEOUT, default 600)")
     a("--stale-after", default=env_default(DISCOVERY_STALE_AFTER, "10"),
@@ -164,6 +173,17 @@ async def _serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
                                         recheck=_seconds_or_zero("--prepare-recheck", args.prepare_recheck))
     elif args.admitted_file:
         raise ConfigError("--admitted-file needs --prepare-cmd")
+    gate_lease = None
+    if args.prepare_leader_lease or args.prepare_leader_identity:
+        from discovery.leader_gate import check_identity, parse_lease
+        if not (args.prepare_leader_lease and args.prepare_leader_identity):
+            raise ConfigError("--prepare-leader-lease and --prepare-leader-identity go together")
+        if not args.prepare_cmd:
+            raise ConfigError("--prepare-leader-lease needs --prepare-cmd")
+        if args.pods_file:
+            raise ConfigError("--prepare-leader-lease needs the API server, not --pods-file")
+        gate_lease = parse_lease(args.prepare_leader_lease)
+        check_identity(args.prepare_leader_identity)
     stale_after = _float("--stale-after", args.stale_after)
     watch_timeout = _int("--watch-timeout", args.watch_timeout) or 0
     if watch_timeout < 1:
@@ -186,11 +206,16 @@ async def _serve(args: argparse.Namespace, stop: asyncio.Event) -> int:
     else:
         from discovery.kube import PodAPI, PodQuery, load_api_client
         from discovery.kube_source import KubernetesSource
-        api = PodAPI(load_api_client(args.kubeconfig),
-                     PodQuery(args.namespace, args.selector, args.field_selector))
+        api_client = load_api_client(args.kubeconfig)
+        api = PodAPI(api_client, PodQuery(args.namespace, args.selector, args.field_selector))
         source = KubernetesSource(api, watch_timeout=watch_timeout)
-    svc = DiscoveryService(source, rules,
-                           stale_after=stale_after, hostfile=args.hostfile, prepare=prepare)
+    gate = None
+    if gate_lease is not None:
+        from discovery.leader_gate import LeaderGate, lease_holder
+        gate = LeaderGate(lease_holder(api_client, *gate_lease), args.prepare_leader_identity,
+                          f"Lease {gate_lease[0]}/{gate_lease[1]}")
+    svc = DiscoveryService(source, rules, stale_after=stale_after, hostfile=args.hostfile, prepare=prepare,
+                           prepare_gate=gate)
     from discovery.connguard import guarded_runner
     runner = guarded_runner(make_app(svc, args.token), access_log=None, handle_signals=False)
     await runner.setup()

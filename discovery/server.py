@@ -80,6 +80,10 @@ class ServiceCollector:
                                       value=svc.admission.runs)
             yield CounterMetricFamily("discovery_prepare_failures", "Prepare command failures",
                                       value=svc.admission.failures)
+            if svc.admission.gate is not None:
+                yield GaugeMetricFamily("discovery_prepare_waiting_to_lead",
+                                        "Preparations waiting until this pod leads (--prepare-leader-lease)",
+                                        value=svc.admission.gate.waiting)
         yield CounterMetricFamily("discovery_hostfile_errors", "Failed hostfile writes",
                                   value=svc.hostfile_errors)
 

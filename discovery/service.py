@@ -28,6 +28,7 @@ from collections.abc import Callable
 from discovery.admission import Admission, PrepareSettings
 from discovery.hostfile import HostfileWriter
 from discovery.hosts import Rules
+from discovery.leader_gate import LeaderGate
 from discovery.source import HostSource
 from discovery.status import WatchStatus
 from discovery.table import EMPTY, HostTable, TableBuilder
@@ -41,7 +42,7 @@ class DiscoveryService:
 
     def __init__(self, source: HostSource, rules: Rules, *, stale_after: float = 10.0,
                  hostfile: str | None = None, prepare: PrepareSettings | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 prepare_gate: LeaderGate | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         if stale_after <= 0:
             raise ValueError(f"stale_after must be > 0 seconds, got {stale_after}")
         self.rules = rules
@@ -51,6 +52,7 @@ class DiscoveryService:
         self._builder = TableBuilder(rules)
         self._hostfile = HostfileWriter(hostfile) if hostfile else None
         self._prepare_settings = prepare
+        self._prepare_gate = prepare_gate
         self.admission: Admission | None = None
         self.table: HostTable = EMPTY
         self.hostfile_errors = 0
@@ -73,7 +75,7 @@ class DiscoveryService:
         self._published = asyncio.Condition()
         self.failed = asyncio.Event()
         if self._prepare_settings is not None:
-            self.admission = Admission(self._prepare_settings, self._kick)
+            self.admission = Admission(self._prepare_settings, self._kick, self._prepare_gate)
         self._task = self._loop.create_task(self._publish_loop(), name="publisher")
         self.source.start(self._kick_threadsafe)
         return self

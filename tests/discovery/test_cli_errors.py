@@ -15,6 +15,15 @@ BIN = Path(sys.executable).parent
     (["discovery-daemon", "--bogus"], "unrecognized arguments: --bogus (see discovery-daemon --help)"),
     (["discovery-daemon", "--selector", "app=x", "--prepare-cmd", "true", "--prepare-recheck", "-1"],
      "--prepare-recheck must be >= 0, got '-1'"),
+    (["discovery-daemon", "--selector", "app=x", "--prepare-cmd", "true", "--prepare-leader-lease", "ns/job"],
+     "--prepare-leader-lease and --prepare-leader-identity go together"),
+    (["discovery-daemon", "--selector", "app=x", "--prepare-leader-lease", "ns/job", "--prepare-leader-identity", "b"],
+     "--prepare-leader-lease needs --prepare-cmd"),
+    (["discovery-daemon", "--selector", "app=x", "--prepare-cmd", "true", "--prepare-leader-lease", "job",
+      "--prepare-leader-identity", "b"], "--prepare-leader-lease must be NAMESPACE/NAME, got 'job'"),
+    (["discovery-daemon", "--selector", "app=x", "--prepare-cmd", "true", "--prepare-leader-lease", "ns/job",
+      "--prepare-leader-identity", "b c"],
+     "--prepare-leader-identity must be letters, digits, '.', '_' or '-', got 'b c'"),
     (["discover-hosts", "--fallback", "bogus"], "--fallback must be one of none, cache, api, got 'bogus'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, message):
