@@ -33,7 +33,8 @@ INVARIANTS = {
     "driver-work": "the driver handles at most 3 pings, reports and connections per worker per second",
     "resets-end": "every reset forms its next world within its bound: the barrier's deadline, a member's "
                   "background write, a silent member's loss",
-    "one-world": "each reset forms at most one world, of members that checked in for it and still run",
+    "one-world": "each reset forms at most one world, of members that checked in for it (or joiners "
+                 "waiting to be taken in) and still run",
 }
 WORK_LIMIT = 3.0
 
@@ -228,6 +229,8 @@ def one_world(rec: Record) -> list[Violation]:
     checked: dict[int, set[str]] = {}
     for rid, key, _ in rec.check_ins:
         checked.setdefault(rid, set()).add(key)
+    for r in rec.resets:  # the joiners a reset takes in are no parties to its barrier
+        checked.setdefault(r.rid, set()).update(r.joiners)
     known = {p.key: p.known for p in rec.procs}
     formed: set[int] = set()
     last = -math.inf

@@ -41,7 +41,8 @@ class Proc:
     host: str
     slot: int
     started: float
-    ready: float | None = None  # in the world since
+    ready: float | None = None  # in the world since (a joiner: waiting at the rendezvous since)
+    joining: bool = False  # a joiner waiting to be taken in: no member of the reset it asked for
     gone: float | None = None  # exited, lost or dropped
     cause: str | None = None  # why gone
     known: float | None = None  # when the driver knew it was gone (lost it, or saw its exit)
@@ -77,6 +78,7 @@ class Reset:
     ended: float | None = None
     armed: bool = False
     began_by_failure: bool = False  # a member's loss began it (its FAILURE is the first record)
+    joiners: set[str] = field(default_factory=set)  # waiting joiners it takes in, outside its barrier
     busy_until: float = 0.0  # the last background write a member waits for
 
 
@@ -271,6 +273,7 @@ class World:
         if p.gone is not None:
             return
         p.ready = self.clock.now
+        p.joining = True
         self.world.add(p.key)
         self.liveness.watch(self.world, self.clock.now)
         self._report_loop(p, self.clock.now + REPORT_EVERY)
@@ -397,10 +400,11 @@ class World:
     def _members_left(self, keys) -> None:
         """Members gone (lost, exited): their failure is recorded at the barrier of the open
         reset, or begins one (the others are aborted)."""
-        left = {k for k in keys if self.procs[k].ready is not None}
+        self.pending -= set(keys)
+        # a joiner waiting to be taken in is no member: its loss drops it, it begins no reset
+        left = {k for k in keys if self.procs[k].ready is not None and not self.procs[k].joining}
         if not left:
             return
-        self.pending -= left
         r = self.reset
         if r is None:
             self._begin_reset(failed=left)
@@ -410,11 +414,17 @@ class World:
         self._barrier_moved(r)
 
     def _begin_reset(self, failed: set[str] | None = None) -> None:
+        """A reset: the members of the world (and those just lost) are its barrier's parties;
+        the joiners waiting at the rendezvous are taken into the world it forms without being
+        parties, as the driver's registration has them (a joiner never enters the barrier of a
+        world it is not in): so a reset a joiner asked for has not begun until a member checks in."""
         now = self.clock.now
         rid = len(self.rec.resets) + 1
         alive = {k for k in self.world if self.procs[k].gone is None}
+        joiners = {k for k in alive if self.procs[k].joining}
+        alive -= joiners
         r = Reset(rid, now, expected=alive | (failed or set()), failed=set(failed or ()),
-                  began_by_failure=bool(failed))
+                  began_by_failure=bool(failed), joiners=joiners)
         self.reset = r
         self.rec.resets.append(r)
         self.pending.clear()
@@ -450,7 +460,10 @@ class World:
         now = self.clock.now
         if recorded >= r.expected:
             r.ended = now
-            self.rec.worlds.append((r.rid, now, frozenset(r.checked)))
+            taken = {k for k in r.joiners if self.procs[k].gone is None}
+            for key in taken:
+                self.procs[key].joining = False
+            self.rec.worlds.append((r.rid, now, frozenset(r.checked | taken)))
             self.reset = None
             if self.pending:
                 self._begin_reset()

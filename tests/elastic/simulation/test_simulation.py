@@ -129,3 +129,16 @@ def test_a_world_of_a_worker_that_did_not_check_in_or_was_known_gone_is_caught()
     rec.procs[1].known = None
     rec.worlds.append((1, 10.5, frozenset({"a/0#1"})))
     assert [v.detail for v in one_world(rec)] == ["reset 1 formed a second world"]
+
+
+def test_a_joiner_the_reset_took_in_counts_in_its_world_without_checking_in():
+    """As the driver's registration has it: a joiner waiting at the rendezvous is no party to
+    the barrier of the reset it asked for, and the world that reset forms takes it in."""
+    rec = _record_with_a_reset(checked={"a/0#1", "b/0#1"}, ended=10.4)
+    rec.check_ins += [(1, "a/0#1", 10.2), (1, "b/0#1", 10.3)]
+    j = Proc("c/0#1", "c", 0, started=5.0, ready=9.0)
+    rec.procs.append(j)
+    rec.worlds.append((1, 10.4, frozenset({"a/0#1", "b/0#1", j.key})))
+    assert [v.detail for v in one_world(rec)] == ["world 1 counts c/0#1: not checked in for it, or known gone"]
+    rec.resets[0].joiners.add(j.key)
+    assert one_world(rec) == []
