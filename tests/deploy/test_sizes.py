@@ -1,7 +1,8 @@
-"""Every rendering a user applies (deploy/, the example, the 8-GPU, the Spot and the ImageNet
-overlays): the job asks for what --max-np needs and keeps its floor through drains, workers
-whose loss is cheap, pools picked by labels that exist at node creation, the architecture
-pinned, the launcher kept from consolidation and GPU nodes, the 8-GPU layout, Spot's grace."""
+"""Every rendering a user applies (deploy/, the example, the 8-GPU, the Spot, the ImageNet and
+the ImageNet 8-GPU overlays): the job asks for what --max-np needs and keeps its floor through
+drains, workers whose loss is cheap, pools picked by labels that exist at node creation, the
+architecture pinned, the launcher kept from consolidation and GPU nodes, the 8-GPU layout,
+Spot's grace."""
 import shutil
 import textwrap
 
@@ -23,10 +24,11 @@ from tests.deploy.render import (
 
 RENDERINGS = {"deploy": DEPLOY, "example": DEPLOY / "overlays" / "example",
               "gpu8": DEPLOY / "overlays" / "gpu8", "spot": DEPLOY / "overlays" / "spot",
-              "imagenet": DEPLOY / "overlays" / "imagenet"}
-# memory the launcher container holds besides the formula: the ImageNet overlay's elastic-run
+              "imagenet": DEPLOY / "overlays" / "imagenet",
+              "imagenet-gpu8": DEPLOY / "overlays" / "imagenet-gpu8"}
+# memory the launcher container holds besides the formula: the ImageNet overlays' elastic-run
 # syncs the hosts served at its start itself, one dataset-sync with a 1.28 M-file manifest
-DATASET_MEMORY_MI = {"imagenet": 3072}
+DATASET_MEMORY_MI = {"imagenet": 3072, "imagenet-gpu8": 3072}
 
 
 @pytest.fixture(scope="module", params=sorted(RENDERINGS))

@@ -12,6 +12,7 @@ MINIMUM = "1.29.0"
 NEWEST = kubernetes_validate.latest_version()
 KUSTOMIZATIONS = [DEPLOY, DEPLOY / "storage", DEPLOY / "overlays" / "example", DEPLOY / "overlays" / "gpu8",
                   DEPLOY / "overlays" / "spot", DEPLOY / "overlays" / "imagenet",
+                  DEPLOY / "overlays" / "imagenet-gpu8",
                   DEPLOY / "overlays" / "imagenet" / "storage",
                   DEPLOY / "overlays" / "example" / "storage"]
 
