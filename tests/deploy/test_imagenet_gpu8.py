@@ -179,15 +179,18 @@ def _as_8_gpu(obj: dict, objects: list) -> dict:
     return obj
 
 
+def _key(obj: dict) -> tuple:
+    return obj["kind"], obj["metadata"]["name"]
+
+
 def test_nothing_but_the_sizes_differs_from_the_imagenet_overlay(objects, imagenet):
     """The same objects; the RBAC, NetworkPolicies, ServiceAccounts, the budget and every
     field of the workers' template and the Job equal to the ImageNet overlay's but for the
     8-GPU sizes (its own tests hold it to the base's)."""
-    key = lambda o: (o["kind"], o["metadata"]["name"])  # noqa: E731
-    assert sorted(map(key, objects)) == sorted(map(key, imagenet))
-    theirs = {key(o): o for o in imagenet}
+    assert sorted(map(_key, objects)) == sorted(map(_key, imagenet))
+    theirs = {_key(o): o for o in imagenet}
     for obj in objects:
-        assert obj == _as_8_gpu(theirs[key(obj)], objects), f"{key(obj)} differs beyond the 8-GPU sizes"
+        assert obj == _as_8_gpu(theirs[_key(obj)], objects), f"{_key(obj)} differs beyond the 8-GPU sizes"
 
 
 def test_the_workers_are_owned_by_the_job_and_the_launcher_may_make_and_scale_them(objects):
