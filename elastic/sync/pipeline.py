@@ -69,7 +69,10 @@ class ChunkSchedule:
     a time, the launcher sends each chunk once), for N = 1..5, 7..9, 15..17, 31, 32 and any K;
     at most one chunk time more for the other N up to 32.
 
-    Every started transfer is reported once: ``succeeded`` or ``failed``. A host whose every
+    Every started transfer is reported once: ``succeeded`` or ``failed``; before that it may
+    be reported ``sent`` (the sender's part is over, the host still checks the chunk): the
+    sender is then free to send again, while the host still receives it and holds the chunk
+    (serves it, counts for rarity as a holder) only once it ``succeeded``. A host whose every
     chunk arrived is ``complete`` (the runner verifies and commits it) and keeps serving. A
     failed host (``give_up``, or too many failures charged to it) only withdraws its chunks.
     A sender stops serving when its server is gone or after failing ``STRIKES`` different
@@ -90,6 +93,7 @@ class ChunkSchedule:
         self.avoid: dict[str, set[str]] = {}            # host -> senders that failed it
         self.sending: set[str] = set()
         self.receiving: dict[str, int] = {}             # host -> chunk under way to it
+        self.released: dict[str, str] = {}              # host -> its transfer's sender, freed by ``sent``
         self.transfers = 0                              # transfers started (for reports)
 
     # -- state -----------------------------------------------------------------------------------
@@ -160,6 +164,13 @@ class ChunkSchedule:
                 started.append((sender, host, chunk))
         return started
 
+    def sent(self, sender: str, host: str, chunk: int) -> None:
+        """The transfer's data arrived on ``host``, which now checks it: ``sender`` is free to
+        send again; ``host`` still receives this chunk until it ``succeeded`` or ``failed``."""
+        self._check(sender, host, chunk)
+        self.sending.discard(sender)
+        self.released[host] = sender
+
     def succeeded(self, sender: str, host: str, chunk: int) -> None:
         """The transfer arrived and was verified on ``host``."""
         self._end(sender, host, chunk)
@@ -211,8 +222,14 @@ class ChunkSchedule:
             self.give_up(h)
         return left
 
-    def _end(self, sender: str, host: str, chunk: int) -> None:
-        if self.receiving.get(host) != chunk or sender not in self.sending:
+    def _check(self, sender: str, host: str, chunk: int) -> None:
+        if self.receiving.get(host) != chunk or sender not in self.sending or host in self.released:
             raise AssertionError(f"chunk schedule: no transfer {sender} -> {host} of chunk {chunk}")
+
+    def _end(self, sender: str, host: str, chunk: int) -> None:
+        if self.released.get(host) == sender and self.receiving.get(host) == chunk:
+            del self.released[host]
+        else:
+            self._check(sender, host, chunk)
+            self.sending.discard(sender)
         del self.receiving[host]
-        self.sending.discard(sender)

@@ -42,6 +42,7 @@ from elastic.ssh.exec import SSHClient
 from elastic.sync.cancel import CancelToken
 from elastic.sync.hostsync import Expected, HostOutcome, as_sync_error, retryable
 from elastic.sync.lock import HostLock
+from elastic.sync.manifest import Manifest
 from elastic.sync.options import SyncOptions
 from elastic.sync.peers import PeerServer
 from elastic.sync.pipeline import REFUSED_EXITS, ChunkSchedule, chunk_plan
@@ -52,7 +53,8 @@ from elastic.sync.remote import (
     new_version_name,
     parse_probe,
     probe_script,
-    verify_commit_script,
+    not_host_files,
+    publish_lines,
     writer_rsync_path,
 )
 from elastic.sync.rsync import RsyncOptions, RsyncProgress, link_flag, run_rsync
@@ -104,6 +106,7 @@ echo setup=ok
 
 
 MISMATCH_EXIT = 97  # a chunk's check failed on the host (its files were removed from staging)
+SENT_MARKER = "chunk=sent"  # a pull's line once its rsync ended: the sender's part is over
 
 
 def _check_link(layout: Layout, expected: str) -> str:
@@ -133,8 +136,9 @@ cat > "$list"
 def pull_chunk_script(layout: Layout, source: PeerSource, current: str, options: RsyncOptions, expected: str,
                       address: str = "") -> str:
     """Script run on a host over the launcher's SSH session: pull the files listed on stdin
-    (after the secret's line; NUL-separated) from ``source`` into staging, then check them and
-    link them into serve (``_check_link``, exit 97 on a mismatch) in the same session. Holds
+    (after the secret's line; NUL-separated) from ``source`` into staging, print
+    ``SENT_MARKER`` once they arrived (the sender is free), then check them and link them into
+    serve (``_check_link``, exit 97 on a mismatch) in the same session. Holds
     the writer lock like every rsync filling staging (``remote.writer_rsync_path``)."""
     q = shlex.quote
     opts = [*chunk_flags(options, current, from_copy=True), "--contimeout=10"]
@@ -150,7 +154,41 @@ printf '%s\\n' "$secret" > "$pw"
 cat > "$list"
 {q(options.remote_rsync)} {' '.join(q(o) for o in opts)} --password-file="$pw" --files-from="$list" \\
   -- {q(source.url())} {q(layout.staging + '/')} || exit $?
+echo {SENT_MARKER}
 {_check_link(layout, expected)}"""
+
+
+def names_digest(manifest: Manifest) -> str:
+    """What ``commit_checked_script`` must find in staging: the SHA-256 of the sorted,
+    NUL-terminated records ``D dir``, ``L path\\x01target`` and ``N file`` (the manifest's
+    listing with names, not contents, for the files)."""
+    records = [b"D " + d.encode() for d in manifest.dirs]
+    records += [b"L " + p.encode() + b"\x01" + t.encode() for p, t in manifest.links.items()]
+    records += [b"N " + p.encode() for p in manifest.files]
+    return hashlib.sha256(b"".join(r + b"\0" for r in sorted(records))).hexdigest()
+
+
+def commit_checked_script(layout: Layout, names: str, new_version: str, previous: str) -> str:
+    """Script that commits staging once every chunk was checked: ``verify=mismatch`` (nothing
+    changed) unless staging's directories, links and file names hash to ``names``
+    (``names_digest``) and each of its files is the very file its chunk's check hashed -- the
+    same inode as in serve, where ``_check_link`` links a file only once its SHA-256 matched
+    and nothing else writes (rsync writes a new file and renames it, never into an old one).
+    Then ``verify=ok`` and ``remote.publish_lines``. The contents are not read again: what the
+    full ``verify_commit_script`` would hash here, every host at the same moment at the end
+    of a pipelined run, was hashed chunk by chunk as it arrived."""
+    q = shlex.quote
+    inodes = f"find . -type f {not_host_files()} -printf '%i %P\\0' | LC_ALL=C sort -z | sha256sum | cut -c1-64"
+    return f"""
+cd -- {q(layout.state)}/staging || exit 3
+got=$({{ find . -mindepth 1 -type d -printf 'D %P\\0'; find . -type l -printf 'L %P\\001%l\\0';
+  find . -type f {not_host_files()} -printf 'N %P\\0'; }} | LC_ALL=C sort -z | sha256sum | cut -c1-64)
+if [ "$got" != {q(names)} ]; then echo verify=mismatch; exit 0; fi
+here=$({inodes})
+served=$(cd ../serve && {inodes}) || exit 3
+if [ "$here" != "$served" ]; then echo verify=mismatch; exit 0; fi
+echo verify=ok
+{publish_lines(layout, new_version, previous)}"""
 
 
 def chunk_digest(paths: Sequence[str], expected: Expected) -> str:
@@ -166,7 +204,7 @@ def exit_code(exc: BaseException) -> int | None:
 
 @dataclass
 class _Event:
-    kind: str                 # "chunk" | "commit"
+    kind: str                 # "sent" | "chunk" | "commit"
     host: str
     sender: str = ""
     chunk: int = -1
@@ -199,6 +237,7 @@ class PipelineRun:
         manifest = expected.manifest
         self.plan = chunk_plan({p: e.size for p, e in manifest.files.items()}, len(names), chunk_bytes)
         self.digests = [chunk_digest(c, expected) for c in self.plan]
+        self.listed_names = names_digest(manifest)
         self.servers: dict[str, PeerServer] = {}
         self._servers_lock = threading.Lock()
         self.hosts: dict[str, _Host] = {}
@@ -279,6 +318,9 @@ class PipelineRun:
             def progress(p: RsyncProgress) -> None:
                 self.board.update(name, bytes_sent=host.bytes + p.bytes)
 
+            def sent() -> None:  # the data is here; the host checks it while the sender sends again
+                done.put(_Event("sent", name, sender, chunk))
+
             try:
                 if sender == LAUNCHER:
                     with tempfile.NamedTemporaryFile(dir=self.control_dir, prefix="chunk-") as files_from:
@@ -289,13 +331,15 @@ class PipelineRun:
                                 f"--rsync-path={writer_rsync_path(self.layout, rsync.remote_rsync)}",
                                 "--", self.src.rstrip("/") + "/", f"{name}:{self.layout.staging}/"]
                         stats = run_rsync(argv, name, progress, self.cancel)
+                    sent()
                     self._run(host, check_link_script(self.layout, self.digests[chunk]),
                               f"check of chunk {chunk + 1}", stdin=listing)
                 else:
                     source = self._server(sender)
                     argv = host.client.argv(name, pull_chunk_script(self.layout, source, host.current, rsync,
                                                                     self.digests[chunk], address=name))
-                    stats = run_rsync(argv, name, progress, self.cancel, source.secret.encode() + b"\n" + listing)
+                    stats = run_rsync(argv, name, progress, self.cancel, source.secret.encode() + b"\n" + listing,
+                                      on_line=lambda line: sent() if line.strip() == SENT_MARKER else None)
             except SyncError as exc:
                 if f"(exit {MISMATCH_EXIT})" in str(exc):
                     raise SyncError(f"{name}: chunk {chunk + 1} from {sender} does not match the manifest") from exc
@@ -313,7 +357,7 @@ class PipelineRun:
         try:
             self.board.update(name, phase="verifying")
             version = new_version_name(self.expected.manifest.digest)
-            out = self._run(host, verify_commit_script(self.layout, self.expected.listing, version, host.current),
+            out = self._run(host, commit_checked_script(self.layout, self.listed_names, version, host.current),
                             "verification and commit", stdin=self.expected.document)
             if "verify=mismatch" in out:
                 raise SyncError(f"{name}: copy does not match the manifest")
@@ -408,6 +452,9 @@ class PipelineRun:
                     schedule.give_up(name)
                     fail(name, str(as_sync_error(name, event.error)))
                 continue
+            if event.kind == "sent":
+                schedule.sent(event.sender, name, event.chunk)
+                continue
             if event.error is None:
                 schedule.succeeded(event.sender, name, event.chunk)
                 continue
@@ -430,11 +477,12 @@ class PipelineRun:
         return outcomes
 
     def _finish(self) -> None:
-        """Stop the servers, remove the serve directories, release the locks."""
-        for server in self.servers.values():
-            server.stop()
-
+        """Stop the servers, remove the serve directories, release the locks: every host at
+        once (each server's session ends in its own time; one after another, they added up)."""
         def one(host: _Host) -> None:
+            server = self.servers.get(host.name)
+            if server is not None:
+                server.stop()
             if not host.locked:
                 return
             try:
@@ -445,5 +493,5 @@ class PipelineRun:
                 host.client.close_master(host.name)
                 host.lock.release()
 
-        with ThreadPoolExecutor(max_workers=8, thread_name_prefix="pipeline-end") as pool:
+        with ThreadPoolExecutor(max_workers=max(1, min(32, len(self.hosts))), thread_name_prefix="pipeline-end") as pool:
             list(pool.map(one, self.hosts.values()))

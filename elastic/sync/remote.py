@@ -186,7 +186,7 @@ def parse_probe(output: str) -> Probe:
                  values.get("current_digest", ""), values.get("unchanged") == "yes")
 
 
-def _not_host_files() -> str:
+def not_host_files() -> str:
     """``find`` tests leaving out ``manifest.HOST_FILES`` at the top of the listed tree."""
     return " ".join(f"! -path ./{name}" for name in HOST_FILES)
 
@@ -196,7 +196,7 @@ def _listing_pipeline() -> str:
     return (
         "{ find . -mindepth 1 -type d -printf 'D %P\\0';"
         " find . -type l -printf 'L %P\\001%l\\0';"
-        f" find . -type f {_not_host_files()} -printf '%P\\0'"
+        f" find . -type f {not_host_files()} -printf '%P\\0'"
         " | LC_ALL=C xargs -0r sha256sum -z -- | sed -z 's/^/F /';"
         " } | LC_ALL=C sort -z"
     )
@@ -207,7 +207,7 @@ def _quick_pipeline() -> str:
     return (
         "{ find . -mindepth 1 -type d -printf 'D %P\\0';"
         " find . -type l -printf 'L %P\\001%l\\0';"
-        f" find . -type f {_not_host_files()} -printf 'Q %s %T@ %P\\0'"
+        f" find . -type f {not_host_files()} -printf 'Q %s %T@ %P\\0'"
         " | sed -z 's/^\\(Q [0-9]* [0-9]*\\)\\.[0-9]* /\\1 /';"
         " } | LC_ALL=C sort -z"
     )
@@ -235,18 +235,24 @@ def verify_commit_script(layout: Layout, expected_digest: str, new_version: str,
 
     It hashes the sorted listing of staging and compares it with ``expected_digest``
     (``manifest.listing_digest``); on a difference it prints ``verify=mismatch`` and changes
-    nothing.  Otherwise it prints ``verify=ok``, reads the manifest on stdin into staging,
-    renames staging to ``new_version``, publishes it at DEST with an atomic rename, removes
-    versions other than ``new_version`` and ``previous``, and prints ``committed=<version>``."""
+    nothing.  Otherwise it prints ``verify=ok`` and goes on as ``publish_lines`` says."""
     q = shlex.quote
-    target = f"{layout.state_name}/{new_version}"
-    keep = q(previous) if previous else "''"
     return f"""
 cd -- {q(layout.state)}/staging || exit 3
 got=$({_listing_pipeline()} | sha256sum | cut -c1-64)
 if [ "$got" != {q(expected_digest)} ]; then echo verify=mismatch; exit 0; fi
 echo verify=ok
-set -e
+{publish_lines(layout, new_version, previous)}"""
+
+
+def publish_lines(layout: Layout, new_version: str, previous: str) -> str:
+    """Shell lines, run in staging once it was checked: read the manifest on stdin into
+    staging, rename staging to ``new_version``, publish it at DEST with an atomic rename,
+    remove versions other than ``new_version`` and ``previous``, print ``committed=<version>``."""
+    q = shlex.quote
+    target = f"{layout.state_name}/{new_version}"
+    keep = q(previous) if previous else "''"
+    return f"""set -e
 cd ..
 cat > staging/{MANIFEST_NAME}.tmp
 mv -f -- staging/{MANIFEST_NAME}.tmp staging/{MANIFEST_NAME}

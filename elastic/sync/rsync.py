@@ -169,9 +169,11 @@ def parse_stats(text: str) -> RsyncStats:
 
 
 def run_rsync(argv: list[str], host: str, on_progress: Callable[[RsyncProgress], None],
-              cancel: CancelToken, stdin: bytes | None = None) -> RsyncStats:
+              cancel: CancelToken, stdin: bytes | None = None, on_line: Callable[[str], None] | None = None
+              ) -> RsyncStats:
     """Run ``argv`` (from ``rsync_argv``, or ssh running a remote rsync) until it ends; blocks.
-    ``stdin``: a few bytes written to its stdin (e.g. a secret), else none.  Raises ``SyncError``
+    ``stdin``: a few bytes written to its stdin (e.g. a secret), else none; ``on_line``: told
+    of every other output line as it comes (a remote script's markers).  Raises ``SyncError``
     on failure, ``SSHError`` when ssh could not connect, ``Interrupted`` when ``cancel`` was cancelled."""
     with tempfile.TemporaryFile() as errors:
         try:
@@ -204,6 +206,8 @@ def run_rsync(argv: list[str], host: str, on_progress: Callable[[RsyncProgress],
                         on_progress(progress)
                     elif line.strip():
                         output.append(line)
+                        if on_line is not None:
+                            on_line(line)
             code = proc.wait()
         errors.seek(0)
         stderr = errors.read().decode("utf-8", "replace")
