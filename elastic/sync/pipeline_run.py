@@ -51,9 +51,9 @@ from elastic.sync.relay import LAUNCHER, PeerSource, is_ip, serve_script
 from elastic.sync.remote import (
     Layout,
     new_version_name,
+    not_host_files,
     parse_probe,
     probe_script,
-    not_host_files,
     publish_lines,
     writer_rsync_path,
 )
@@ -241,6 +241,7 @@ class PipelineRun:
         self.servers: dict[str, PeerServer] = {}
         self._servers_lock = threading.Lock()
         self.hosts: dict[str, _Host] = {}
+        self._stopping: threading.Thread | None = None
 
     # -- per host steps (worker threads) --------------------------------------------------------
 
@@ -435,6 +436,9 @@ class PipelineRun:
                     if schedule.complete(name) and name not in committing and name not in outcomes:
                         committing.add(name)
                         threading.Thread(target=self._commit, args=(name, done), daemon=True).start()
+            if schedule.finished and self._stopping is None:  # no chunk moves any more: end the servers
+                self._stopping = threading.Thread(target=self._stop_servers, name="pipeline-stop", daemon=True)
+                self._stopping.start()                   # while the last hosts commit
             if schedule.finished and not committing:
                 break
             event = done.get()
@@ -476,9 +480,21 @@ class PipelineRun:
                 log.warning("%s (chunk %d from %s; %s); trying again", exc, event.chunk + 1, sender, why)
         return outcomes
 
+    def _stop_servers(self) -> None:
+        """Stop every server at once (each session ends in its own time; one after another,
+        they added up)."""
+        with self._servers_lock:
+            servers = list(self.servers.values())
+        if servers:
+            with ThreadPoolExecutor(max_workers=min(32, len(servers)), thread_name_prefix="pipeline-stop") as pool:
+                list(pool.map(PeerServer.stop, servers))
+
     def _finish(self) -> None:
-        """Stop the servers, remove the serve directories, release the locks: every host at
-        once (each server's session ends in its own time; one after another, they added up)."""
+        """Stop the servers (started already once the last chunk moved), remove the serve
+        directories, release the locks; every host at once."""
+        if self._stopping is not None:
+            self._stopping.join()
+
         def one(host: _Host) -> None:
             server = self.servers.get(host.name)
             if server is not None:
@@ -493,5 +509,6 @@ class PipelineRun:
                 host.client.close_master(host.name)
                 host.lock.release()
 
-        with ThreadPoolExecutor(max_workers=max(1, min(32, len(self.hosts))), thread_name_prefix="pipeline-end") as pool:
+        workers = max(1, min(32, len(self.hosts)))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pipeline-end") as pool:
             list(pool.map(one, self.hosts.values()))

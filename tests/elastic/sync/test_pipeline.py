@@ -9,8 +9,12 @@ import pytest
 
 from elastic.common.hostlist import Host
 from elastic.errors import ConfigError
+from elastic.ssh.exec import SSHClient
+from elastic.sync.manifest import build_manifest
 from elastic.sync.pipeline import MAX_CHUNKS, ChunkSchedule, chunk_count, chunk_plan
+from elastic.sync.pipeline_run import commit_checked_script, names_digest
 from elastic.sync.relay import LAUNCHER
+from elastic.sync.remote import Layout
 from elastic.sync.retry import RetryPolicy
 from elastic.sync.service import SyncOptions
 from tests.elastic.conftest import assert_host_has, hosts_by_name, make_dataset, pods_with_ssh, sync, wait_for
@@ -166,6 +170,22 @@ def test_an_unreachable_receiver_does_not_strike_its_sender() -> None:
     assert "h0" not in s.retired and s.failures["h1"] == s.failures["h2"] == 1
 
 
+def test_a_sender_sends_again_while_its_receiver_checks_the_chunk() -> None:
+    s = ChunkSchedule(_hosts(3), 2)
+    [(snd, h, c)] = s.next_transfers()
+    assert snd == LAUNCHER
+    s.sent(snd, h, c)                                                 # arrived; the host checks it
+    [(snd2, h2, c2)] = s.next_transfers()
+    assert snd2 == LAUNCHER and h2 != h                               # the launcher sends on at once
+    assert c not in s.have[h] and s.next_transfers() == []            # not served before its check
+    assert s.failed(snd, h, c) is False and s.failures[h] == 1        # a failed check: charged, retried
+    s.sent(snd2, h2, c2)
+    s.succeeded(snd2, h2, c2)
+    assert s.have[h2] == {c2}
+    _equal_time(s)
+    assert all(s.complete(x) for x in s.hosts)
+
+
 # -- against pods --------------------------------------------------------------------------------
 
 def test_chunks_are_served_between_pods_and_every_copy_is_verified(sync_cluster, pod_ips, ssh_dir, tmp_path):
@@ -214,3 +234,37 @@ def test_a_pod_deleted_while_serving_costs_its_receivers_nothing(sync_cluster, t
         h = out[ips[n]]
         assert h.ok and h.attempts == 1, h                            # served elsewhere, uncharged
         assert_host_has(sync_cluster, n, "/data/pipekill", src)
+
+
+@pytest.mark.parametrize("tamper", ["", "replaced", "unchecked", "extra"])
+def test_the_commit_takes_only_the_files_whose_check_passed(sync_cluster, pod_ips, ssh_dir, tmp_path, tamper):
+    """The commit does not hash the copy again: it takes staging only when its names are the
+    manifest's and each file is the one its chunk's check hashed and linked into serve."""
+    src = tmp_path / "src"
+    (src / "d").mkdir(parents=True)
+    (src / "a.txt").write_text("alpha")
+    (src / "d" / "b.txt").write_text("beta")
+    (src / "l").symlink_to("a.txt")
+    layout = Layout(f"/data/commit-{tamper or 'ok'}")
+    ip = next(iter(pod_ips.values()))
+    client = SSHClient(config=str(ssh_dir / "ssh_config"))
+    tampering = {
+        "": "",
+        "replaced": "printf beta > t && mv t d/b.txt",                # same content, not the checked file
+        "unchecked": "rm ../serve/a.txt",                             # never linked by a check
+        "extra": "printf x > extra && ln extra ../serve/extra",
+    }[tamper]
+    prepared = client.run(ip, f"""set -e
+mkdir -p {layout.state}/staging/d {layout.state}/serve && cd {layout.state}/staging
+printf alpha > a.txt && printf beta > d/b.txt && ln -s a.txt l
+cp -al --parents -t ../serve a.txt d/b.txt
+{tampering}""")
+    assert prepared.returncode == 0, prepared.stderr
+    out = client.run(ip, commit_checked_script(layout, names_digest(build_manifest(str(src))), "v-new", ""),
+                     stdin=b"{}").stdout.decode()
+    if tamper:
+        assert "verify=mismatch" in out and "committed" not in out, out
+        assert client.run(ip, f"test -e {layout.dest}").returncode == 1          # nothing published
+    else:
+        assert "verify=ok" in out and "committed=v-new" in out, out
+        assert client.run(ip, f"cat {layout.dest}/d/b.txt").stdout == b"beta"
