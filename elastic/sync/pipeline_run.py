@@ -13,12 +13,16 @@ DEST lock (held for the whole run, ``elastic.sync.lock``):
    by the host from a sender's read-only rsync daemon (``peers.PeerServer`` serving the
    sender's ``serve`` directory, ``relay.serve_script(directory=...)``) -- into staging, where
    its files' SHA-256s are checked against the manifest; then they are hard-linked into
-   ``serve``, which the host serves from then on;
-3. once every chunk arrived: the verify-and-commit of the other paths
-   (``remote.verify_commit_script``: the whole listing against the manifest, atomic publish).
+   ``serve``, which the host serves from then on. The sender is free again once the data
+   arrived (the launcher after its push; a pull prints ``SENT_MARKER``): the check runs while
+   it sends the next chunk, and the host holds the chunk only once the check passed (it
+   receives nothing else meanwhile, so nothing writes into staging during its check);
+3. once every chunk arrived: the commit (``commit_checked_script``): staging's names against
+   the manifest's and each file the very inode its check linked into ``serve``, no content
+   read again; then the atomic publish.
 
-At the end every server is stopped and every ``serve`` directory removed, then the locks are
-released. Failures are classified for the schedule: a sender whose server is gone, or whose
+Once no chunk can move any more, every server is stopped (while the last hosts commit); at
+the end every ``serve`` directory is removed and the locks are released. Failures are classified for the schedule: a sender whose server is gone, or whose
 daemon refused the connection (rsync exit ``pipeline.REFUSED_EXITS``), costs the receiver
 nothing; any other failure is charged to the receiver (and strikes the sender, unless the
 receiver itself was unreachable).
