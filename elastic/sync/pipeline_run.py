@@ -22,10 +22,11 @@ DEST lock (held for the whole run, ``elastic.sync.lock``):
    read again; then the atomic publish.
 
 Once no chunk can move any more, every server is stopped (while the last hosts commit); at
-the end every ``serve`` directory is removed and the locks are released. Failures are classified for the schedule: a sender whose server is gone, or whose
-daemon refused the connection (rsync exit ``pipeline.REFUSED_EXITS``), costs the receiver
-nothing; any other failure is charged to the receiver (and strikes the sender, unless the
-receiver itself was unreachable).
+the end every ``serve`` directory is removed and the locks are released. Failures are
+classified for the schedule: a sender whose server is gone, or whose daemon refused the
+connection (rsync exit ``pipeline.REFUSED_EXITS``), costs the receiver nothing; any other
+failure is charged to the receiver (and strikes the sender, unless the receiver itself was
+unreachable).
 """
 from __future__ import annotations
 
