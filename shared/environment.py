@@ -14,5 +14,7 @@ DISCOVERY_TOKEN = "DISCOVERY_TOKEN"  # discover-hosts --token, discovery-daemon 
 DISCOVERY_URL = "DISCOVERY_URL"
 ELASTIC_RUN_ID = "ELASTIC_RUN_ID"  # shared.lease_wire
 HOROVOD_ELASTIC_EVENTS_FILE = "HOROVOD_ELASTIC_EVENTS_FILE"  # shared.driver_events
+HOROVOD_HOSTNAME = "HOROVOD_HOSTNAME"  # training.trace, elastic.worker.lease (set by horovodrun)
+HOROVOD_LOCAL_RANK = "HOROVOD_LOCAL_RANK"  # training.trainer_base, elastic.worker.lease (set by horovodrun)
 # discover-hosts, elastic.sync.manifest, localcluster.statefiles, training.imagefolder
 XDG_CACHE_HOME = "XDG_CACHE_HOME"

@@ -6,8 +6,6 @@ with other packages are in ``shared.environment``.
 from __future__ import annotations
 
 HOROVOD_CYCLE_TIME = "HOROVOD_CYCLE_TIME"  # Horovod itself: set by tests/conftest.py and scripts/demo
-HOROVOD_HOSTNAME = "HOROVOD_HOSTNAME"  # training.trace
-HOROVOD_LOCAL_RANK = "HOROVOD_LOCAL_RANK"  # training.trainer_base
 HOROVOD_LOCAL_SIZE = "HOROVOD_LOCAL_SIZE"  # training.loop
 HOROVOD_RANK = "HOROVOD_RANK"  # training.loop
 OMP_NUM_THREADS = "OMP_NUM_THREADS"  # training.loop

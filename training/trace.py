@@ -43,8 +43,8 @@ from pathlib import Path
 import torch
 
 from shared.atomicfile import write_atomic
+from shared.environment import HOROVOD_HOSTNAME
 from training import commits
-from training.environment import HOROVOD_HOSTNAME
 
 
 def params_checksum(model: torch.nn.Module) -> str:

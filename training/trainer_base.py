@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from shared.environment import HOROVOD_LOCAL_RANK
 from training import loaders, metrics, snapshots
 from training.background import BackgroundWriter
-from training.environment import HOROVOD_LOCAL_RANK
 from training.options import TrainConfig
 from training.signals import StopFlags
 from training.trace import Tracer

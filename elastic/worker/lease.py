@@ -68,6 +68,7 @@ from collections.abc import Sequence
 from elastic.environment import HOROVOD_GLOO_RENDEZVOUS_ADDR, HOROVOD_GLOO_RENDEZVOUS_PORT
 from elastic.worker.custody import ATTACHED, ORPHAN, Custody
 from elastic.worker.output import Output, pipes
+from shared.environment import HOROVOD_HOSTNAME, HOROVOD_LOCAL_RANK
 from shared.exitcodes import EXIT_CANNOT_RUN, EXIT_USAGE, exit_for_returncode
 from shared.lease_wire import OTHER_RUN, RUN_ID_ENV, adopt_path, lease_path
 from shared.worker import Worker
@@ -257,8 +258,8 @@ def _exit_code(returncode: int) -> int:
 
 def _identity(environ: dict[str, str] | os._Environ[str]) -> tuple[str, int]:
     """(host, local rank) as horovodrun named this worker; this host's name without them."""
-    slot = environ.get("HOROVOD_LOCAL_RANK", "0")
-    return environ.get("HOROVOD_HOSTNAME") or socket.gethostname(), int(slot) if slot.isdigit() else 0
+    slot = environ.get(HOROVOD_LOCAL_RANK, "0")
+    return environ.get(HOROVOD_HOSTNAME) or socket.gethostname(), int(slot) if slot.isdigit() else 0
 
 
 def run(command: Sequence[str], seconds: float, window: float = 0.0) -> int:
@@ -302,10 +303,11 @@ def run(command: Sequence[str], seconds: float, window: float = 0.0) -> int:
     custody = Custody(window)
 
     def say(line: str) -> None:
+        """To the session while it is there, and to the log once the output goes there."""
+        if output is None or not output.detached:
+            _say(line)
         if output is not None and output.detached:
             output.note(f"elastic-run lease: {line}\n".encode())
-        else:
-            _say(line)
     while True:
         try:
             code = _exit_code(child.wait(timeout=TICK))
@@ -322,11 +324,11 @@ def run(command: Sequence[str], seconds: float, window: float = 0.0) -> int:
         else:  # only the adopting leader's lease holds it now
             why = decide(now, renewed, seconds, False, False)
         step = custody.step(now, why, renewer.adopted_at if renewer else None)
+        if custody.state == ORPHAN and output is not None and not output.detached:
+            _say(f"its output goes to {output.log_path} from now on")  # the session's last line
+            output.detach()
         if step.say is not None:
             say(step.say)
-        if custody.state == ORPHAN and output is not None and not output.detached:
-            output.detach()
-            say(f"its output goes to {output.log_path} from now on")
         if custody.state == ORPHAN and renewer is not None and claim is not None and not renewer.claiming:
             renewer.claim(claim)
         if step.end is not None:

@@ -24,6 +24,8 @@ from tests.runtime.liveness import pid_gone
 from tests.waiting import wait_for
 
 LEASE, WINDOW = 5, 6
+# the tests that adopt: room for the claim, one question and the adoption on a loaded machine
+ADOPT_WINDOW = 15
 
 # the training stand-in: a line a step on stdout and stderr, its step count in ./steps
 TRAINING = """
@@ -136,7 +138,7 @@ def claim_of(answers, proc: subprocess.Popen) -> Claim:
 @pytest.mark.timeout(180)
 def test_an_orphan_adopted_within_its_window_trains_on_and_ends_when_its_leader_lets_go(driver, worker_of):
     port, answers = driver
-    w = worker_of(port, "--adopt-window", str(WINDOW))
+    w = worker_of(port, "--adopt-window", str(ADOPT_WINDOW))
     training = w.training_pid()
     wait_for(lambda: b"step 5\n" in w.read() and b"step 5 on stderr" in w.read(), 60,
              "the training's output through the session")
@@ -144,20 +146,20 @@ def test_an_orphan_adopted_within_its_window_trains_on_and_ends_when_its_leader_
     claim = claim_of(answers, w.proc)
     orphaned = time.monotonic()
     assert claim == Claim("run-a", "worker-1", 0, w.proc.pid)
-    w.trains_on("the orphan to train on, its session gone")
     answers.adopt(claim)
     wait_for(lambda: "adopted by the new leader" in w.log(), 30, "the adoption", alive=w.running)
-    wait_for(lambda: time.monotonic() > orphaned + WINDOW + 3, 30, "the window to pass", alive=w.running)
+    w.trains_on("the orphan to train on, its session gone")
+    wait_for(lambda: time.monotonic() > orphaned + ADOPT_WINDOW + 3, 60, "the window to pass", alive=w.running)
     w.trains_on("the adopted worker to train on past its window")
     log = w.log()
-    assert "nobody reads this worker's output" in log and f"goes on for up to {WINDOW} s" in log, log
+    assert "nobody reads this worker's output" in log and f"goes on for up to {ADOPT_WINDOW} s" in log, log
     assert "step" in log.split("adopted by the new leader")[-1], log  # its output goes on, into the log
     released = time.monotonic()
     answers.release(claim)
-    wait_for(lambda: w.proc.poll() is not None, 60, "the worker to end once its leader let go")
-    assert time.monotonic() - released >= LEASE + WINDOW - 1, "ended before its lease and window ran out"
+    wait_for(lambda: w.proc.poll() is not None, 90, "the worker to end once its leader let go")
+    assert time.monotonic() - released >= LEASE + ADOPT_WINDOW - 1, "ended before its lease and window ran out"
     assert w.proc.returncode == -signal.SIGKILL
-    assert f"no leader adopted it within {WINDOW} s" in w.log(), w.log()
+    assert f"no leader adopted it within {ADOPT_WINDOW} s" in w.log(), w.log()
     wait_for(lambda: pid_gone(training), 10, "the training to end with its wrapper")
 
 
@@ -216,7 +218,7 @@ def test_through_a_real_ssh_session_killed_the_training_trains_on_and_is_adopted
     remote = " ".join(["cd", shlex.quote(str(tmp_path)), "&&", "env",
                        *(shlex.quote(f"{k}={v}") for k, v in env.items()),
                        shlex.quote(sys.executable), "-m", "elastic.worker.lease", "--seconds", str(LEASE),
-                       "--adopt-window", str(WINDOW), "--", shlex.quote(sys.executable), "train.py"])
+                       "--adopt-window", str(ADOPT_WINDOW), "--", shlex.quote(sys.executable), "train.py"])
     ssh = subprocess.Popen(cluster.ssh_command(ip) + [remote], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, start_new_session=True)
     w = Worker.__new__(Worker)
@@ -233,10 +235,10 @@ def test_through_a_real_ssh_session_killed_the_training_trains_on_and_is_adopted
         def steps_go_on(what: str) -> None:
             start = w.steps()
             wait_for(lambda: w.steps() >= start + 10, 60, what, detail=w.log)
-        steps_go_on("the training to train on, its ssh session gone")
         answers.adopt(claim)
         wait_for(lambda: "adopted by the new leader" in w.log(), 30, "the adoption", detail=w.log)
-        wait_for(lambda: time.monotonic() > orphaned + WINDOW + 3, 30, "the window to pass")
+        steps_go_on("the training to train on, its ssh session gone")
+        wait_for(lambda: time.monotonic() > orphaned + ADOPT_WINDOW + 3, 60, "the window to pass")
         steps_go_on("the adopted training to train on past its window")
     finally:
         if ssh.poll() is None:
