@@ -40,10 +40,15 @@ native sidecar); ``both`` (the default) does all three.
    - ``--container`` exited 0 (done), 2 (bad input: the Job's podFailurePolicy fails it) or
      75 (no first world within ``--first-world-timeout``: the pool is capped; the Job's
      podFailurePolicy ignores it and tries again; ``elastic.launch.gang``): zero;
+   - ``--container`` exited 76 (fenced: ``elastic-run --leader-election`` lost its Lease to
+     another launcher pod of the Job, which leads; the Job's podFailurePolicy ignores it):
+     the workers are kept, never zeroed under the new leader;
    - any other exit (1; 69, workers failing, ``elastic.launch.shortfall``; an OOM kill's 137;
-     a ``kubectl delete pod``'s 143): a retry when the
-     Job's failures so far are below its ``backoffLimit`` (the workers and their size are
-     kept for the next pod), else the Job's last try (zero). Without ``--job`` (or the Job
+     a ``kubectl delete pod``'s 143): a retry when the Job's failures with this one
+     (``failures_after``: the counted ones, the ones not counted yet, and for 69 every
+     launcher pod still running, since a standby exits with its leader's 69) stay within its
+     ``backoffLimit`` (the workers and their size are kept for the next pod or for the
+     standby that leads now), else the Job's last try (zero). Without ``--job`` (or the Job
      unreadable) the workers are kept;
    - a pod being deleted whose ``--container`` has not ended yet, or no decision within the
      time: nothing is changed.
@@ -51,6 +56,14 @@ native sidecar); ``both`` (the default) does all three.
    recorded as an Event on the Job (``failure_event``: a Warning ``WorkersFailing`` for 69 or
    ``LauncherFailed``, a Normal ``NoCapacity`` for 75, with the container's last line): what
    ``kubectl describe job`` shows; a failure to record it is only logged.
+
+Two launcher pods of one Job at once (deploy/: a leader and a warm standby, ``elastic-run
+--leader-election``) run two starts and two stops. Two starts may create the workload at the
+same moment: the loser's create answers 409 and it judges the one made (the Job's own: kept,
+its size set to the same value). A standby's stop never zeroes the workers while its leader
+runs: a standby ends with 0, 2 or 69 only when its leader did (the job is over, or the
+failure counted for every launcher pod), with 143 when it is deleted (a counted failure: zero
+only when it makes the Job fail, when the Job stops the leader too) or on a disruption (kept).
 
 Needs ``get`` on the workload, ``get``/``patch`` on its ``scale``, ``get`` on pods; with
 ``--job``: ``get`` on the Job; with ``--template``: ``get`` on that PodTemplate, ``create`` on
@@ -80,7 +93,7 @@ from typing import TYPE_CHECKING
 
 from elastic.errors import ConfigError, ElasticError, LaunchError, TransientError, WorkloadGone
 from shared.argparser import OneLineParser
-from shared.exitcodes import EXIT_NO_CAPACITY, EXIT_OK, EXIT_WORKERS_FAILING
+from shared.exitcodes import EXIT_FENCED, EXIT_NO_CAPACITY, EXIT_OK, EXIT_WORKERS_FAILING
 from shared.runner import run_main
 
 if TYPE_CHECKING:  # the client is imported when connecting (it is slow to import)
@@ -172,6 +185,25 @@ def job_over(job: object) -> str:
     return ""
 
 
+def failures_after(job: dict, code: int | None) -> int:
+    """The Job's failures once this launcher pod's failure (exit ``code``) is counted: the
+    counted ones (``status.failed``), the ones the Job controller has seen but not counted yet
+    (``status.uncountedTerminatedPods.failed``: another launcher pod that ended a moment ago),
+    and this pod's. Exit ``EXIT_WORKERS_FAILING`` is a verdict of ``elastic-run
+    --leader-election`` (``elastic.launch.leadership``): every launcher pod of the Job still
+    running (``status.active``, this one included) exits with it, so each is counted. Counting
+    too many only frees the workers the Job's next pod raises again; too few would leave them
+    to a Job that failed. Pure; malformed fields count as none."""
+    status = _object(job.get("status"))
+    failed = _count(status.get("failed")) or 0
+    uncounted = _object(status.get("uncountedTerminatedPods")).get("failed")
+    failed += len(uncounted) if isinstance(uncounted, list) else 0
+    ending = 1
+    if code == EXIT_WORKERS_FAILING:
+        ending = max(1, _count(status.get("active")) or 0)
+    return failed + ending
+
+
 def stop_decision(pod: object, container: str, job: object = None) -> Decision:
     """Decide from the pod and the Job (the API's JSON, camelCase; ``job`` None when unknown)
     what the stop means: see the module docstring. Pure; never raises on malformed input (a
@@ -199,18 +231,22 @@ def stop_decision(pod: object, container: str, job: object = None) -> Decision:
         code = _count(terminated.get("exitCode"))
         if code in FINAL_CODES:
             return Decision("zero", f"{container} ended with exit code {code}: {FINAL_CODES[code]}")
+        if code == EXIT_FENCED:
+            return Decision("keep", f"{container} ended with exit code {code}: fenced, another launcher of "
+                                    "the job holds its Lease and leads; the Job ignores this exit: the "
+                                    "workers stay")
         shown = "unknown" if code is None else code
         if not isinstance(job, dict):
             return Decision("keep", f"{container} ended with exit code {shown}; the Job may try again "
                                     "(not known): the workers stay")
         limit = _count(_object(job.get("spec")).get("backoffLimit"))
         limit = DEFAULT_BACKOFF_LIMIT if limit is None else limit
-        failed = _count(_object(job.get("status")).get("failed")) or 0
-        if failed + 1 > limit:
+        failures = failures_after(job, code)
+        if failures > limit:
             return Decision("zero", f"{container} ended with exit code {shown}: the Job's last try "
-                                    f"({failed + 1} failures, backoffLimit {limit})")
+                                    f"({failures} failures, backoffLimit {limit})")
         return Decision("keep", f"{container} ended with exit code {shown}: the Job tries again "
-                                f"(failure {failed + 1} of {limit + 1} allowed): the workers stay")
+                                f"(failure {failures} of {limit + 1} allowed): the workers stay")
     if _object(pod.get("metadata")).get("deletionTimestamp"):
         return Decision("wait", f"the launcher pod is being deleted; {container} has not ended yet")
     return Decision("wait", f"{container} has not ended yet")

@@ -117,6 +117,40 @@ def test_a_failure_with_the_job_unknown_keeps_the_workers(job):
     assert stop_decision(ended(1), "launcher", job).action == "keep"
 
 
+@pytest.mark.parametrize("failed", [0, 3, 9])
+def test_a_fenced_launcher_keeps_the_workers_for_the_leader_even_past_the_limit(failed):
+    """Exit 76: another launcher pod of the Job took the Lease and leads; the Job ignores this
+    exit, so it is never the last try: zeroing would end the new leader's world."""
+    decision = stop_decision(ended(76), "launcher", job_json(failed=failed))
+    assert decision.action == "keep" and "fenced" in decision.reason
+
+
+def with_status(job: dict, **status) -> dict:
+    return {**job, "status": {**job["status"], **status}}
+
+
+@pytest.mark.parametrize("code,failed,status,action", [
+    # another launcher pod ended a moment ago, not counted yet: with this one the Job is over
+    (1, 2, {"uncountedTerminatedPods": {"failed": ["uid-standby"]}}, "zero"),
+    (1, 1, {"uncountedTerminatedPods": {"failed": ["uid-standby"]}}, "keep"),
+    # a leader's exit 1 with a standby running: one failure, the standby leads: kept
+    (1, 2, {"active": 2}, "keep"),
+    (143, 2, {"active": 2}, "keep"),
+    # 69 is a verdict: the standby exits 69 too, two failures for the Job
+    (69, 2, {"active": 2}, "zero"),
+    (69, 1, {"active": 2}, "keep"),
+    (69, 2, {"active": 1}, "keep"),
+    (69, 2, {"active": "2"}, "keep"),
+    (69, 2, {"uncountedTerminatedPods": {"failed": "x"}}, "keep"),
+])
+def test_the_last_try_counts_the_other_launcher_pods_failures(code, failed, status, action):
+    """Two launcher pods (leader and standby) can fail together: the scaler that decides last
+    must zero the workers of a Job that fails, or they hold their GPUs until the Job is deleted."""
+    job = with_status(job_json(failed=failed, backoff_limit=3), **status)
+    decision = stop_decision(ended(code), "launcher", job)
+    assert decision.action == action, decision
+
+
 def test_a_disrupted_pod_keeps_the_workers_even_on_the_last_try():
     decision = stop_decision(ended(137, disrupted=True), "launcher", job_json(failed=3))
     assert decision.action == "keep" and "TerminationByKubelet" in decision.reason
