@@ -101,10 +101,11 @@ def config_maps(objects: list) -> dict:
     return {o["metadata"]["name"]: o.get("data", {}) for o in by_kind(objects, "ConfigMap")}
 
 
-def expand(text: str, container_: dict, pod_labels_: dict, config_maps_: dict | None = None) -> str:
+def expand(text: str, container_: dict, pod_labels_: dict, config_maps_: dict | None = None, *,
+           pod_name: str | None = None, namespace: str | None = None) -> str:
     """``$(VAR)`` expanded as the kubelet does, for ``envFrom`` ConfigMaps (from
     ``config_maps_``, by name; a missing one fails), then env values and fieldRefs to pod
-    labels and the pod's uid (``POD_UID``)."""
+    labels, the pod's uid (``POD_UID``) and, when given, the pod's name and namespace."""
     values = {}
     for source in container_.get("envFrom", []):
         values.update((config_maps_ or {})[source["configMapRef"]["name"]])
@@ -117,6 +118,10 @@ def expand(text: str, container_: dict, pod_labels_: dict, config_maps_: dict | 
                 value = pod_labels_[path[len("metadata.labels['"):-2]]
             elif path == "metadata.uid":
                 value = POD_UID
+            elif path == "metadata.name" and pod_name is not None:
+                value = pod_name
+            elif path == "metadata.namespace" and namespace is not None:
+                value = namespace
             else:
                 continue
         for name, known in values.items():

@@ -73,6 +73,8 @@ def test_renders_the_job_and_keeps_storage_apart(objects, storage):
         ("RoleBinding", "elastic-horovod-launcher-pod-reader"),
         ("Role", "elastic-horovod-worker-scaler"),
         ("RoleBinding", "elastic-horovod-launcher-worker-scaler"),
+        ("Role", "elastic-horovod-leader"),
+        ("RoleBinding", "elastic-horovod-launcher-leader"),
         ("PodTemplate", "elastic-horovod-worker"),
         ("PodDisruptionBudget", "elastic-horovod-worker"),
         ("Job", "elastic-horovod-launcher"),

@@ -1,6 +1,6 @@
 """The security properties a cluster operator checks in deploy/: workers hold no private key
-and run sshd with three capabilities; the launcher container holds no API token; the
-launcher pod is non-root without capabilities; the base deletes nothing of the user's."""
+and run sshd with three capabilities; the API token is mounted read-only where the API is
+called, never automatically; the launcher pod is non-root without capabilities; the base deletes nothing of the user's."""
 import pytest
 
 from tests.deploy.render import DEPLOY, all_containers, by_kind, container, one, pod_spec, render, worker_set
@@ -81,10 +81,11 @@ def test_the_key_is_readable_by_the_launchers_group_and_nobody_else(launcher_pod
     assert ctx["fsGroup"] == ctx["runAsGroup"]
 
 
-def test_only_the_sidecars_hold_an_api_token(objects, launcher_pod):
-    """No automatic token in the pod; the projected token volume is mounted in the init
-    container and the two sidecars that talk to the API, not in the launcher container that
-    runs the training."""
+def test_the_token_is_mounted_read_only_in_the_containers_that_call_the_api(objects, launcher_pod):
+    """No automatic token in the pod; the projected token volume is mounted, read-only at the
+    service account's path, in the init container, the two sidecars and the launcher
+    container (its leader election reads and writes the Job's Lease; deploy/README.md,
+    "Launcher failover"), and in nothing else."""
     assert launcher_pod["automountServiceAccountToken"] is False
     account = one(objects, "ServiceAccount", launcher_pod["serviceAccountName"])
     assert account["automountServiceAccountToken"] is False
@@ -92,10 +93,10 @@ def test_only_the_sidecars_hold_an_api_token(objects, launcher_pod):
     assert len(tokens) == 1
     holders = {c["name"] for c in all_containers(launcher_pod)
                if any(m["name"] in tokens for m in c.get("volumeMounts", []))}
-    assert holders == {"discovery-daemon", "worker-start", "worker-scaler"}
-    launcher = container(launcher_pod, "launcher")
-    assert not any(m["mountPath"].startswith("/var/run/secrets") for m in launcher["volumeMounts"])
+    assert holders == {"discovery-daemon", "worker-start", "worker-scaler", "launcher"}
     for c in all_containers(launcher_pod):
+        assert all(m["name"] in tokens for m in c.get("volumeMounts", [])
+                   if m["mountPath"].startswith("/var/run/secrets")), c["name"]
         if c["name"] in holders:
             assert any(m["name"] in tokens and m["mountPath"] == SA_PATH and m["readOnly"]
                        for m in c["volumeMounts"])

@@ -1,0 +1,148 @@
+"""Launcher failover as deploy/ renders it (deploy/README.md, "Launcher failover"): the launcher
+Job runs a leader and a warm standby, on two nodes when it can; both pods' elastic-run and
+discovery-daemon name the same Lease (the Job's) and each pod's own identity, parsed by the
+programs' own parsers; the Role grants the Lease verbs the elector and the gate call, no more;
+a fenced launcher is not a failure of the Job."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from elastic.launch import cli as launch_cli
+from shared.exitcodes import EXIT_FENCED, EXIT_WORKERS_FAILING
+from tests.deploy.render import DEPLOY, ROOT, by_kind, container, expand, flag, one, pod_labels, pod_spec, render
+
+POD_NAME = "elastic-horovod-launcher-x7k2p"
+OTHER_POD = "elastic-horovod-launcher-q9m4d"
+# the client method -> the RBAC verb it needs
+VERBS = {"read": "get", "create": "create", "replace": "update", "patch": "patch", "delete": "delete",
+         "list": "list"}
+
+
+@pytest.fixture(scope="module")
+def base() -> list:
+    return render(DEPLOY)
+
+
+@pytest.fixture(scope="module")
+def example() -> list:
+    return render(DEPLOY / "overlays" / "example")
+
+
+def expanded_args(objects: list, name: str, pod_name: str = POD_NAME) -> list[str]:
+    """A launcher pod container's args with ``$(VAR)`` expanded as the kubelet does for the pod
+    ``pod_name`` of the rendered Job."""
+    job = one(objects, "Job")
+    c = container(pod_spec(job), name)
+    return [expand(a, c, pod_labels(job), pod_name=pod_name, namespace=job["metadata"]["namespace"])
+            for a in c["args"]]
+
+
+def test_the_job_runs_a_leader_and_a_standby_and_no_pod_after_a_success(base):
+    """parallelism 2 with completions unset: two pods at once, and once one succeeded the Job
+    makes no new pod (an Indexed Job would remake a succeeded index's lost standby, which
+    would read the finished Lease as an earlier run and train again)."""
+    spec = one(base, "Job")["spec"]
+    assert spec["parallelism"] == 2
+    assert "completions" not in spec and spec.get("completionMode", "NonIndexed") == "NonIndexed"
+
+
+def test_workers_failing_keeps_its_retries_though_both_pods_count(base):
+    """Exit 69 is a verdict both pods exit with: two failures a try. backoffLimit keeps 69's
+    three retries (the Job fails when its failures exceed the limit)."""
+    spec = one(base, "Job")["spec"]
+    failures_per_try = 2
+    tries = spec["backoffLimit"] // failures_per_try + 1
+    assert tries == 4
+    for rule in spec["podFailurePolicy"]["rules"]:
+        assert EXIT_WORKERS_FAILING not in rule.get("onExitCodes", {}).get("values", []), rule
+
+
+def test_a_fenced_launcher_is_not_a_failure_of_the_job(base):
+    rules = one(base, "Job")["spec"]["podFailurePolicy"]["rules"]
+    assert {"action": "Ignore", "onExitCodes": {"containerName": "launcher", "operator": "In",
+                                                "values": [EXIT_FENCED]}} in rules
+    assert not any(EXIT_FENCED in r.get("onExitCodes", {}).get("values", []) for r in rules
+                   if r["action"] != "Ignore")
+
+
+def selects(selector: dict, labels: dict) -> bool:
+    return all(labels.get(k) == v for k, v in selector["matchLabels"].items()) and set(selector) == {"matchLabels"}
+
+
+@pytest.mark.parametrize("which", ["base", "example"])
+def test_the_two_pods_prefer_two_nodes_and_repel_only_their_own_jobs_launchers(which, base, example):
+    """A preferred (not required: one node fit for launchers still runs both) anti-affinity on
+    the host name, selecting this Job's launcher pods and not another job's (the example
+    overlay's job label, renamed by kustomize) nor the workers."""
+    mine, theirs = (base, example) if which == "base" else (example, base)
+    job = one(mine, "Job")
+    anti = pod_spec(job)["affinity"]["podAntiAffinity"]
+    assert "requiredDuringSchedulingIgnoredDuringExecution" not in anti
+    [term] = anti["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["weight"] == 100
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    selector = term["podAffinityTerm"]["labelSelector"]
+    assert selects(selector, pod_labels(job))
+    assert not selects(selector, pod_labels(one(theirs, "Job")))
+    assert not selects(selector, pod_labels(one(mine, "PodTemplate")))
+
+
+@pytest.mark.parametrize("which", ["base", "example"])
+def test_the_launcher_and_its_daemon_name_the_jobs_lease_and_the_pods_identity(which, base, example):
+    """elastic-run's --leader-lease/--leader-identity and discovery-daemon's
+    --prepare-leader-lease/--prepare-leader-identity, expanded for one pod, are the same
+    NAMESPACE/<Job name> and the pod's name, and each program's own parser takes them."""
+    from discovery.leader_gate import check_identity, parse_lease
+
+    objects = base if which == "base" else example
+    job = one(objects, "Job")
+    namespace, job_name = job["metadata"]["namespace"], job["metadata"]["name"]
+    launcher, daemon = expanded_args(objects, "launcher"), expanded_args(objects, "discovery-daemon")
+    assert "--leader-election" in launcher[:launcher.index("--")]
+    lease = flag(launcher, "--leader-lease")
+    assert lease == flag(daemon, "--prepare-leader-lease") == f"{namespace}/{job_name}"
+    assert flag(launcher, "--leader-identity") == flag(daemon, "--prepare-leader-identity") == POD_NAME
+    # the other pod of the Job: the same Lease, its own identity
+    other = expanded_args(objects, "launcher", OTHER_POD)
+    assert flag(other, "--leader-lease") == lease and flag(other, "--leader-identity") == OTHER_POD
+
+    # elastic-run's parser and election settings, as in the pod
+    args = launch_cli.build_parser().parse_args(launcher[1:launcher.index("--")])
+    settings = launch_cli.election_from_args(args, "ignored-namespace", "a-job-id", None)
+    assert (settings.namespace, settings.name, settings.identity) == (namespace, job_name, POD_NAME)
+    assert settings.timings.lease_duration <= 30  # the standby's takeover: the Lease's duration
+    # discovery-daemon's
+    assert parse_lease(flag(daemon, "--prepare-leader-lease")) == (namespace, job_name)
+    assert check_identity(flag(daemon, "--prepare-leader-identity")) == POD_NAME
+
+
+def lease_verbs(*sources: str) -> set[str]:
+    """The RBAC verbs of the ``*_namespaced_lease`` calls in these source files."""
+    found = set()
+    for source in sources:
+        text = (ROOT / source).read_text()
+        found |= {VERBS[m] for m in re.findall(r"\b([a-z]+)_namespaced_lease\b", text)}
+    return found
+
+
+@pytest.mark.parametrize("which", ["base", "example"])
+def test_the_role_grants_the_lease_calls_made_and_names_the_jobs_lease(which, base, example):
+    """get and update (the elector's read and replace, the gate's read) on this Job's Lease
+    only; create, which RBAC cannot limit by name, on leases; nothing else on leases; bound to
+    the launcher pod's account."""
+    objects = base if which == "base" else example
+    job = one(objects, "Job")
+    used = lease_verbs("elastic/leader/elector.py", "discovery/leader_gate.py")
+    assert used == {"get", "create", "update"}
+    rules = [r for role in by_kind(objects, "Role") for r in role["rules"] if "leases" in r["resources"]]
+    named = [r for r in rules if "resourceNames" in r]
+    unnamed = [r for r in rules if "resourceNames" not in r]
+    assert all(r["apiGroups"] == ["coordination.k8s.io"] and r["resources"] == ["leases"] for r in rules)
+    assert [r["resourceNames"] for r in named] == [[job["metadata"]["name"]]]
+    assert set(named[0]["verbs"]) == used - {"create"}
+    assert [r["verbs"] for r in unnamed] == [["create"]]
+    [role] = [role for role in by_kind(objects, "Role") if any("leases" in r["resources"] for r in role["rules"])]
+    bound = [b for b in by_kind(objects, "RoleBinding") if b["roleRef"]["name"] == role["metadata"]["name"]]
+    assert [s["name"] for b in bound for s in b["subjects"]] == [pod_spec(job)["serviceAccountName"]]
