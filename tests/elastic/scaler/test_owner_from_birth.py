@@ -12,6 +12,8 @@ them (one flag changed: --replicas 2, not 8 sshd pods):
 - deleting the Job deletes the ReplicaSet and its workers;
 - a ReplicaSet no Job owns (made by hand, or applied by an earlier deploy/) is refused in one
   line, exit 2, and never adopted;
+- the two launcher pods' worker-starts at once (a leader and a standby) make one ReplicaSet and
+  both succeed;
 - an earlier Job's ReplicaSet still there (a delete and a re-apply at once) is waited for, then
   made anew for the new Job; past --start-timeout, one line and exit 2.
 """
@@ -173,6 +175,45 @@ def test_an_earlier_jobs_workers_are_waited_for_then_made_anew(objects, cluster,
         proc.kill()
     rs = apps.read_namespaced_replica_set(name, ns)
     assert [r.uid for r in rs.metadata.owner_references] == [made_job.metadata.uid] and rs.spec.replicas == 2
+    batch.delete_namespaced_job(made_job.metadata.name, ns)
+    wait_for(lambda: live_pods(core, ns) == [], 120, "the workers to be gone with their Job")
+
+
+def test_the_leader_and_the_standby_starting_at_once_make_one_replicaset_and_both_go_on(objects, cluster, apis,
+                                                                                        tmp_path):
+    """deploy/ runs two launcher pods of one Job (a leader and a warm standby): their
+    worker-starts run at the same moment. Both end 0; there is one ReplicaSet, the Job's,
+    made once at --replicas and never patched: the one whose create came second (409
+    AlreadyExists) or whose read came after the other's create keeps the Job's own."""
+    core, apps, batch = apis
+    template, job = one(objects, "PodTemplate"), one(objects, "Job")
+    ns, name = "two-pods", template["metadata"]["name"]
+    core.create_namespaced_pod_template(ns, server_side(template))
+    made_job = batch.create_namespaced_job(ns, server_side(job))
+    labels = {**pod_labels(job), "batch.kubernetes.io/job-name": made_job.metadata.name,
+              "batch.kubernetes.io/controller-uid": made_job.metadata.uid}
+    start = container(pod_spec(job), "worker-start")
+    args = [expand(a, start, labels) for a in start["args"]]
+    logs = [tmp_path / f"worker-start-{i}.log" for i in range(2)]
+    procs = []
+    try:
+        for log in logs:
+            with open(log, "w") as err:
+                procs.append(subprocess.Popen([sys.executable, *args[1:], "--namespace", ns, "--kubeconfig",
+                                               str(cluster.kubeconfig), "--start-timeout", "60", "--replicas=2"],
+                                              stdout=subprocess.DEVNULL, stderr=err, text=True))
+        codes = [p.wait(timeout=120) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    texts = [log.read_text() for log in logs]
+    assert codes == [0, 0], texts
+    made = [t for t in texts if f"owned by jobs/{made_job.metadata.name} from its creation" in t]
+    kept = [t for t in texts if "is owned by this Job: kept as it is" in t]
+    assert len(made) == 1 and len(kept) == 1, texts
+    [rs] = apps.list_namespaced_replica_set(ns).items
+    assert [r.uid for r in rs.metadata.owner_references] == [made_job.metadata.uid]
+    assert rs.metadata.generation == 1 and rs.spec.replicas == 2
     batch.delete_namespaced_job(made_job.metadata.name, ns)
     wait_for(lambda: live_pods(core, ns) == [], 120, "the workers to be gone with their Job")
 
