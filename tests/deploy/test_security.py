@@ -1,9 +1,10 @@
 """The security properties a cluster operator checks in deploy/: workers hold no private key
 and run sshd with three capabilities; the API token is mounted read-only where the API is
-called, never automatically; the launcher pod is non-root without capabilities; the base deletes nothing of the user's."""
+called, never automatically; the launcher pod is non-root without capabilities; the base
+deletes nothing of the user's."""
 import pytest
 
-from tests.deploy.render import DEPLOY, all_containers, by_kind, container, one, pod_spec, render, worker_set
+from tests.deploy.render import DEPLOY, all_containers, by_kind, one, pod_spec, render, worker_set
 
 SA_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 SSHD_CAPABILITIES = {"SETUID", "SETGID", "SYS_CHROOT"}

@@ -187,7 +187,7 @@ def test_the_leader_and_the_standby_starting_at_once_make_one_replicaset_and_bot
     AlreadyExists) or whose read came after the other's create keeps the Job's own."""
     core, apps, batch = apis
     template, job = one(objects, "PodTemplate"), one(objects, "Job")
-    ns, name = "two-pods", template["metadata"]["name"]
+    ns = "two-pods"
     core.create_namespaced_pod_template(ns, server_side(template))
     made_job = batch.create_namespaced_job(ns, server_side(job))
     labels = {**pod_labels(job), "batch.kubernetes.io/job-name": made_job.metadata.name,
