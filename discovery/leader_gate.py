@@ -11,9 +11,10 @@ prepares every host at once, and a pod whose launcher was fenced (the Lease take
 prepares no more.
 
 Each preparation goes on only on a read begun after it asked; preparations waiting together
-share each read, once per ``interval`` (one read, however many wait); a missing Lease (nobody has led yet) or a failed read is "not leading" (a failed read is
-logged once until a read succeeds). ``LeaderGate`` takes the read as a function, so the rule is
-tested without an API server; ``lease_holder`` is the official client's read.
+share each read, once per ``interval`` (one read, however many wait); a missing Lease
+(nobody has led yet) or a failed read is "not leading" (a failed read is logged once until a
+read succeeds). ``LeaderGate`` takes the read as a function, so the rule is tested without an
+API server; ``lease_holder`` is the official client's read.
 """
 from __future__ import annotations
 
