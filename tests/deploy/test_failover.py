@@ -1,8 +1,9 @@
 """Launcher failover as deploy/ renders it (deploy/README.md, "Launcher failover"): the launcher
 Job runs a leader and a warm standby, on two nodes when it can; both pods' elastic-run and
-discovery-daemon name the same Lease (the Job's) and each pod's own identity, parsed by the
-programs' own parsers; the Role grants the Lease verbs the elector and the gate call, no more;
-a fenced launcher is not a failure of the Job."""
+discovery-daemon name the same Lease (the Job's) and each pod's own identity (as env, so an
+overlay that replaces the args keeps them), taken by the programs' own parsers; the Role
+grants the Lease verbs the elector and the gate call, no more; a fenced launcher is not a
+failure of the Job."""
 from __future__ import annotations
 
 import re
@@ -11,7 +12,7 @@ import pytest
 
 from elastic.launch import cli as launch_cli
 from shared.exitcodes import EXIT_FENCED, EXIT_WORKERS_FAILING
-from tests.deploy.render import DEPLOY, ROOT, by_kind, container, expand, flag, one, pod_labels, pod_spec, render
+from tests.deploy.render import DEPLOY, ROOT, by_kind, config_maps, container, expand, one, pod_labels, pod_spec, render
 
 POD_NAME = "elastic-horovod-launcher-x7k2p"
 OTHER_POD = "elastic-horovod-launcher-q9m4d"
@@ -30,13 +31,13 @@ def example() -> list:
     return render(DEPLOY / "overlays" / "example")
 
 
-def expanded_args(objects: list, name: str, pod_name: str = POD_NAME) -> list[str]:
-    """A launcher pod container's args with ``$(VAR)`` expanded as the kubelet does for the pod
-    ``pod_name`` of the rendered Job."""
+def expanded_env(objects: list, name: str, pod_name: str = POD_NAME) -> dict[str, str]:
+    """A launcher pod container's env values, ``$(VAR)`` expanded as the kubelet does for the
+    pod ``pod_name`` of the rendered Job."""
     job = one(objects, "Job")
     c = container(pod_spec(job), name)
-    return [expand(a, c, pod_labels(job), pod_name=pod_name, namespace=job["metadata"]["namespace"])
-            for a in c["args"]]
+    return {e["name"]: expand(f"$({e['name']})", c, pod_labels(job), config_maps(objects), pod_name=pod_name,
+                              namespace=job["metadata"]["namespace"]) for e in c.get("env", [])}
 
 
 def test_the_job_runs_a_leader_and_a_standby_and_no_pod_after_a_success(base):
@@ -89,33 +90,45 @@ def test_the_two_pods_prefer_two_nodes_and_repel_only_their_own_jobs_launchers(w
     assert not selects(selector, pod_labels(one(mine, "PodTemplate")))
 
 
-@pytest.mark.parametrize("which", ["base", "example"])
-def test_the_launcher_and_its_daemon_name_the_jobs_lease_and_the_pods_identity(which, base, example):
-    """elastic-run's --leader-lease/--leader-identity and discovery-daemon's
-    --prepare-leader-lease/--prepare-leader-identity, expanded for one pod, are the same
-    NAMESPACE/<Job name> and the pod's name, and each program's own parser takes them."""
+@pytest.mark.parametrize("which", ["base", "example", "imagenet"])
+def test_the_launcher_and_its_daemon_name_the_jobs_lease_and_the_pods_identity(which, base, example, monkeypatch):
+    """elastic-run's ELASTIC_LEADER_ELECTION/LEASE/IDENTITY (its --leader-election,
+    --leader-lease, --leader-identity) and discovery-daemon's
+    DISCOVERY_PREPARE_LEADER_LEASE/IDENTITY, expanded for one pod, are the same NAMESPACE/<Job
+    name> and the pod's name, and each program takes them; set as env, they stay in an
+    overlay that replaces the containers' args (the ImageNet one)."""
+    from discovery.environment import DISCOVERY_PREPARE_LEADER_IDENTITY, DISCOVERY_PREPARE_LEADER_LEASE
     from discovery.leader_gate import check_identity, parse_lease
+    from elastic.environment import ELASTIC_LEADER_ELECTION, ELASTIC_LEADER_IDENTITY, ELASTIC_LEADER_LEASE
 
-    objects = base if which == "base" else example
+    objects = {"base": base, "example": example}.get(which) or render(DEPLOY / "overlays" / which)
     job = one(objects, "Job")
     namespace, job_name = job["metadata"]["namespace"], job["metadata"]["name"]
-    launcher, daemon = expanded_args(objects, "launcher"), expanded_args(objects, "discovery-daemon")
-    assert "--leader-election" in launcher[:launcher.index("--")]
-    lease = flag(launcher, "--leader-lease")
-    assert lease == flag(daemon, "--prepare-leader-lease") == f"{namespace}/{job_name}"
-    assert flag(launcher, "--leader-identity") == flag(daemon, "--prepare-leader-identity") == POD_NAME
+    launcher, daemon = expanded_env(objects, "launcher"), expanded_env(objects, "discovery-daemon")
+    assert launcher[ELASTIC_LEADER_ELECTION] == "1"
+    lease = launcher[ELASTIC_LEADER_LEASE]
+    assert lease == daemon[DISCOVERY_PREPARE_LEADER_LEASE] == f"{namespace}/{job_name}"
+    assert launcher[ELASTIC_LEADER_IDENTITY] == daemon[DISCOVERY_PREPARE_LEADER_IDENTITY] == POD_NAME
     # the other pod of the Job: the same Lease, its own identity
-    other = expanded_args(objects, "launcher", OTHER_POD)
-    assert flag(other, "--leader-lease") == lease and flag(other, "--leader-identity") == OTHER_POD
+    other = expanded_env(objects, "launcher", OTHER_POD)
+    assert other[ELASTIC_LEADER_LEASE] == lease and other[ELASTIC_LEADER_IDENTITY] == OTHER_POD
+    # no flag in the args overrides them
+    for name in ("launcher", "discovery-daemon"):
+        args = container(pod_spec(job), name)["args"]
+        assert not [a for a in args if a.startswith(("--leader-", "--prepare-leader-"))], args
 
-    # elastic-run's parser and election settings, as in the pod
-    args = launch_cli.build_parser().parse_args(launcher[1:launcher.index("--")])
+    # elastic-run's election settings from the container's env and args, as in the pod
+    for key in (ELASTIC_LEADER_ELECTION, ELASTIC_LEADER_LEASE, ELASTIC_LEADER_IDENTITY):
+        monkeypatch.setenv(key, launcher[key])
+    argv = container(pod_spec(job), "launcher")["args"]
+    args = launch_cli.build_parser().parse_args(argv[1:argv.index("--")])
     settings = launch_cli.election_from_args(args, "ignored-namespace", "a-job-id", None)
+    assert settings is not None
     assert (settings.namespace, settings.name, settings.identity) == (namespace, job_name, POD_NAME)
     assert settings.timings.lease_duration <= 30  # the standby's takeover: the Lease's duration
     # discovery-daemon's
-    assert parse_lease(flag(daemon, "--prepare-leader-lease")) == (namespace, job_name)
-    assert check_identity(flag(daemon, "--prepare-leader-identity")) == POD_NAME
+    assert parse_lease(daemon[DISCOVERY_PREPARE_LEADER_LEASE]) == (namespace, job_name)
+    assert check_identity(daemon[DISCOVERY_PREPARE_LEADER_IDENTITY]) == POD_NAME
 
 
 def lease_verbs(*sources: str) -> set[str]:
