@@ -73,13 +73,19 @@ def selects(selector: dict, labels: dict) -> bool:
 
 
 @pytest.mark.parametrize("which", ["base", "example"])
-def test_the_two_pods_prefer_two_nodes_and_repel_only_their_own_jobs_launchers(which, base, example):
-    """A preferred (not required: one node fit for launchers still runs both) anti-affinity on
+def test_the_two_pods_prefer_the_node_of_their_readwriteonce_dataset_claim(which, base, example):
+    """The dataset claim is ReadWriteOnce (only one node's pods may mount it: a standby on another
+    node would hang in Multi-Attach), so the two pods prefer one node: a preferred affinity on
     the host name, selecting this Job's launcher pods and not another job's (the example
-    overlay's job label, renamed by kustomize) nor the workers."""
+    overlay's job label, renamed by kustomize) nor the workers; no anti-affinity."""
     mine, theirs = (base, example) if which == "base" else (example, base)
     job = one(mine, "Job")
-    anti = pod_spec(job)["affinity"]["podAntiAffinity"]
+    claims = [v["persistentVolumeClaim"]["claimName"] for v in pod_spec(job)["volumes"] if "persistentVolumeClaim" in v]
+    assert any(c.endswith("elastic-horovod-datasets") for c in claims), claims
+    [dataset] = [c for c in render(DEPLOY / "storage") if c["metadata"]["name"] == "elastic-horovod-datasets"]
+    assert dataset["spec"]["accessModes"] == ["ReadWriteOnce"], "not RWO: the anti-affinity of two nodes would do"
+    assert "podAntiAffinity" not in pod_spec(job)["affinity"]
+    anti = pod_spec(job)["affinity"]["podAffinity"]
     assert "requiredDuringSchedulingIgnoredDuringExecution" not in anti
     [term] = anti["preferredDuringSchedulingIgnoredDuringExecution"]
     assert term["weight"] == 100
