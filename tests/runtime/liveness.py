@@ -40,11 +40,12 @@ def paused(pid: int, seconds: float) -> float:
 
 
 def pid_gone(pid: int) -> bool:
-    """Whether pid no longer names a live process (a zombie counts as gone)."""
+    """Whether pid no longer names a live process (a zombie counts as gone). A process that ends
+    between the open and the read makes the read fail with ESRCH: gone too."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
             return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return True
 
 

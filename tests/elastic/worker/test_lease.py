@@ -29,6 +29,7 @@ from elastic.worker.lease import (
     decide,
     hung_up,
 )
+from tests.runtime.liveness import pid_gone
 from tests.waiting import wait_for
 
 LEASE = 5.0  # the smallest lease the wrapper takes: the tests wait for it to run out
@@ -147,10 +148,7 @@ def driver():
 
 
 def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+    return not pid_gone(pid)
 
 
 # the worker: a training stand-in that starts a child of its own (a data-loading process)
