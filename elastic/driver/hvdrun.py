@@ -8,6 +8,11 @@ elastic.driver.hvdrun``: the same, as ``elastic-run`` starts it, fed by push dis
 (arguments, discovery, exit code) horovodrun's. A ``--host-discovery-script`` runs as Horovod
 runs it, whatever the environment holds.
 
+Both take the rendezvous server's fixed port and the address its workers are told from the
+environment when set (``install_rendezvous_endpoint``: ``ELASTIC_RENDEZVOUS_PORT``,
+``ELASTIC_RENDEZVOUS_ADDRESS``), where a second launcher of the job answers the world this
+one starts; a bad one ends horovodrun with one line before anything starts.
+
 ``launcher_main`` (``python -m elastic.driver.hvdrun``, what ``elastic-run`` starts in its push
 mode) adds two things. With ``DISCOVERY_URL`` in the environment, the Horovod driver's
 ``--host-discovery-script`` is replaced by an in-process ``elastic.driver.push.DaemonDiscovery``
@@ -45,14 +50,20 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from elastic.common.reap import RUN_ID_ENV, reap_hosts
+from elastic.driver import rendezvous_endpoint
 from elastic.driver.elastic_driver import install as install_driver
 from elastic.driver.push import DaemonDiscovery
-from elastic.environment import ELASTIC_REAP_SSH
+from elastic.driver.rendezvous_endpoint import EndpointError
+from elastic.environment import (
+    ELASTIC_REAP_SSH,
+    ELASTIC_RENDEZVOUS_ADDRESS,
+    ELASTIC_RENDEZVOUS_PORT,
+)
 from shared.environment import DISCOVERY_URL
-from shared.exitcodes import EXIT_OK, exit_for_signal
+from shared.exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, exit_for_signal
 
 DISCOVERY_URL_ENV = DISCOVERY_URL
 REAP_SSH_ENV = ELASTIC_REAP_SSH
@@ -161,8 +172,24 @@ def launcher_main(argv: Sequence[str] | None = None) -> int:
     return _run(argv, launcher=True)
 
 
+def install_rendezvous_endpoint(env: Mapping[str, str]) -> None:
+    """The rendezvous server's fixed port and the address its workers are told, from
+    ``ELASTIC_RENDEZVOUS_PORT``/``_ADDRESS`` (``elastic.driver.rendezvous_endpoint``), each
+    when set: where another launcher of the job answers the world this one starts.
+    ``EndpointError`` names a bad one."""
+    raw_port, raw_address = env.get(ELASTIC_RENDEZVOUS_PORT), env.get(ELASTIC_RENDEZVOUS_ADDRESS)
+    rendezvous_endpoint.install(
+        rendezvous_endpoint.parse_port(raw_port, ELASTIC_RENDEZVOUS_PORT) if raw_port else None,
+        rendezvous_endpoint.parse_address(raw_address, ELASTIC_RENDEZVOUS_ADDRESS) if raw_address else None)
+
+
 def _run(argv: Sequence[str] | None, *, launcher: bool) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        install_rendezvous_endpoint(os.environ)
+    except EndpointError as exc:
+        print(f"horovodrun: error: {exc}", file=sys.stderr, flush=True)
+        return EXIT_USAGE
     if launcher:
         signal.signal(LAUNCHER_GONE_SIGNAL, _on_launcher_gone)
     install_driver(os.environ.get(RUN_ID_ENV))
@@ -173,6 +200,9 @@ def _run(argv: Sequence[str] | None, *, launcher: bool) -> int:
     sys.argv = ["horovodrun", *argv]
     try:
         run_commandline()
+    except EndpointError as exc:  # the fixed port was taken
+        print(f"horovodrun: error: {exc}", file=sys.stderr, flush=True)
+        return EXIT_FAILURE
     finally:
         _horovod_done.set()
         if _launcher_gone.is_set():  # Horovod ended first: let the reaps finish (they have deadlines)

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 from elastic.common.cli import env_int
 from elastic.common.tools import tool
+from elastic.driver.rendezvous_endpoint import EndpointError, parse_address, parse_port
 from elastic.environment import (
     ELASTIC_DATASET,
     ELASTIC_DISCOVERY_MODE,
@@ -39,6 +40,8 @@ from elastic.environment import (
     ELASTIC_MIN_NP,
     ELASTIC_NETWORK_INTERFACE,
     ELASTIC_PLOT,
+    ELASTIC_RENDEZVOUS_ADDRESS,
+    ELASTIC_RENDEZVOUS_PORT,
     ELASTIC_SSH_IDENTITY,
     ELASTIC_SSH_PORT,
     ELASTIC_STALL_TIMEOUT,
@@ -127,6 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
                         f"duration (default {DEFAULT_TIMINGS.renew_deadline:g})")
     g.add_argument("--leader-retry-period", default=None, metavar="SECONDS",
                    help=f"how often the Lease is read and renewed (default {DEFAULT_TIMINGS.retry_period:g})")
+    g.add_argument("--rendezvous-port", default=None, metavar="PORT",
+                   help=f"the port horovodrun's rendezvous server listens on, the same for every launcher of the "
+                        f"job ({ELASTIC_RENDEZVOUS_PORT}; default: a free one, Horovod's)")
+    g.add_argument("--rendezvous-address", default=None, metavar="HOST",
+                   help=f"the address the workers are told to reach it at, one that follows the leading launcher "
+                        f"(a Service) ({ELASTIC_RENDEZVOUS_ADDRESS}; default: this launcher's, Horovod's)")
     g = p.add_argument_group("hosts")
     g.add_argument("--ssh-port", type=int, default=None, help="sshd port of every host (ELASTIC_SSH_PORT)")
     g.add_argument("--ssh-identity-file", default=None, help="the job's private key (ELASTIC_SSH_IDENTITY)")
@@ -361,6 +370,13 @@ def config_from_args(args: argparse.Namespace, command: list[str]) -> LaunchConf
     lease = parse_lease(raw, env_name or "--lease") if raw is not None else DEFAULT_LEASE
     raw, env_name = _flag_or_env(args.term_grace, ELASTIC_TERM_GRACE)
     term_grace = parse_term_grace(raw, env_name or "--term-grace") if raw is not None else DEFAULT_TERM_GRACE
+    try:
+        raw, env_name = _flag_or_env(args.rendezvous_port, ELASTIC_RENDEZVOUS_PORT)
+        rendezvous_port = parse_port(raw, env_name or "--rendezvous-port") if raw is not None else None
+        raw, env_name = _flag_or_env(args.rendezvous_address, ELASTIC_RENDEZVOUS_ADDRESS)
+        rendezvous_address = parse_address(raw, env_name or "--rendezvous-address") if raw is not None else None
+    except EndpointError as exc:
+        raise ConfigError(str(exc)) from None
     options = HorovodrunOptions(
         discovery_script=tool("discover-hosts"),
         min_np=min_np, max_np=max_np, np=args.np, slots_per_host=args.slots_per_host,
@@ -391,6 +407,7 @@ def config_from_args(args: argparse.Namespace, command: list[str]) -> LaunchConf
         stall_timeout=stall or None, first_world_timeout=first_world, ready_timeout=args.ready_timeout,
         events_file=os.path.abspath(args.events_file) if args.events_file else None,
         leave_grace=leave_grace, job_id=job_id, lease=lease, term_grace=term_grace, run_id=run_id,
+        rendezvous_port=rendezvous_port, rendezvous_address=rendezvous_address,
     )
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from elastic.common.reap import JOB_ID_ENV, RUN_ID_ENV
 from elastic.common.tools import tool as find_tool
 from elastic.driver.hvdrun import LAUNCHER_GONE_SIGNAL, REAP_SSH_ENV
-from elastic.environment import HOROVOD_ELASTIC_LEAVE_GRACE_SECONDS
+from elastic.environment import ELASTIC_RENDEZVOUS_ADDRESS, ELASTIC_RENDEZVOUS_PORT, HOROVOD_ELASTIC_LEAVE_GRACE_SECONDS
 from elastic.launch.command import HorovodrunOptions, build_horovodrun_command
 from elastic.launch.daemon import DaemonSpec
 from elastic.launch.events import EVENTS_ENV
@@ -94,6 +94,8 @@ class LaunchConfig:
     term_grace: float = DEFAULT_TERM_GRACE
     run_id: str | None = None  # --run-id: this run's identity (default: a random one)
     election: ElectionSettings | None = None  # --leader-election: stand by until leading
+    rendezvous_port: int | None = None  # --rendezvous-port: horovodrun's rendezvous server's own
+    rendezvous_address: str | None = None  # --rendezvous-address: what the workers are told
 
 
 @dataclass(frozen=True)
@@ -250,6 +252,10 @@ def make_plan(config: LaunchConfig, *, run_id: str, workdir: str,
     env[REAP_SSH_ENV] = json.dumps(([[wrapper, "-o", "BatchMode=yes"]] if wrapper else []) + [reap_ssh])
     if config.leave_grace is not None:
         env[LEAVE_GRACE_ENV] = repr(float(config.leave_grace))
+    if config.rendezvous_port is not None:
+        env[ELASTIC_RENDEZVOUS_PORT] = str(config.rendezvous_port)
+    if config.rendezvous_address is not None:
+        env[ELASTIC_RENDEZVOUS_ADDRESS] = config.rendezvous_address
     hvdrun = tuple(opts.launcher[-2:]) == ("-m", "elastic.driver.hvdrun")
 
     return LaunchPlan(

@@ -58,3 +58,23 @@ def test_a_bad_setting_is_one_line_and_exit_2():
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "error: --leader-election: the renew deadline (3 s) must be shorter than the lease duration (2 s)"]
+
+
+def test_the_rendezvous_endpoint_reaches_horovodrun_only_when_asked():
+    """``--rendezvous-port``/``--rendezvous-address`` (or their variables) reach horovodrun's
+    environment (``elastic.driver.hvdrun`` binds and tells them); unset, Horovod's own."""
+    from tests.elastic.launch.test_plan import plan_of
+    plan = plan_of(config("--rendezvous-port", "29500", "--rendezvous-address", "rendezvous.train.svc"))
+    assert (plan.env["ELASTIC_RENDEZVOUS_PORT"], plan.env["ELASTIC_RENDEZVOUS_ADDRESS"]) == \
+        ("29500", "rendezvous.train.svc")
+    plain = plan_of(config())
+    assert "ELASTIC_RENDEZVOUS_PORT" not in plain.env and "ELASTIC_RENDEZVOUS_ADDRESS" not in plain.env
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--rendezvous-port", "70000"], "--rendezvous-port must be from 1 to 65535, got '70000'"),
+    (["--rendezvous-address", "leader;id"], "--rendezvous-address must be an IP address or a DNS name"),
+])
+def test_a_bad_rendezvous_endpoint_names_its_flag(flags, message):
+    with pytest.raises(ConfigError, match=message):
+        config(*flags)

@@ -1,0 +1,91 @@
+"""The rendezvous server's fixed endpoint: the port it listens on and the address the workers
+are told to reach it at, the same for every launcher of one job.
+
+Horovod binds its elastic rendezvous server to a random free port and tells each worker the
+launcher's own address (``HOROVOD_GLOO_RENDEZVOUS_ADDR``/``_PORT``, set once in the worker's
+environment). The workers reach the driver there for every reset, their check-ins and the
+lease, so a standby launcher that adopts a running world must answer at the address they
+already hold. With ``ELASTIC_RENDEZVOUS_PORT`` the server listens on that port (all
+addresses, as Horovod's) or horovodrun fails at once naming it; with
+``ELASTIC_RENDEZVOUS_ADDRESS`` the workers of an elastic run are told that address instead of
+the launcher's: a name or IP that follows whichever launcher leads (a Service in deploy/).
+
+``parse_port`` and ``parse_address`` check the values (``EndpointError`` names the bad one);
+``install`` makes horovodrun's elastic launch use them.
+"""
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Any
+
+_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+
+
+class EndpointError(ValueError):
+    """A rendezvous port or address that cannot be used; the message names it."""
+
+
+def parse_port(raw: str, name: str) -> int:
+    """A TCP port from 1 to 65535, or ``EndpointError`` naming ``name``."""
+    try:
+        port = int(raw)
+    except ValueError:
+        raise EndpointError(f"{name} must be a TCP port number, got {raw!r}") from None
+    if not 1 <= port <= 65535:
+        raise EndpointError(f"{name} must be from 1 to 65535, got {raw!r}")
+    return port
+
+
+def parse_address(raw: str, name: str) -> str:
+    """An IPv4/IPv6 address or a DNS name (RFC 1123 labels, at most 253 characters), as given,
+    or ``EndpointError`` naming ``name``: it goes into every worker's environment."""
+    try:
+        return str(ipaddress.ip_address(raw))
+    except ValueError:
+        pass
+    labels = raw[:-1].split(".") if raw.endswith(".") else raw.split(".")
+    if not raw or len(raw) > 253 or not all(_LABEL.match(label) for label in labels):
+        raise EndpointError(f"{name} must be an IP address or a DNS name, got {raw!r}")
+    return raw
+
+
+def _bind_exactly(port: int):
+    """A ``find_port`` for Horovod's rendezvous server that binds ``port`` or fails naming it."""
+    def find_port(server_factory: Any) -> tuple[Any, int]:
+        try:
+            return server_factory(("", port)), port
+        except OSError as exc:
+            raise EndpointError(f"the rendezvous server cannot listen on port {port}: {exc.strerror}") from None
+    return find_port
+
+
+def install(port: int | None, address: str | None) -> None:
+    """Make horovodrun's elastic launch listen on ``port`` and tell its workers ``address``
+    (each left as Horovod's when None)."""
+    from horovod.runner import gloo_run
+    from horovod.runner.http import http_server
+
+    if port is not None:
+        find_port = _bind_exactly(port)
+
+        class FixedPortRendezvousServer(http_server.RendezvousServer):
+            """Horovod's rendezvous server on ``port``; only its ``start`` finds the port."""
+
+            def start(self, handler_cls: Any = http_server.RendezvousHandler) -> int:
+                chosen = http_server.find_port
+                http_server.find_port = find_port
+                try:
+                    return super().start(handler_cls)
+                finally:
+                    http_server.find_port = chosen
+
+        gloo_run.RendezvousServer = FixedPortRendezvousServer
+
+    if address is not None:
+        run_env = gloo_run.create_run_env_vars
+
+        def create_run_env_vars(server_ip: str, nics: Any, port_: int, elastic: bool = False) -> dict:
+            return run_env(address if elastic else server_ip, nics, port_, elastic)
+
+        gloo_run.create_run_env_vars = create_run_env_vars

@@ -1,0 +1,118 @@
+"""The rendezvous server's fixed endpoint (``elastic.driver.rendezvous_endpoint``,
+``hvdrun.install_rendezvous_endpoint``): the port it listens on and the address its workers are
+told, where a second launcher of the job answers the world the first one started. Through the
+project's real ``horovodrun`` and Horovod's real rendezvous and notification services."""
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from elastic.driver import rendezvous_endpoint
+from elastic.driver.rendezvous_endpoint import EndpointError
+from tests.runtime.test_horovod_patches import HOROVODRUN, Job, discovery_script, read_log, run_env
+from tests.waiting import wait_for
+
+JOB = str(Path(__file__).parents[2] / "runtime" / "elastic_grow_job.py")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def _environ(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes()
+    return dict(item.decode().partition("=")[::2] for item in raw.split(b"\0") if b"=" in item)
+
+
+@pytest.mark.horovod
+@pytest.mark.timeout(400)
+def test_workers_reach_the_fixed_endpoint_and_the_world_grows(tmp_path):
+    """horovodrun with a fixed port and an advertised address (127.0.0.2: this machine, but not
+    the launcher's own address, which Horovod would tell): each worker's environment holds that
+    address and port; the world of one reaches the rendezvous there (its hvd.init, its
+    notification service's registration), and grows to two when a host is added."""
+    port = _free_port()
+    script, hosts, _ = discovery_script(tmp_path, "localhost:1\n")
+    log, started, gate = tmp_path / "grow.jsonl", tmp_path / "started", tmp_path / "gate"
+    gate.touch()
+    env = run_env(GROW_LOG=str(log), GROW_TARGET_SIZE="2", GROW_STEPS_AFTER="5", GROW_MAX_STEPS="400",
+                  GROW_STARTED=str(started), GROW_GATE=str(gate),
+                  ELASTIC_RENDEZVOUS_PORT=str(port), ELASTIC_RENDEZVOUS_ADDRESS="127.0.0.2")
+    job = Job(tmp_path, [HOROVODRUN, "-np", "1", "--min-np", "1", "--max-np", "2",
+                         "--host-discovery-script", str(script), "--network-interface", "lo",
+                         "--elastic-timeout", "120", sys.executable, JOB], env)
+    try:
+        first = wait_for(lambda: list(tmp_path.glob("started.localhost.*")), 180, "the first worker to start",
+                         detail=job.output)[0]
+        environ = _environ(int(first.name.rsplit(".", 1)[1]))
+        assert (environ["HOROVOD_GLOO_RENDEZVOUS_ADDR"], environ["HOROVOD_GLOO_RENDEZVOUS_PORT"]) == \
+            ("127.0.0.2", str(port))
+        hosts.write_text("localhost:1\n127.0.0.1:1\n")
+        job.proc.wait(timeout=300)
+        assert job.proc.returncode == 0, job.output()
+    finally:
+        job.close()
+    grown = [r for r in read_log(log) if r["size"] == 2]
+    assert {r["host"] for r in grown} == {"localhost", "127.0.0.1"}, job.output()
+
+
+def _horovodrun(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    script, _, _ = discovery_script(tmp_path, "localhost:1\n")
+    return subprocess.run(
+        [HOROVODRUN, "-np", "1", "--min-np", "1", "--max-np", "1", "--host-discovery-script", str(script),
+         "--network-interface", "lo", sys.executable, "-c", "pass"],
+        env=run_env(**env), capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.timeout(200)
+def test_a_taken_port_ends_horovodrun_with_one_line(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = _horovodrun(tmp_path, ELASTIC_RENDEZVOUS_PORT=str(port))
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"horovodrun: error: the rendezvous server cannot listen on port {port}: Address already in use"]
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("name, value, says", [
+    ("ELASTIC_RENDEZVOUS_PORT", "0", "ELASTIC_RENDEZVOUS_PORT must be from 1 to 65535, got '0'"),
+    ("ELASTIC_RENDEZVOUS_PORT", "http", "ELASTIC_RENDEZVOUS_PORT must be a TCP port number, got 'http'"),
+    ("ELASTIC_RENDEZVOUS_ADDRESS", "a b;rm", "ELASTIC_RENDEZVOUS_ADDRESS must be an IP address or a DNS name"),
+], ids=["port-zero", "port-name", "address"])
+def test_a_bad_setting_ends_horovodrun_with_one_line_before_anything_starts(tmp_path, name, value, says):
+    done = _horovodrun(tmp_path, **{name: value})
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith(f"horovodrun: error: {says}"), line
+
+
+@pytest.mark.parametrize("raw", ["10.0.0.7", "::1", "rendezvous.jobs.svc.cluster.local", "leader-0",
+                                 "leader-0.svc."])
+def test_an_ip_or_a_dns_name_is_an_address(raw):
+    assert rendezvous_endpoint.parse_address(raw, "X") == raw
+
+
+@pytest.mark.parametrize("raw", ["", "a b", "-lead", "x" * 64, "a..b", "host:29500", "$(id)"])
+def test_anything_else_is_not_an_address(raw):
+    with pytest.raises(EndpointError, match="X must be an IP address or a DNS name"):
+        rendezvous_endpoint.parse_address(raw, "X")
+
+
+@pytest.mark.parametrize("raw, port", [("1", 1), ("29500", 29500), ("65535", 65535)])
+def test_a_port_from_1_to_65535(raw, port):
+    assert rendezvous_endpoint.parse_port(raw, "X") == port
+
+
+@pytest.mark.parametrize("raw", ["0", "65536", "-1", "x", "1.5", ""])
+def test_anything_else_is_not_a_port(raw):
+    with pytest.raises(EndpointError, match="X must be"):
+        rendezvous_endpoint.parse_port(raw, "X")
