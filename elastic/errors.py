@@ -4,7 +4,8 @@
      ├── ConfigError             bad flag, environment variable or file given by the user (exit 2)
      │    ├── UnsafePath         a path refused by a safety rule (DEST outside the allowed roots, ...)
      │    ├── UnsafeSymlink      SRC contains a symlink that points outside SRC
-     │    └── WorkloadGone       worker-scaler: the workers' workload is being deleted
+     │    ├── WorkloadGone       worker-scaler: the workers' workload is being deleted
+     │    └── BadEndpoint        a rendezvous port or address that cannot be used
      ├── Interrupted             stopped by a signal (exit 128+N; ``signum`` may be None)
      ├── SSHError                a host could not be reached or verified over SSH (exit 1)
      │    ├── HostKeyMismatch    a pinned host key changed for the same address
@@ -23,7 +24,8 @@
           ├── ToolNotFound       a command the launcher needs is not installed
           ├── TransientError     worker-scaler: an API call that may work when tried again
           ├── BadLease           --leader-election: a Lease read from the API that cannot be trusted
-          └── PlotError          elastic-run --plot: the plot could not be drawn, written or read back
+          ├── PlotError          elastic-run --plot: the plot could not be drawn, written or read back
+          └── PortTaken          horovodrun: its rendezvous server cannot listen on its fixed port
 
 ``shared.runner.run_main`` maps them to exit codes (docs/architecture.md, "Errors and exit
 codes"). Library errors are wrapped at the edge with ``raise ... from``.
@@ -131,6 +133,14 @@ class ToolNotFound(LaunchError):
 
 class PlotError(LaunchError):
     """``elastic-run --plot``: the plot could not be drawn, written or read back."""
+
+
+class BadEndpoint(ConfigError):
+    """``--rendezvous-port``/``--rendezvous-address`` (or their variables) cannot be used."""
+
+
+class PortTaken(LaunchError):
+    """horovodrun's rendezvous server cannot listen on its fixed port (``--rendezvous-port``)."""
 
 
 class BadAnswer(DaemonUnavailable):

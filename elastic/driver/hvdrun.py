@@ -56,12 +56,12 @@ from elastic.common.reap import RUN_ID_ENV, reap_hosts
 from elastic.driver import rendezvous_endpoint
 from elastic.driver.elastic_driver import install as install_driver
 from elastic.driver.push import DaemonDiscovery
-from elastic.driver.rendezvous_endpoint import EndpointError
 from elastic.environment import (
     ELASTIC_REAP_SSH,
     ELASTIC_RENDEZVOUS_ADDRESS,
     ELASTIC_RENDEZVOUS_PORT,
 )
+from elastic.errors import BadEndpoint, PortTaken
 from shared.environment import DISCOVERY_URL
 from shared.exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, exit_for_signal
 
@@ -176,7 +176,7 @@ def install_rendezvous_endpoint(env: Mapping[str, str]) -> None:
     """The rendezvous server's fixed port and the address its workers are told, from
     ``ELASTIC_RENDEZVOUS_PORT``/``_ADDRESS`` (``elastic.driver.rendezvous_endpoint``), each
     when set: where another launcher of the job answers the world this one starts.
-    ``EndpointError`` names a bad one."""
+    ``BadEndpoint`` names a bad one."""
     raw_port, raw_address = env.get(ELASTIC_RENDEZVOUS_PORT), env.get(ELASTIC_RENDEZVOUS_ADDRESS)
     rendezvous_endpoint.install(
         rendezvous_endpoint.parse_port(raw_port, ELASTIC_RENDEZVOUS_PORT) if raw_port else None,
@@ -187,7 +187,7 @@ def _run(argv: Sequence[str] | None, *, launcher: bool) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         install_rendezvous_endpoint(os.environ)
-    except EndpointError as exc:
+    except BadEndpoint as exc:
         print(f"horovodrun: error: {exc}", file=sys.stderr, flush=True)
         return EXIT_USAGE
     if launcher:
@@ -200,7 +200,7 @@ def _run(argv: Sequence[str] | None, *, launcher: bool) -> int:
     sys.argv = ["horovodrun", *argv]
     try:
         run_commandline()
-    except EndpointError as exc:  # the fixed port was taken
+    except PortTaken as exc:
         print(f"horovodrun: error: {exc}", file=sys.stderr, flush=True)
         return EXIT_FAILURE
     finally:

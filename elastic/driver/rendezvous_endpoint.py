@@ -10,8 +10,8 @@ addresses, as Horovod's) or horovodrun fails at once naming it; with
 ``ELASTIC_RENDEZVOUS_ADDRESS`` the workers of an elastic run are told that address instead of
 the launcher's: a name or IP that follows whichever launcher leads (a Service in deploy/).
 
-``parse_port`` and ``parse_address`` check the values (``EndpointError`` names the bad one);
-``install`` makes horovodrun's elastic launch use them.
+``parse_port`` and ``parse_address`` check the values (``BadEndpoint`` names the bad one);
+``install`` makes horovodrun's elastic launch use them (``PortTaken`` when the port is).
 """
 from __future__ import annotations
 
@@ -19,34 +19,32 @@ import ipaddress
 import re
 from typing import Any
 
+from elastic.errors import BadEndpoint, PortTaken
+
 _LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
 
 
-class EndpointError(ValueError):
-    """A rendezvous port or address that cannot be used; the message names it."""
-
-
 def parse_port(raw: str, name: str) -> int:
-    """A TCP port from 1 to 65535, or ``EndpointError`` naming ``name``."""
+    """A TCP port from 1 to 65535, or ``BadEndpoint`` naming ``name``."""
     try:
         port = int(raw)
     except ValueError:
-        raise EndpointError(f"{name} must be a TCP port number, got {raw!r}") from None
+        raise BadEndpoint(f"{name} must be a TCP port number, got {raw!r}") from None
     if not 1 <= port <= 65535:
-        raise EndpointError(f"{name} must be from 1 to 65535, got {raw!r}")
+        raise BadEndpoint(f"{name} must be from 1 to 65535, got {raw!r}")
     return port
 
 
 def parse_address(raw: str, name: str) -> str:
     """An IPv4/IPv6 address or a DNS name (RFC 1123 labels, at most 253 characters), as given,
-    or ``EndpointError`` naming ``name``: it goes into every worker's environment."""
+    or ``BadEndpoint`` naming ``name``: it goes into every worker's environment."""
     try:
         return str(ipaddress.ip_address(raw))
     except ValueError:
         pass
     labels = raw[:-1].split(".") if raw.endswith(".") else raw.split(".")
     if not raw or len(raw) > 253 or not all(_LABEL.match(label) for label in labels):
-        raise EndpointError(f"{name} must be an IP address or a DNS name, got {raw!r}")
+        raise BadEndpoint(f"{name} must be an IP address or a DNS name, got {raw!r}")
     return raw
 
 
@@ -56,7 +54,7 @@ def _bind_exactly(port: int):
         try:
             return server_factory(("", port)), port
         except OSError as exc:
-            raise EndpointError(f"the rendezvous server cannot listen on port {port}: {exc.strerror}") from None
+            raise PortTaken(f"the rendezvous server cannot listen on port {port}: {exc.strerror}") from None
     return find_port
 
 

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 from elastic.common.cli import env_int
 from elastic.common.tools import tool
-from elastic.driver.rendezvous_endpoint import EndpointError, parse_address, parse_port
+from elastic.driver.rendezvous_endpoint import parse_address, parse_port
 from elastic.environment import (
     ELASTIC_DATASET,
     ELASTIC_DISCOVERY_MODE,
@@ -370,13 +370,10 @@ def config_from_args(args: argparse.Namespace, command: list[str]) -> LaunchConf
     lease = parse_lease(raw, env_name or "--lease") if raw is not None else DEFAULT_LEASE
     raw, env_name = _flag_or_env(args.term_grace, ELASTIC_TERM_GRACE)
     term_grace = parse_term_grace(raw, env_name or "--term-grace") if raw is not None else DEFAULT_TERM_GRACE
-    try:
-        raw, env_name = _flag_or_env(args.rendezvous_port, ELASTIC_RENDEZVOUS_PORT)
-        rendezvous_port = parse_port(raw, env_name or "--rendezvous-port") if raw is not None else None
-        raw, env_name = _flag_or_env(args.rendezvous_address, ELASTIC_RENDEZVOUS_ADDRESS)
-        rendezvous_address = parse_address(raw, env_name or "--rendezvous-address") if raw is not None else None
-    except EndpointError as exc:
-        raise ConfigError(str(exc)) from None
+    raw, env_name = _flag_or_env(args.rendezvous_port, ELASTIC_RENDEZVOUS_PORT)
+    rendezvous_port = parse_port(raw, env_name or "--rendezvous-port") if raw is not None else None
+    raw, env_name = _flag_or_env(args.rendezvous_address, ELASTIC_RENDEZVOUS_ADDRESS)
+    rendezvous_address = parse_address(raw, env_name or "--rendezvous-address") if raw is not None else None
     options = HorovodrunOptions(
         discovery_script=tool("discover-hosts"),
         min_np=min_np, max_np=max_np, np=args.np, slots_per_host=args.slots_per_host,

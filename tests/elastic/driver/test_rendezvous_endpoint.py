@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from elastic.driver import rendezvous_endpoint
-from elastic.driver.rendezvous_endpoint import EndpointError
+from elastic.errors import BadEndpoint
 from tests.runtime.test_horovod_patches import HOROVODRUN, Job, discovery_script, read_log, run_env
 from tests.waiting import wait_for
 
@@ -103,7 +103,7 @@ def test_an_ip_or_a_dns_name_is_an_address(raw):
 
 @pytest.mark.parametrize("raw", ["", "a b", "-lead", "x" * 64, "a..b", "host:29500", "$(id)"])
 def test_anything_else_is_not_an_address(raw):
-    with pytest.raises(EndpointError, match="X must be an IP address or a DNS name"):
+    with pytest.raises(BadEndpoint, match="X must be an IP address or a DNS name"):
         rendezvous_endpoint.parse_address(raw, "X")
 
 
@@ -114,5 +114,5 @@ def test_a_port_from_1_to_65535(raw, port):
 
 @pytest.mark.parametrize("raw", ["0", "65536", "-1", "x", "1.5", ""])
 def test_anything_else_is_not_a_port(raw):
-    with pytest.raises(EndpointError, match="X must be"):
+    with pytest.raises(BadEndpoint, match="X must be"):
         rendezvous_endpoint.parse_port(raw, "X")
