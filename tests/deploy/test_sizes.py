@@ -153,6 +153,40 @@ def test_spot_workers_leave_within_a_gke_spot_notice(spot):
     assert "tolerations" not in pod_spec(one(spot, "Job"))
 
 
+def test_spot_finds_the_training_grace_by_value_in_an_overlay_that_moves_the_arguments(tmp_path):
+    """An overlay of the user's that adds flags to elastic-run (here two, before the others:
+    every argument moves) and the Spot component: the training's --term-grace is still found
+    and shortened, elastic-run's own is left alone. A patch by position would shorten another
+    argument or fail the rendering."""
+    shutil.copytree(DEPLOY, tmp_path / "deploy")
+    moved, overlay = tmp_path / "deploy" / "overlays" / "moved", tmp_path / "deploy" / "overlays" / "mine"
+    moved.mkdir()
+    (moved / "kustomization.yaml").write_text(textwrap.dedent("""\
+        apiVersion: kustomize.config.k8s.io/v1beta1
+        kind: Kustomization
+        resources: [../../job]
+        patches:
+          - target: {kind: Job, name: elastic-horovod-launcher}
+            patch: |-
+              - {op: add, path: /spec/template/spec/containers/0/args/3, value: --verbose}
+              - {op: add, path: /spec/template/spec/containers/0/args/3, value: --reset-limit=100}
+        """))
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(textwrap.dedent("""\
+        apiVersion: kustomize.config.k8s.io/v1beta1
+        kind: Kustomization
+        resources: [../moved]
+        components: [../../components/gpu-pool, ../../components/spot]
+        """))
+    objects = render(overlay)
+    launcher = container(pod_spec(one(objects, "Job")), "launcher")
+    assert {"--verbose", "--reset-limit=100"} <= set(launcher["args"])
+    assert training_flag(launcher, "--term-grace") == "5"
+    base = container(pod_spec(one(render(DEPLOY), "Job")), "launcher")["args"]
+    assert flag(launcher["args"][:launcher["args"].index("--")], "--term-grace") == \
+        flag(base[:base.index("--")], "--term-grace")
+
+
 def test_the_egress_example_reaches_cloud_identity_and_object_stores_only_from_its_pods(tmp_path):
     """An egress example for a default-deny namespace (metadata and Pod Identity
     endpoints, HTTPS to public addresses, not to the cluster's private ranges), added to an
