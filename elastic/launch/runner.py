@@ -98,7 +98,9 @@ from elastic.launch.plan import LaunchConfig, LaunchPlan, horovodrun_env, make_p
 from elastic.launch.shortfall import ShortfallTracker
 from elastic.launch.stall import StallPolicy
 from elastic.launch.waits import WaitExplainer
+from elastic.launch.warming import CacheWarmer
 from elastic.launch.watch import DaemonWatch, HostRecorder
+from elastic.prepare.hook import parse_dataset
 from shared.event_kinds import Kind
 from shared.exitcodes import EXIT_OK, EXIT_USAGE, SIGNAL_BASE, exit_for_returncode, exit_for_signal
 
@@ -222,9 +224,20 @@ def run(config: LaunchConfig) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
     if config.election is not None:  # a warm standby until it leads (elastic.launch.leadership)
+        warmer = CacheWarmer(parse_dataset(config.dataset)[0]) if config.dataset else None
+        if warmer is not None:
+            warmer.start()  # the dataset's hashes, while standing by (elastic.launch.warming)
+
+        def lead(plan: LaunchPlan, fence: Fence) -> int:
+            if warmer is not None:
+                warmer.finish()
+            return execute(plan, fence)
+
         try:
-            return run_as_leader(plan, config.election, execute)
+            return run_as_leader(plan, config.election, lead)
         finally:
+            if warmer is not None:
+                warmer.stop()
             shutil.rmtree(workdir, ignore_errors=True)  # execute removes it; a standby that never led did not
     return execute(plan)
 

@@ -247,6 +247,19 @@ def build_manifest(src: str, cache: HashCache | None = None, symlinks: str = "re
     return Manifest(dict(sorted(files.items())), dict(sorted(links.items())), tuple(sorted(dirs)))
 
 
+def cached_manifest(src_real: str, symlinks: str = "refuse", cache_dir: str | None = None) -> tuple[Manifest, int]:
+    """``build_manifest`` of ``src_real`` through its hash cache (``cache_path``), which is
+    written back when anything changed: (the manifest, how many files were hashed: new or
+    changed since the cache recorded them). Raises as ``build_manifest``."""
+    path = cache_path(src_real, cache_dir)
+    cache = load_cache(path, src_real)
+    before = dict(cache)
+    manifest = build_manifest(src_real, cache, symlinks)
+    if cache != before:
+        save_cache(path, src_real, cache)
+    return manifest, sum(1 for rel, entry in cache.items() if before.get(rel) != entry)
+
+
 def cache_path(src_real: str, cache_dir: str | None = None) -> str:
     """Where the hash cache of SRC lives (``$XDG_CACHE_HOME/elastic-horovod/dataset-sync``)."""
     base = cache_dir or os.path.join(os.environ.get(XDG_CACHE_HOME) or os.path.expanduser("~/.cache"),

@@ -49,7 +49,7 @@ from elastic.errors import ConfigError
 from elastic.ssh.exec import SSHClient
 from elastic.sync.cancel import CancelToken
 from elastic.sync.hostsync import Attempt, Expected, HostOutcome, HostSync, as_sync_error, retryable
-from elastic.sync.manifest import Manifest, build_manifest, cache_path, load_cache, save_cache
+from elastic.sync.manifest import Manifest, build_manifest, cached_manifest
 from elastic.sync.options import SyncOptions
 from elastic.sync.progress import ProgressBoard
 from elastic.sync.remote import Layout
@@ -103,12 +103,7 @@ def prepare(src: str, dest: str, options: SyncOptions) -> tuple[str, Layout, Man
     src_real = check_source(src)
     if not options.hash_cache:
         return src_real, Layout(dest_norm), build_manifest(src_real, symlinks=options.symlinks)
-    path = cache_path(src_real, options.cache_dir)
-    cache = load_cache(path, src_real)
-    before = dict(cache)
-    manifest = build_manifest(src_real, cache, options.symlinks)
-    if cache != before:
-        save_cache(path, src_real, cache)
+    manifest, _ = cached_manifest(src_real, options.symlinks, options.cache_dir)
     return src_real, Layout(dest_norm), manifest
 
 
