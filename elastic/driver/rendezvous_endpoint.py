@@ -60,7 +60,9 @@ def _bind_exactly(port: int):
 
 def install(port: int | None, address: str | None) -> None:
     """Make horovodrun's elastic launch listen on ``port`` and tell its workers ``address``
-    (each left as Horovod's when None)."""
+    (each left as Horovod's when None: nothing of Horovod is touched then)."""
+    if port is None and address is None:
+        return
     from horovod.runner import gloo_run
     from horovod.runner.http import http_server
 
