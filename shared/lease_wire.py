@@ -12,6 +12,10 @@
   waits to be adopted. Only ``200`` renews it: a driver that took over that very process
   (host, local rank, the wrapper's pid) of that run. Every other driver answers ``OTHER_RUN``:
   the one that started it counts it as exited once its session is gone.
+- ``GET <adopt_path>/exit/<code>`` (``exit_path``): an adopted wrapper's training ended with
+  ``code`` (0-255, the wrapper's own exit code: 128+N for signal N). ``200`` from the driver
+  that adopted it (it counts the worker as exited with that code, once, however often it is
+  told): no ssh session tells that driver of the exit. ``OTHER_RUN`` from any other.
 
 Plain constants, standard library only: the wrapper runs before anything else on a worker.
 """
@@ -39,3 +43,14 @@ def adopt_path(run_id: str | None, host: str, slot: int, pid: int) -> str:
     if not _PART.match(host) or host in (".", ".."):
         raise ValueError(f"not a host name: {host!r}")
     return f"/{SCOPE}/{run_id or NO_RUN_ID}/{ADOPT}/{host}/{int(slot)}/{int(pid)}"
+
+
+EXIT = "exit"
+
+
+def exit_path(claim: str, code: int) -> str:
+    """The report of an adopted wrapper (``claim``: its ``adopt_path``) whose training exited
+    ``code``; ValueError for a code outside 0-255."""
+    if not 0 <= int(code) <= 255:
+        raise ValueError(f"not an exit code: {code!r}")
+    return f"{claim}/{EXIT}/{int(code)}"

@@ -6,7 +6,9 @@ A wrapper waiting to be adopted (``shared.lease_wire.adopt_path``) gets 200 only
 this driver adopted (``Answers.adopt``), ``OTHER_RUN`` otherwise, whatever the run: the driver
 that started it counts it as exited once its session is gone, so it must never hold it. The
 claims refused are kept (``Answers.waiting``): they name the processes an adopting leader can
-take over.
+take over. An adopted wrapper whose training ended says so (``shared.lease_wire.exit_path``):
+the exit is kept once (``Answers.take_exits``), for the driver that has no ssh session to
+see it, and the process is no longer adopted.
 
 A kept connection costs the driver no handshake and no new handler thread per renewal, and
 through a driver stall a renewal waits in that connection's socket, not in the listen backlog.
@@ -20,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from shared.lease_wire import ADOPT, NO_RUN_ID, OTHER_RUN, SCOPE
+from shared.lease_wire import ADOPT, EXIT, NO_RUN_ID, OTHER_RUN, SCOPE
 
 IDLE_SECONDS = 30.0  # a kept connection nobody asks on (a vanished worker) is closed after this
 PREFIX = f"/{SCOPE}/"
@@ -50,6 +52,16 @@ class Claim:
             return None
         return cls(run_id, host, int(slot), int(pid))
 
+    @classmethod
+    def parse_exit(cls, asked: str) -> tuple[Claim, int] | None:
+        """The claim and exit code in an exit report (the path after ``PREFIX``), None when it
+        is not a well-formed one."""
+        head, sep, code = asked.rpartition(f"/{EXIT}/")
+        claim = cls.parse(head) if sep else None
+        if claim is None or not code.isdigit() or len(code) > 3 or int(code) > 255:
+            return None
+        return claim, int(code)
+
 
 class Answers:
     """What this driver answers: its run id (None: every run's plain question is its own), the
@@ -59,6 +71,8 @@ class Answers:
         self.run_id = run_id
         self._adopted: set[Claim] = set()
         self._waiting: dict[Claim, float] = {}
+        self._exited: dict[Claim, int] = {}  # adopted processes whose wrapper reported an exit
+        self._untaken: list[tuple[Claim, int]] = []
         self._lock = threading.Lock()
 
     def adopt(self, claim: Claim) -> None:
@@ -78,8 +92,26 @@ class Answers:
         with self._lock:
             return dict(self._waiting)
 
+    def take_exits(self) -> list[tuple[Claim, int]]:
+        """The exits adopted wrappers reported since the last call (claim, exit code), each once."""
+        with self._lock:
+            taken, self._untaken = self._untaken, []
+            return taken
+
+    def _report_exit(self, claim: Claim, code: int) -> int:
+        with self._lock:
+            if claim in self._adopted:
+                self._adopted.discard(claim)
+                self._exited[claim] = code
+                self._untaken.append((claim, code))
+                return 200
+            return 200 if self._exited.get(claim) == code else OTHER_RUN  # a report told again
+
     def status(self, asked: str) -> int:
         """The status for the question ``asked`` (the path after ``PREFIX``)."""
+        if f"/{EXIT}/" in asked:
+            report = Claim.parse_exit(asked)
+            return OTHER_RUN if report is None else self._report_exit(*report)
         if f"/{ADOPT}/" in asked:
             claim = Claim.parse(asked)
             with self._lock:

@@ -43,8 +43,10 @@ output going to a log on the host (the line naming it is the last the session ge
 wrapper asks at the same address whether a leader adopted it (``shared.lease_wire.adopt_path``:
 its run, ``HOROVOD_HOSTNAME``, ``HOROVOD_LOCAL_RANK`` and this wrapper's pid). Only a driver
 that took over this very process answers yes; the one that started it never does. Adopted, it
-is held by the adopting leader's lease alone; not adopted within W seconds, it is ended as
-above, so nothing outlives a job without a launcher by more than W + N seconds.
+is held by the adopting leader's lease alone, and when its training ends the wrapper tells
+that leader the exit code (``shared.lease_wire.exit_path``, retried for up to N seconds: no
+ssh session carries it there); not adopted within W seconds, it is ended as above, so nothing
+outlives a job without a launcher by more than W + N seconds.
 
 ``decide`` and ``Judge`` are the pure rule; ``main`` the I/O around it.
 Standard library only (it runs before anything else on the worker).
@@ -66,11 +68,11 @@ import time
 from collections.abc import Sequence
 
 from elastic.environment import HOROVOD_GLOO_RENDEZVOUS_ADDR, HOROVOD_GLOO_RENDEZVOUS_PORT
-from elastic.worker.custody import ATTACHED, ORPHAN, Custody
+from elastic.worker.custody import ADOPTED, ATTACHED, ORPHAN, Custody
 from elastic.worker.output import Output, pipes
 from shared.environment import HOROVOD_HOSTNAME, HOROVOD_LOCAL_RANK
 from shared.exitcodes import EXIT_CANNOT_RUN, EXIT_USAGE, exit_for_returncode
-from shared.lease_wire import OTHER_RUN, RUN_ID_ENV, adopt_path, lease_path
+from shared.lease_wire import OTHER_RUN, RUN_ID_ENV, adopt_path, exit_path, lease_path
 from shared.worker import Worker
 
 DEFAULT_LEASE = 8.0  # the driver's own 6 s stall + POLL + 1 s catch-up; a silent launcher: < 10 s
@@ -189,33 +191,53 @@ class Renewer:
         """Stop asking (after the question in flight, at most ``deadline`` s); True once ended."""
         return self._worker.stop(timeout)
 
-    def ask(self) -> bool:
-        """One question (on the kept connection, or a new one when it is gone); True when the
-        driver of this run answered (``shared.lease_wire``): the lease is renewed."""
+    def _request(self, path: str) -> int | None:
+        """One GET of ``path`` on the kept connection (or a new one when it is gone): its
+        status, None when no answer came."""
         for attempt in range(2):
             fresh = self._conn is None
             if self._conn is None:
                 self._conn = http.client.HTTPConnection(self._addr, self._port, timeout=self._deadline)
             conn = self._conn
             try:
-                conn.request("GET", self._path)
+                conn.request("GET", path)
                 response = conn.getresponse()
                 response.read()
             except (OSError, http.client.HTTPException):
                 self._close()
                 if fresh or attempt:
-                    return False
+                    return None
                 continue  # the kept connection was closed by the driver: once more on a new one
             if response.will_close:
                 self._close()
-            if response.status == OTHER_RUN or (self._claiming and response.status != 200):
-                return False  # another run's driver at this address, or nobody adopted it
-            now = time.monotonic()
-            self.renewed = max(self.renewed, now)  # the driver ran when it answered
-            if self._claiming:
-                self.adopted_at = now
-            return True
-        return False
+            return response.status
+        return None
+
+    def ask(self) -> bool:
+        """One question (on the kept connection, or a new one when it is gone); True when the
+        driver of this run answered (``shared.lease_wire``): the lease is renewed."""
+        status = self._request(self._path)
+        if status is None or status == OTHER_RUN or (self._claiming and status != 200):
+            return False  # no answer, another run's driver at this address, or nobody adopted it
+        now = time.monotonic()
+        self.renewed = max(self.renewed, now)  # the driver ran when it answered
+        if self._claiming:
+            self.adopted_at = now
+        return True
+
+    def report_exit(self, code: int, within: float) -> bool:
+        """Tell the driver that adopted this worker that its training exited ``code``
+        (``shared.lease_wire.exit_path``), asking every ``POLL`` s for up to ``within`` s; True
+        once it answered that it took it. Only after ``stop`` (one connection, one asker)."""
+        path = exit_path(self._path, code)
+        end = time.monotonic() + within
+        while True:
+            status = self._request(path)
+            if status is not None:
+                return status == 200  # anything else: it holds this worker no more
+            if time.monotonic() + POLL > end:
+                return False
+            time.sleep(POLL)
 
     def _close(self) -> None:
         if self._conn is not None:
@@ -311,11 +333,16 @@ def run(command: Sequence[str], seconds: float, window: float = 0.0) -> int:
     while True:
         try:
             code = _exit_code(child.wait(timeout=TICK))
+        except subprocess.TimeoutExpired:
+            pass
+        else:
+            if custody.state == ADOPTED and renewer is not None:  # no session tells its leader
+                renewer.stop()
+                told = renewer.report_exit(code, seconds)
+                say(f"the training exited {code}: " + ("its leader was told" if told else "its leader was not told"))
             if output is not None:
                 output.close()
             return code
-        except subprocess.TimeoutExpired:
-            pass
         now = time.monotonic()
         renewed = judge.renewed(now, renewer.renewed) if renewer else None
         if custody.state == ATTACHED:

@@ -111,3 +111,41 @@ def test_claims_kept_are_bounded(monkeypatch):
     for pid in range(10):
         assert answers.status(f"run-a/adopt/h/0/{pid}") == 410
     assert len(answers.waiting()) == 3
+
+
+def test_an_adopted_wrappers_exit_is_taken_once_and_a_strangers_is_refused():
+    answers = lease_answers.Answers("run-b")
+    claim = lease_answers.Claim("run-a", "worker-1", 0, 4242)
+    report = "run-a/adopt/worker-1/0/4242/exit/3"
+    assert answers.status(report) == 410, "an exit of a process it never adopted"
+    assert answers.take_exits() == []
+    answers.adopt(claim)
+    assert answers.status(report) == 200
+    assert answers.status(report) == 200, "the same report told again (its answer was lost)"
+    assert answers.take_exits() == [(claim, 3)]
+    assert answers.take_exits() == []
+    assert answers.status("run-a/adopt/worker-1/0/4242") == 410, "an exited process is adopted no more"
+    assert answers.status("run-a/adopt/worker-1/0/4242/exit/4") == 410, "another code for the same process"
+
+
+@pytest.mark.parametrize("asked", ["run-a/adopt/worker-1/0/4242/exit/256", "run-a/adopt/worker-1/0/4242/exit/-1",
+                                   "run-a/adopt/worker-1/0/4242/exit/", "run-a/adopt/worker-1/0/4242/exit/1/2",
+                                   "run-a/adopt/wor ker/0/4242/exit/0", "run-a/exit/0"])
+def test_a_malformed_exit_report_is_refused(asked):
+    answers = lease_answers.Answers("run-a")
+    answers.adopt(lease_answers.Claim("run-a", "worker-1", 0, 4242))
+    assert answers.status(asked) == 410
+    assert answers.take_exits() == []
+
+
+def test_the_wrapper_reports_an_exit_to_the_driver_that_adopted_it(driver):
+    answers = lease_answers.install("run-a")  # the one the driver answers with
+    renewer = Renewer("127.0.0.1", driver, run_id="run-a")
+    renewer.claim("/elastic-run-lease/run-a/adopt/worker-1/0/4242")
+    try:
+        assert not renewer.report_exit(5, within=1.0), "not adopted: the driver does not take it"
+        answers.adopt(lease_answers.Claim("run-a", "worker-1", 0, 4242))
+        assert renewer.report_exit(5, within=1.0)
+        assert answers.take_exits() == [(lease_answers.Claim("run-a", "worker-1", 0, 4242), 5)]
+    finally:
+        renewer._close()

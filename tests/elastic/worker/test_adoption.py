@@ -34,6 +34,8 @@ with open("pid", "w") as f:
     f.write(str(os.getpid()))
 i = 0
 while True:
+    if os.path.exists("exit"):
+        sys.exit(int(open("exit").read()))
     i += 1
     print(f"step {i}", flush=True)
     print(f"step {i} on stderr", file=sys.stderr, flush=True)
@@ -161,6 +163,38 @@ def test_an_orphan_adopted_within_its_window_trains_on_and_ends_when_its_leader_
     assert w.proc.returncode == -signal.SIGKILL
     assert f"no leader adopted it within {ADOPT_WINDOW} s" in w.log(), w.log()
     wait_for(lambda: pid_gone(training), 10, "the training to end with its wrapper")
+
+
+@pytest.mark.timeout(180)
+def test_an_adopted_workers_exit_reaches_its_leader_on_the_lease_wire(driver, worker_of):
+    """The adopting leader has no ssh session to see its workers' exits: the wrapper of an
+    adopted worker whose training ends tells it the code, and exits with it."""
+    port, answers = driver
+    w = worker_of(port, "--adopt-window", str(ADOPT_WINDOW))
+    w.training_pid()
+    w.end_session()
+    claim = claim_of(answers, w.proc)
+    answers.adopt(claim)
+    wait_for(lambda: "adopted by the new leader" in w.log(), 30, "the adoption", alive=w.running)
+    assert answers.take_exits() == []
+    (w.dir / "exit").write_text("3")
+    wait_for(lambda: w.proc.poll() is not None, 60, "the training to end")
+    assert w.proc.returncode == 3
+    assert answers.take_exits() == [(claim, 3)]
+    assert "the training exited 3: its leader was told" in w.log(), w.log()
+
+
+@pytest.mark.timeout(180)
+def test_an_attached_workers_exit_is_not_reported_on_the_wire(driver, worker_of):
+    """A worker still in its session: its exit reaches the driver that started it through
+    that session, as before; nothing is reported on the lease wire."""
+    port, answers = driver
+    w = worker_of(port, "--adopt-window", str(ADOPT_WINDOW))
+    w.training_pid()
+    (w.dir / "exit").write_text("4")
+    wait_for(lambda: w.proc.poll() is not None, 60, "the training to end")
+    assert w.proc.returncode == 4
+    assert answers.take_exits() == [] and answers.waiting() == {}
 
 
 @pytest.mark.timeout(180)
