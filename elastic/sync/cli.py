@@ -13,14 +13,18 @@ Without a host flag the hosts are those ``discover-hosts`` prints.  Progress goe
 allowed roots, shell syntax in a name, a symlink leaving SRC without --symlinks), 128+N
 interrupted by signal N (SIGINT 130, SIGTERM 143; DEST keeps its previous copy everywhere).
 
-Relay (``elastic.sync.relay``): hosts that hold a verified copy serve it to the next ones over a
-read-only, per-run rsync daemon the launcher starts on them over SSH, so N hosts take about
-log2(N) copy times; ``auto`` relays above 4 hosts or when peers are given (``--peers`` or
-``--peers-file``: hosts outside this run that may already hold the dataset, e.g. the job's
-other hosts when a late joiner is prepared). The table's SOURCE column says who served each host.
-``pipeline`` (``elastic.sync.pipeline``) relays chunk by chunk (about 8*log2(N) chunks of at
-least ``--chunk-mib``): a host serves each verified chunk while it receives the next, so N
-hosts take about one copy time plus log2(N) chunk times.
+Relay (``elastic.sync.relay``, the rule in ``relay.choose_path``): hosts that hold verified data
+serve it to the next ones over a read-only, per-run rsync daemon the launcher starts on them
+over SSH. ``pipeline`` (``elastic.sync.pipeline``) relays chunk by chunk (about 8*log2(N)
+chunks of at least ``--chunk-mib``): a host serves each verified chunk while it receives the
+next, so N hosts take about one copy time plus log2(N) chunk times; peers (``--peers`` or
+``--peers-file``: hosts outside this run that may already hold the dataset, e.g. the job's other
+hosts when a late joiner is prepared) serve every chunk from the start. ``on`` relays whole
+copies (about log2(N+1) copy times), ``off`` copies from the launcher to every host at once.
+``auto`` (the default) takes the pipeline above 4 hosts or when peers are given, else the
+parallel copy (and always with ``--transport sftp``); in a relay or pipeline a host without
+rsync is copied by SFTP from the launcher, as on the parallel path. The summary line names the
+path taken (the JSON report's ``path``); the table's SOURCE column says who served each host.
 
 Environment: ELASTIC_SSH_CONFIG (--ssh-config), ELASTIC_SYNC_JOBS, ELASTIC_SYNC_ALLOWED_ROOTS
 (colon-separated), ELASTIC_SYNC_TRANSPORT, ELASTIC_REMOTE_RSYNC, ELASTIC_SYNC_RETRIES,
@@ -107,9 +111,10 @@ def _parser() -> argparse.ArgumentParser:
                              "(rsync --links); links inside SRC stay links [ELASTIC_SYNC_SYMLINKS]")
     parser.add_argument("--relay", default=env_default(ELASTIC_SYNC_RELAY, "auto"),
                         choices=("auto", "on", "off", "pipeline"),
-                        help="hosts with a verified copy serve the next ones; auto: above 4 hosts or with peers; "
-                             "pipeline: chunk by chunk, hosts serve each verified chunk at once "
-                             "(default %(default)s) [ELASTIC_SYNC_RELAY]")
+                        help="pipeline: hosts serve each verified chunk at once (~1 copy time + log2 N chunk "
+                             "times); on: whole copies down a tree; off: every host from the launcher; auto: the "
+                             "pipeline above 4 hosts or with peers, else off (off with --transport sftp); a host "
+                             "without rsync gets SFTP from the launcher (default %(default)s) [ELASTIC_SYNC_RELAY]")
     parser.add_argument("--chunk-mib", type=float, default=8.0,
                         help="--relay pipeline: the smallest chunk, MiB (default %(default)g)")
     peers = parser.add_mutually_exclusive_group()
@@ -207,7 +212,8 @@ def _run(ns: argparse.Namespace) -> int:
     print(render_report(report))
     total_sent = sum(h.bytes_sent for h in report.hosts)
     print(f"{len(report.hosts) - len(report.failed)}/{len(report.hosts)} hosts ok; {report.files} files, "
-          f"{report.total_bytes} bytes in the dataset; {total_sent} bytes sent; {report.seconds:.2f}s")
+          f"{report.total_bytes} bytes in the dataset; {total_sent} bytes sent; {report.seconds:.2f}s; "
+          f"path: {report.path} (--relay {ns.relay})")
     if ns.report:
         try:
             write_atomic(ns.report, report.to_json())

@@ -51,6 +51,7 @@ from elastic.sync.remote import (
     probe_script,
     verify_commit_script,
 )
+from elastic.sync.retry import retry_call
 from elastic.sync.transport import CopyJob, choose_transport
 
 log = logging.getLogger("dataset-sync")
@@ -217,6 +218,35 @@ class HostSync:
             raise SyncError(f"{self.host}: commit did not confirm: {out.strip()[:200]!r}")
         result.version = version
         return result
+
+
+def sync_host(host: str, src: str, layout: Layout, expected: Expected, options: SyncOptions, board: ProgressBoard,
+              cancel: CancelToken, control_dir: str) -> HostOutcome:
+    """One host synced on its own, as the parallel path does it: ``HostSync`` attempts retried
+    with backoff (``options.retry``) while ``retryable``; returns the report's line, never
+    raises for that host's failure. The relay's and the pipeline's hosts without rsync come
+    here too (``choose_transport`` then picks SFTP, from the launcher)."""
+    client = SSHClient(config=options.ssh_config, connect_timeout=options.connect_timeout, control_dir=control_dir)
+    worker = HostSync(host, src, layout, expected, options, client, board, cancel)
+    t0 = time.monotonic()
+    attempts = 0
+
+    def on_retry(attempt: int, exc: BaseException, delay: float) -> None:
+        log.warning("%s (attempt %d); retrying in %.1fs", exc, attempt, delay)
+        board.update(host, phase="retrying")
+
+    def counted(number: int) -> Attempt:
+        nonlocal attempts
+        attempts = number
+        return worker.attempt(number)
+
+    try:
+        result, _ = retry_call(counted, options.retry, retryable, cancel.wait, on_retry)
+    except Exception as exc:  # noqa: BLE001 - one host's failure, whatever it is, stays that host's
+        board.update(host, phase="failed")
+        return worker.failure(as_sync_error(host, exc), round(time.monotonic() - t0, 3), attempts)
+    board.update(host, phase="done")
+    return worker.outcome(result, round(time.monotonic() - t0, 3), attempts)
 
 
 def as_sync_error(host: str, exc: BaseException) -> SSHError | SyncError:

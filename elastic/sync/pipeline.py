@@ -59,10 +59,12 @@ class ChunkSchedule:
     """A swarm: who copies which chunk to whom, as a pipelined run goes; pure (no threads, no
     I/O, no clock). ``elastic.sync.pipeline_run`` drives it from its scheduling thread.
 
-    Senders: the launcher (every chunk, always, never struck off) and each host for the chunks
-    it holds. Each sender sends one transfer at a time and each host receives one at a time.
-    ``next_transfers()`` matches free senders to idle hosts (a maximum matching; the launcher
-    first, then the hosts holding most; the hosts furthest behind first), each pair copying the
+    Senders: the peers (``peers``: hosts outside the run that hold a verified copy of the same
+    manifest, so every chunk from the start; they never receive), the launcher (every chunk,
+    always, never struck off) and each host for the chunks it holds. Each sender sends one
+    transfer at a time and each host receives one at a time. ``next_transfers()`` matches free
+    senders to idle hosts (a maximum matching; the peers first, then the launcher, then the
+    hosts holding most; the hosts furthest behind first), each pair copying the
     rarest chunk -- the fewest holders, transfers under way counted -- that the sender holds
     and the host lacks. With equal transfer times, ``K`` chunks reach ``N`` hosts in
     ``K + ceil(log2(N+1)) - 1`` chunk times, the lower bound (each host receives one chunk at
@@ -76,13 +78,16 @@ class ChunkSchedule:
     chunk arrived is ``complete`` (the runner verifies and commits it) and keeps serving. A
     failed host (``give_up``, or too many failures charged to it) only withdraws its chunks.
     A sender stops serving when its server is gone or after failing ``STRIKES`` different
-    hosts in a row; a refused connection to it is not charged to the receiver.
+    hosts in a row; a refused connection to it is not charged to the receiver. A peer, like a
+    host, is struck off when it is gone (``failed(..., sender_gone=True)``: the runner also
+    says so when a peer's chunk does not match the manifest, its copy differs).
     """
 
-    def __init__(self, hosts: Sequence[str], chunks: int, attempts: int = 3) -> None:
+    def __init__(self, hosts: Sequence[str], chunks: int, attempts: int = 3, peers: Sequence[str] = ()) -> None:
         if chunks < 1:
             raise ValueError("a schedule needs a chunk")
         self.hosts = list(hosts)
+        self.peers = [p for p in peers if p not in self.hosts and p != LAUNCHER]
         self.chunks = chunks
         self.max_attempts = attempts
         self.have: dict[str, set[int]] = {h: set() for h in self.hosts}
@@ -116,18 +121,23 @@ class ChunkSchedule:
             1 for c in self.receiving.values() if c == chunk)
 
     def _serves(self, sender: str) -> bool:
-        return sender == LAUNCHER or (sender not in self.retired and sender not in self.failed_hosts
-                                      and bool(self.have[sender]))
+        if sender == LAUNCHER:
+            return True
+        if sender in self.retired:
+            return False
+        return sender in self.peers or (sender not in self.failed_hosts and bool(self.have[sender]))
 
     def _offer(self, sender: str) -> set[int]:
-        return set(range(self.chunks)) if sender == LAUNCHER else self.have[sender]
+        return set(range(self.chunks)) if sender == LAUNCHER or sender in self.peers else self.have[sender]
 
     # -- scheduling ------------------------------------------------------------------------------
 
     def next_transfers(self) -> list[tuple[str, str, int]]:
         """The transfers to start now, ``(sender, host, chunk)``; counted as under way."""
-        # the launcher first, then the hosts holding the most chunks (they can serve the most hosts)
-        senders = [LAUNCHER] + sorted((h for h in self.hosts if h != LAUNCHER), key=lambda h: -len(self.have[h]))
+        # the peers and the launcher first (every chunk; the peers spare the launcher's link), then
+        # the hosts holding the most chunks (they can serve the most hosts)
+        by_holding = sorted((h for h in self.hosts if h != LAUNCHER), key=lambda h: -len(self.have[h]))
+        senders = [*self.peers, LAUNCHER, *by_holding]
         senders = [s for s in senders if s not in self.sending and self._serves(s)]
         idle = [h for h in self.hosts
                 if h not in self.receiving and h not in self.failed_hosts and not self.complete(h)]
@@ -152,7 +162,7 @@ class ChunkSchedule:
         for sender in senders:
             augment(sender, set())
         started: list[tuple[str, str, int]] = []
-        for sender in senders:  # rarest first; the launcher's pair chooses first
+        for sender in senders:  # rarest first; the peers' and the launcher's pairs choose first
             for host, s in match.items():
                 if s != sender:
                     continue

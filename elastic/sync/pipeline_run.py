@@ -2,10 +2,17 @@
 
     outcomes = PipelineRun(names, src, layout, expected, options, board, cancel, control_dir).run()
 
-``elastic.sync.relay_run.distribute`` calls it for ``--relay pipeline``. Per host, under its
-DEST lock (held for the whole run, ``elastic.sync.lock``):
+``elastic.sync.relay_run.distribute`` calls it when ``relay.choose_path`` says ``pipeline``.
+``peers`` (hosts outside the run that may hold the dataset, e.g. the job's hosts when a late
+joiner is prepared) are probed as the relay probes them, at once with the hosts' setup; each
+whose current version has this manifest and passes the quick check serves every chunk from the
+start (its read-only daemon serves that verified version, ``relay.serve_script`` as in the
+relay), before the launcher. Per host, under its DEST lock (held for the whole run,
+``elastic.sync.lock``):
 
-1. setup: probe (``remote.probe_script``; a host that already holds the manifest is done),
+1. setup: probe (``remote.probe_script``; a host that already holds the manifest is done; a
+   host without rsync leaves the pipeline and is copied on its own by SFTP from the launcher,
+   ``hostsync.sync_host``, as on the parallel path, unless ``--transport rsync`` refuses it),
    then empty ``<state>/staging`` and ``<state>/serve`` and create the manifest's directories
    and symlinks in staging (they are small: every host makes its own);
 2. each chunk arrives by rsync ``--files-from`` (whole files, NUL-separated list; no shell
@@ -24,9 +31,10 @@ DEST lock (held for the whole run, ``elastic.sync.lock``):
 Once no chunk can move any more, every server is stopped (while the last hosts commit); at
 the end every ``serve`` directory is removed and the locks are released. Failures are
 classified for the schedule: a sender whose server is gone, or whose daemon refused the
-connection (rsync exit ``pipeline.REFUSED_EXITS``), costs the receiver nothing; any other
-failure is charged to the receiver (and strikes the sender, unless the receiver itself was
-unreachable).
+connection (rsync exit ``pipeline.REFUSED_EXITS``), costs the receiver nothing, and so does a
+peer whose chunk does not match the manifest (its copy differs: it serves no one any more);
+any other failure is charged to the receiver (and strikes the sender, unless the receiver
+itself was unreachable).
 """
 from __future__ import annotations
 
@@ -42,10 +50,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from elastic.errors import DestRefused, RsyncFailed, SSHError, SyncError
+from elastic.errors import RsyncFailed, SSHError, SyncError, VerifyFailed
 from elastic.ssh.exec import SSHClient
 from elastic.sync.cancel import CancelToken
-from elastic.sync.hostsync import Expected, HostOutcome, as_sync_error, retryable
+from elastic.sync.hostsync import Expected, HostOutcome, as_sync_error, retryable, sync_host
 from elastic.sync.lock import HostLock
 from elastic.sync.manifest import Manifest
 from elastic.sync.options import SyncOptions
@@ -63,6 +71,7 @@ from elastic.sync.remote import (
     writer_rsync_path,
 )
 from elastic.sync.rsync import RsyncOptions, RsyncProgress, link_flag, run_rsync
+from elastic.sync.transport import choose_transport
 
 log = logging.getLogger("dataset-sync")
 CHUNK_IO_TIMEOUT = 30   # seconds without data before a chunk's rsync gives up (a sender that vanished)
@@ -235,8 +244,11 @@ class PipelineRun:
 
     def __init__(self, names: list[str], src: str, layout: Layout, expected: Expected, options: SyncOptions,
                  board: ProgressBoard, cancel: CancelToken, control_dir: str, chunk_bytes: int,
-                 on_transfer: Callable[[str, str, int], None] | None = None) -> None:
+                 on_transfer: Callable[[str, str, int], None] | None = None, peers: Sequence[str] = ()) -> None:
         self.names, self.src, self.layout, self.expected = names, src, layout, expected
+        self.peers = [p for p in dict.fromkeys(peers) if p not in names]
+        self.holding_peers: list[str] = []   # the peers whose probe found this manifest: they serve
+        self.fallback: set[str] = set()      # hosts without rsync: copied on their own (sync_host)
         self.options, self.board, self.cancel, self.control_dir = options, board, cancel, control_dir
         self.on_transfer = on_transfer
         manifest = expected.manifest
@@ -275,8 +287,14 @@ class PipelineRun:
             if probe.unchanged:
                 return HostOutcome(name, True, "rsync", version=probe.current, unchanged=True, attempts=1,
                                    source="-", seconds=round(time.monotonic() - host.started, 3))
-            if not probe.has_rsync:
-                raise DestRefused(f"{name}: no {self.options.remote_rsync} on the host (--relay pipeline needs it)")
+            if choose_transport(self.options.transport, probe.has_rsync, name, self.options.rsync).name != "rsync":
+                # no rsync: out of the pipeline, to the plain path's SFTP from the launcher
+                host.lock.release()
+                host.locked = False
+                host.client.close_master(name)
+                self.fallback.add(name)
+                log.info("%s: no %s on the host; copied by SFTP from the launcher", name, self.options.remote_rsync)
+                return None
             host.current = probe.current
             m = self.expected.manifest
             records = [d.encode() + b"\0" for d in m.dirs] + [b"\0"]
@@ -291,15 +309,35 @@ class PipelineRun:
             return HostOutcome(name, False, "rsync", attempts=1, error=str(err), source="-",
                                seconds=round(time.monotonic() - host.started, 3))
 
+    def _peer_has_copy(self, peer: str) -> bool:
+        """Probe ``peer`` (quick check of its current version against the manifest), as the relay does."""
+        client = self._client()
+        try:
+            proc = client.run(peer, probe_script(self.layout, self.options.remote_rsync,
+                                                 self.expected.manifest.digest, "quick", self.expected.quick),
+                              timeout=self.options.command_timeout)
+            ok = proc.returncode == 0 and parse_probe(proc.stdout.decode("utf-8", "replace")).unchanged
+        except (SSHError, SyncError) as exc:
+            log.warning("peer %s cannot serve: %s", peer, exc)
+            return False
+        finally:
+            client.close_master(peer)
+        if not ok:
+            log.info("peer %s does not hold this dataset version; not used", peer)
+        return ok
+
     def _server(self, sender: str) -> PeerSource:
         with self._servers_lock:
             server = self.servers.get(sender)
             if server is None:
                 layout, options, allow = self.layout, self.options, list(self.names)
+                # a peer serves its verified copy (the version with this manifest), a host its serve directory
+                digest, directory = (self.expected.manifest.digest, "") if sender in self.holding_peers \
+                    else ("", serve_dir(layout))
                 server = PeerServer(sender, lambda port: serve_script(
-                    layout, "", sender, port, allow, options.bwlimit_kbps, options.remote_rsync,
-                    directory=serve_dir(layout)), SSHClient(config=options.ssh_config,
-                                                             connect_timeout=options.connect_timeout))
+                    layout, digest, sender, port, allow, options.bwlimit_kbps, options.remote_rsync,
+                    directory=directory), SSHClient(config=options.ssh_config,
+                                                    connect_timeout=options.connect_timeout))
                 self.servers[sender] = server
         if server.source is None and not server.gone:
             with self._start_lock(sender):
@@ -348,7 +386,7 @@ class PipelineRun:
                                       on_line=lambda line: sent() if line.strip() == SENT_MARKER else None)
             except SyncError as exc:
                 if f"(exit {MISMATCH_EXIT})" in str(exc):
-                    raise SyncError(f"{name}: chunk {chunk + 1} from {sender} does not match the manifest") from exc
+                    raise VerifyFailed(f"{name}: chunk {chunk + 1} from {sender} does not match the manifest") from exc
                 raise
             host.files += stats.files_transferred
             host.bytes += stats.bytes_transferred
@@ -384,23 +422,32 @@ class PipelineRun:
         outcomes: dict[str, HostOutcome] = {}
         try:
             with ThreadPoolExecutor(max_workers=8, thread_name_prefix="pipeline-setup") as pool:
+                holding = pool.map(self._peer_has_copy, self.peers)   # the peers are probed during the setup
                 for n, outcome in zip(self.names, pool.map(self._setup, self.names), strict=True):
                     if outcome is not None:
                         outcomes[n] = outcome
                         self.board.update(n, phase="done" if outcome.ok else "failed")
-            active = [n for n in self.names if n not in outcomes]
-            if active:
-                log.info("pipeline: %d chunks to %d hosts", len(self.plan), len(active))
-                outcomes.update(self._loop(active))
+                self.holding_peers = [p for p, ok in zip(self.peers, holding, strict=True) if ok]
+            active = [n for n in self.names if n not in outcomes and n not in self.fallback]
+            fallback = [n for n in self.names if n in self.fallback]
+            with ThreadPoolExecutor(max_workers=max(1, min(self.options.jobs, len(fallback))),
+                                    thread_name_prefix="pipeline-sftp") as plain:
+                alone = {n: plain.submit(sync_host, n, self.src, self.layout, self.expected, self.options, self.board,
+                                         self.cancel, self.control_dir) for n in fallback}
+                if active:
+                    log.info("pipeline: %d chunks to %d hosts from the launcher and %d peers", len(self.plan),
+                             len(active), len(self.holding_peers))
+                    outcomes.update(self._loop(active))
+                outcomes.update({n: f.result() for n, f in alone.items()})
         finally:
             self._finish()
         return tuple(outcomes[n] for n in self.names)
 
     def _loop(self, active: list[str]) -> dict[str, HostOutcome]:
-        schedule = ChunkSchedule(active, len(self.plan), self.options.retry.attempts)
-        # every host's daemon starts now, off the critical path: a host serves its first chunk at once
+        schedule = ChunkSchedule(active, len(self.plan), self.options.retry.attempts, peers=self.holding_peers)
+        # every host's and peer's daemon starts now, off the critical path: a host serves its first chunk at once
         starter = ThreadPoolExecutor(max_workers=8, thread_name_prefix="pipeline-serve")
-        for n in active:
+        for n in [*self.holding_peers, *active]:
             starter.submit(self._start_quietly, n)
         try:
             return self._schedule(schedule, active)
@@ -471,6 +518,9 @@ class PipelineRun:
             sender = event.sender
             server = self.servers.get(sender)
             gone = sender != LAUNCHER and ((server is not None and server.gone) or sender in schedule.failed_hosts)
+            if sender in self.holding_peers and isinstance(exc, VerifyFailed):
+                gone = True  # the peer's copy differs from the manifest: it serves no one else, uncharged
+                log.warning("peer %s no longer serves (%s)", sender, exc)
             refused = sender != LAUNCHER and exit_code(exc) in REFUSED_EXITS
             unreachable = isinstance(exc, SSHError)
             given_up = schedule.failed(sender, name, event.chunk, refused=refused, sender_gone=gone,
@@ -499,6 +549,7 @@ class PipelineRun:
         directories, release the locks; every host at once."""
         if self._stopping is not None:
             self._stopping.join()
+        self._stop_servers()  # the peers' (and anything left after an error); a stopped one costs nothing
 
         def one(host: _Host) -> None:
             server = self.servers.get(host.name)

@@ -20,7 +20,9 @@ checks the copy against the launcher's manifest and publishes it atomically.
 Threat model: a worker learns only a secret that opens a read-only copy of this run's dataset
 for this run's duration, which it already receives; no key that opens a shell anywhere. A
 peer that serves a corrupt or incomplete copy (disk fault, tampering, deleted mid-copy) costs
-its child one attempt: verification refuses it and the child is retried from another source.
+its child one attempt: verification refuses it and the child is retried from another source
+(in the pipeline a peer's chunk that fails its check costs the receiver nothing: the peer is
+struck off).
 Not covered: a hostile peer can make its children fail (not serve wrong data: the digest comes
 from the launcher); the rsync daemon protocol is not encrypted (the pod network carries the
 dataset in the clear, as the cluster's own traffic would; the secret itself goes as a
@@ -40,20 +42,28 @@ from elastic.sync.rsync import RsyncOptions, copy_flags, daemon_module_settings
 
 LAUNCHER = "launcher"          # the sender that holds SRC (where dataset-sync runs)
 RELAY_MODES = ("auto", "on", "off", "pipeline")
-AUTO_MIN_HOSTS = 4             # auto: relay when more hosts than this (or when peers are given)
+AUTO_MIN_HOSTS = 4             # auto: the pipeline when more hosts than this (or when peers are given)
 RELAY_USER = "relay"
 MODULE = "dataset"
 
 
-def choose_relay(mode: str, hosts: int, peers: int = 0) -> bool:
-    """Pure: relay or not. ``auto`` relays above ``AUTO_MIN_HOSTS`` hosts, or whenever peers that
-    may already hold the dataset are given (a late joiner pulls from them, not the launcher);
-    ``pipeline`` relays chunk by chunk (``elastic.sync.pipeline``)."""
+def choose_path(mode: str, hosts: int, peers: int = 0, transport: str = "auto") -> str:
+    """Pure: how a run serves its hosts, the one place of the ``--relay`` rule: ``"parallel"``
+    (every host from the launcher at once, ``elastic.sync.service``), ``"relay"`` (whole copies
+    down a tree) or ``"pipeline"`` (chunk by chunk, ``elastic.sync.pipeline``). ``auto`` takes
+    the pipeline above ``AUTO_MIN_HOSTS`` hosts, or whenever peers that may already hold the
+    dataset are given (a late joiner pulls from them, not the launcher), and the parallel copy
+    otherwise or with ``--transport sftp`` (no host relays without rsync); ``on`` is the relay,
+    ``off`` the parallel copy. A host without rsync in a relay or pipeline is copied on its own
+    by SFTP from the launcher, as on the parallel path (``elastic.sync.transport``).
+    ``ConfigError`` for an unknown mode, or ``on``/``pipeline`` with ``--transport sftp``."""
     if mode not in RELAY_MODES:
         raise ConfigError(f"--relay must be one of {', '.join(RELAY_MODES)}, got {mode!r}")
-    if mode != "auto":
-        return mode in ("on", "pipeline")
-    return hosts > AUTO_MIN_HOSTS or peers > 0
+    if transport == "sftp" and mode in ("on", "pipeline"):
+        raise ConfigError(f"--relay {mode} needs rsync on the hosts; not with --transport sftp")
+    if mode == "auto":
+        return "pipeline" if transport != "sftp" and (hosts > AUTO_MIN_HOSTS or peers > 0) else "parallel"
+    return {"on": "relay", "off": "parallel"}.get(mode, mode)
 
 
 class RelaySchedule:

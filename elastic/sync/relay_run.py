@@ -2,10 +2,11 @@
 
     report = distribute(src, dest, hosts, options, relay="auto", peers=[...])
 
-``distribute`` is what ``dataset-sync`` calls: it decides (``relay.choose_relay``) between the
-plain parallel sync (``service.sync_dataset``), the relay and, for ``relay="pipeline"``, the
-chunk-by-chunk relay (``elastic.sync.pipeline_run``; peers are not used there), and returns
-the same ``SyncReport``, whose ``source`` per host says who served its copy.
+``distribute`` is what ``dataset-sync`` calls: it decides (``relay.choose_path``, the one place
+of the rule) between the plain parallel sync (``service.sync_dataset``), the relay and the
+chunk-by-chunk relay (``elastic.sync.pipeline_run``, whose senders include the peers too), and
+returns the same ``SyncReport``, whose ``path`` names the one taken and whose ``source`` per
+host says who served its copy.
 
 The relay (see ``elastic.sync.relay`` for the channel and its threat model):
 
@@ -48,7 +49,7 @@ from elastic.sync.options import SyncOptions
 from elastic.sync.peers import PeerServer
 from elastic.sync.pipeline_run import PipelineRun
 from elastic.sync.progress import ProgressBoard
-from elastic.sync.relay import LAUNCHER, PeerSource, RelaySchedule, choose_relay, serve_script
+from elastic.sync.relay import LAUNCHER, PeerSource, RelaySchedule, choose_path, serve_script
 from elastic.sync.remote import parse_probe, probe_script
 from elastic.sync.service import SyncReport, prepare, sync_dataset
 
@@ -67,16 +68,15 @@ def distribute(src: str, dest: str, hosts: list[Host], options: SyncOptions | No
                relay: str = "auto", peers: Sequence[str] = (), cancel: CancelToken | None = None,
                board_hook=None, on_assign: Callable[[str, str], None] | None = None,
                on_transfer: Callable[[str, str, int], None] | None = None) -> SyncReport:
-    """Sync ``src`` to ``dest`` on ``hosts``, by relay or not (``relay``: auto|on|off|pipeline);
-    see the module docstring. ``on_assign(sender, host)`` is told of each copy started,
+    """Sync ``src`` to ``dest`` on ``hosts``, by relay or not (``relay``: auto|on|off|pipeline,
+    ``relay.choose_path``); see the module docstring. ``on_assign(sender, host)`` is told of each copy started,
     ``on_transfer(sender, host, chunk)`` of each chunk started by the pipeline (for tests).
     Raises ``ConfigError`` for bad input, like ``sync_dataset``."""
     options = options or SyncOptions()
     names = [h.name for h in hosts]
     peer_names = [p for p in dict.fromkeys(peers) if p not in names]
-    if options.transport == "sftp" and relay in ("on", "pipeline"):
-        raise ConfigError(f"--relay {relay} needs rsync on the hosts; not with --transport sftp")
-    if options.transport == "sftp" or not choose_relay(relay, len(names), len(peer_names)):
+    path = choose_path(relay, len(names), len(peer_names), options.transport)
+    if path == "parallel":
         return sync_dataset(src, dest, hosts, options, cancel=cancel, board_hook=board_hook)
     cancel = cancel or CancelToken()
     if not names:
@@ -85,16 +85,16 @@ def distribute(src: str, dest: str, hosts: list[Host], options: SyncOptions | No
         raise ConfigError(f"a host is listed twice: {', '.join(sorted({n for n in names if names.count(n) > 1}))}")
     started = time.monotonic()
     src_real, layout, manifest = prepare(src, dest, options)
-    log.info("manifest: %d files, %s, digest %s; relay over %d hosts (+%d peers)", len(manifest.files),
-             human_bytes(manifest.total_bytes), manifest.digest[:12], len(names), len(peer_names))
+    log.info("manifest: %d files, %s, digest %s; %s over %d hosts (+%d peers)", len(manifest.files),
+             human_bytes(manifest.total_bytes), manifest.digest[:12], path, len(names), len(peer_names))
     expected = Expected(manifest)
     board = ProgressBoard(names, len(manifest.files), manifest.total_bytes)
     if board_hook is not None:
         board_hook(board)
     with tempfile.TemporaryDirectory(prefix="ds-", dir="/tmp") as control_dir:
-        if relay == "pipeline":
+        if path == "pipeline":
             outcomes = PipelineRun(names, src_real, layout, expected, options, board, cancel, control_dir,
-                                   int(options.chunk_mib * 2**20), on_transfer).run()
+                                   int(options.chunk_mib * 2**20), on_transfer, peers=peer_names).run()
         else:
             run = _RelayRun(names, peer_names, src_real, layout, expected, options, board, cancel, control_dir,
                             on_assign)
@@ -103,7 +103,7 @@ def distribute(src: str, dest: str, hosts: list[Host], options: SyncOptions | No
             finally:
                 run.stop_servers()
     return SyncReport(src_real, layout.dest, manifest.digest, len(manifest.files), manifest.total_bytes,
-                      round(time.monotonic() - started, 3), outcomes)
+                      round(time.monotonic() - started, 3), outcomes, path)
 
 
 class _RelayRun:

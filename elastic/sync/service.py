@@ -46,14 +46,12 @@ from dataclasses import asdict, dataclass
 from elastic.common.hostlist import Host, validate_host_name
 from elastic.common.table import human_bytes, render_table
 from elastic.errors import ConfigError
-from elastic.ssh.exec import SSHClient
 from elastic.sync.cancel import CancelToken
-from elastic.sync.hostsync import Attempt, Expected, HostOutcome, HostSync, as_sync_error, retryable
+from elastic.sync.hostsync import Expected, HostOutcome, sync_host
 from elastic.sync.manifest import Manifest, build_manifest, cached_manifest
 from elastic.sync.options import SyncOptions
 from elastic.sync.progress import ProgressBoard
 from elastic.sync.remote import Layout
-from elastic.sync.retry import retry_call
 from elastic.sync.safety import check_dest, check_source
 
 __all__ = ["HostOutcome", "SyncOptions", "SyncReport", "prepare", "render_report", "sync_dataset"]
@@ -72,6 +70,7 @@ class SyncReport:
     total_bytes: int
     seconds: float
     hosts: tuple[HostOutcome, ...]
+    path: str = "parallel"   # how the hosts were served: "parallel", "relay" or "pipeline" (relay.choose_path)
 
     @property
     def ok(self) -> bool:
@@ -131,28 +130,7 @@ def sync_dataset(src: str, dest: str, hosts: list[Host], options: SyncOptions | 
 
     with tempfile.TemporaryDirectory(prefix="ds-", dir="/tmp") as control_dir:
         def one(host: str) -> HostOutcome:
-            client = SSHClient(config=options.ssh_config, connect_timeout=options.connect_timeout,
-                               control_dir=control_dir)
-            worker = HostSync(host, src_real, layout, expected, options, client, board, cancel)
-            t0 = time.monotonic()
-            attempts = 0
-
-            def on_retry(attempt: int, exc: BaseException, delay: float) -> None:
-                log.warning("%s (attempt %d); retrying in %.1fs", exc, attempt, delay)
-                board.update(host, phase="retrying")
-
-            def counted(number: int) -> Attempt:
-                nonlocal attempts
-                attempts = number
-                return worker.attempt(number)
-
-            try:
-                result, _ = retry_call(counted, options.retry, retryable, cancel.wait, on_retry)
-            except Exception as exc:  # noqa: BLE001 - one host's failure, whatever it is, stays that host's
-                board.update(host, phase="failed")
-                return worker.failure(as_sync_error(host, exc), round(time.monotonic() - t0, 3), attempts)
-            board.update(host, phase="done")
-            return worker.outcome(result, round(time.monotonic() - t0, 3), attempts)
+            return sync_host(host, src_real, layout, expected, options, board, cancel, control_dir)
 
         with ThreadPoolExecutor(max_workers=min(options.jobs, len(names)), thread_name_prefix="dataset-sync") as pool:
             outcomes = tuple(pool.map(one, names))

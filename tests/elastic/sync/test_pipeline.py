@@ -3,6 +3,8 @@ pods (real sshd, real rsync daemons serving each pod's verified chunks)."""
 from __future__ import annotations
 
 import math
+import os
+import re
 import threading
 
 import pytest
@@ -186,6 +188,27 @@ def test_a_sender_sends_again_while_its_receiver_checks_the_chunk() -> None:
     assert all(s.complete(x) for x in s.hosts)
 
 
+def test_peers_serve_every_chunk_before_the_launcher() -> None:
+    s = ChunkSchedule(["joiner"], 3, peers=["p0", "p1"])
+    assert _equal_time(s) == 3
+    s = ChunkSchedule(["joiner"], 3, peers=["p0", "p1"])
+    [(sender, host, chunk)] = s.next_transfers()
+    assert (sender, host) == ("p0", "joiner")                  # a peer, not the launcher
+    s.succeeded(sender, host, chunk)
+    [(sender, _, _)] = s.next_transfers()
+    assert sender == "p0"
+
+
+def test_a_gone_peer_is_not_charged_and_serves_no_one_again() -> None:
+    s = ChunkSchedule(["a", "b"], 2, attempts=1, peers=["p0"])
+    started = dict((h, (snd, c)) for snd, h, c in s.next_transfers())
+    assert {snd for snd, _ in started.values()} == {"p0", LAUNCHER}
+    receiver = next(h for h, (snd, _) in started.items() if snd == "p0")
+    assert not s.failed("p0", receiver, started[receiver][1], sender_gone=True)
+    assert s.failures[receiver] == 0 and "p0" in s.retired
+    assert all(snd != "p0" for snd, _, _ in s.next_transfers())
+
+
 # -- against pods --------------------------------------------------------------------------------
 
 def test_chunks_are_served_between_pods_and_every_copy_is_verified(sync_cluster, pod_ips, ssh_dir, tmp_path):
@@ -268,3 +291,78 @@ cp -al --parents -t ../serve a.txt d/b.txt
     else:
         assert "verify=ok" in out and "committed=v-new" in out, out
         assert client.run(ip, f"cat {layout.dest}/d/b.txt").stdout == b"beta"
+
+
+def _joiner_source(report: dict, host: str) -> tuple[int, int]:
+    """(chunks from peers, chunks) of ``host``'s pipelined copy, from the report's source."""
+    match = re.fullmatch(r"(\d+)/(\d+) chunks from peers", hosts_by_name(report)[host]["source"])
+    assert match, report
+    return int(match.group(1)), int(match.group(2))
+
+
+def test_auto_takes_the_pipeline_and_a_late_joiner_pulls_from_peers(sync_cluster, pod_ips, ssh_dir, tmp_path):
+    """What the prepare hook runs for a late joiner (``--peers-file`` of the job's hosts, the
+    default ``--relay auto``): the pipeline, every chunk from the hosts that hold the dataset."""
+    src = make_dataset(tmp_path / "ds", small=30, big_mib=3)
+    first = [pod_ips["worker-0"], pod_ips["worker-1"]]
+    proc, report = sync(ssh_dir, src, "/data/pjoin", "--hosts", ",".join(first))
+    assert proc.returncode == 0, proc.stderr
+    assert report["path"] == "parallel" and "path: parallel (--relay auto)" in proc.stdout   # 2 hosts, no peers
+    joiner = pod_ips["worker-2"]
+    proc, report = sync(ssh_dir, src, "/data/pjoin", "--host", joiner, "--chunk-mib", "1",
+                        "--peers-file", str(ssh_dir / "hostfile"))
+    assert proc.returncode == 0, proc.stderr
+    assert report["path"] == "pipeline" and "path: pipeline (--relay auto)" in proc.stdout
+    from_peers, chunks = _joiner_source(report, joiner)
+    assert chunks > 1 and from_peers == chunks, report            # none from the launcher
+    assert hosts_by_name(report)[joiner]["attempts"] == 1
+    assert_host_has(sync_cluster, "worker-2", "/data/pjoin", src)
+
+
+def test_a_peer_whose_copy_differs_or_is_gone_is_not_used_nor_charged(sync_cluster, pod_ips, ssh_dir, tmp_path,
+                                                                         monkeypatch):
+    from elastic.sync.relay_run import distribute
+
+    src = make_dataset(tmp_path / "ds", small=30, big_mib=3)
+    other = make_dataset(tmp_path / "other", small=5, big_mib=1)
+    corrupt, older, joiner = pod_ips["worker-0"], pod_ips["worker-1"], pod_ips["worker-2"]
+    for host, tree in ((corrupt, src), (older, other)):
+        proc, _ = sync(ssh_dir, tree, "/data/pbad", "--host", host)
+        assert proc.returncode == 0, proc.stderr
+    # the peer's copy damaged without a change of size or mtime: its quick check still passes
+    version = sync_cluster.ssh("worker-0", "readlink /data/pbad").stdout.strip()
+    for bad in (sync_cluster.pod_data_dir("worker-0") / version).rglob("*.bin"):
+        st = bad.stat()
+        bad.write_bytes(bytes(b ^ 0xFF for b in bad.read_bytes()))
+        os.utime(bad, ns=(st.st_atime_ns, st.st_mtime_ns))
+    gone = corrupt.rsplit(".", 1)[0] + ".250"                     # no pod there
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    senders: list[str] = []
+    options = SyncOptions(ssh_config=str(ssh_dir / "ssh_config"), chunk_mib=1, connect_timeout=5,
+                          retry=RetryPolicy(attempts=2, base=0.2))
+    report = distribute(str(src), "/data/pbad", [Host(joiner)], options, peers=[gone, older, corrupt],
+                        on_transfer=lambda s, h, c: senders.append(s))
+    assert report.path == "pipeline"
+    [h] = report.hosts
+    assert h.ok and h.attempts == 1, h                            # nothing charged to the joiner
+    assert senders[0] == corrupt and set(senders) == {corrupt, LAUNCHER}, senders   # never `older` nor `gone`
+    assert_host_has(sync_cluster, "worker-2", "/data/pbad", src)
+
+
+def test_a_host_without_rsync_gets_sftp_from_the_launcher(sync_cluster, pod_ips, ssh_dir, tmp_path):
+    """As on the parallel path and in the relay: the pipeline (here chosen by auto, with a
+    peer) hands a host without rsync to SFTP from the launcher; --transport rsync refuses it."""
+    src = make_dataset(tmp_path / "ds", small=20, big_mib=1)
+    hosts = [pod_ips["worker-1"], pod_ips["worker-2"]]
+    no_rsync = ["--remote-rsync", "/nonexistent/bin/rsync"]   # what the hosts lack, as rsync's --rsync-path
+    proc, report = sync(ssh_dir, src, "/data/psftp", "--hosts", ",".join(hosts), "--peers", pod_ips["worker-0"],
+                        "--transport", "rsync", *no_rsync)
+    assert proc.returncode == 1 and report["path"] == "pipeline", proc.stderr
+    assert all("no /nonexistent/bin/rsync on the host" in h["error"] for h in report["hosts"]), report
+    proc, report = sync(ssh_dir, src, "/data/psftp", "--hosts", ",".join(hosts), "--peers", pod_ips["worker-0"],
+                        *no_rsync)
+    assert proc.returncode == 0, proc.stderr
+    assert report["path"] == "pipeline"
+    assert [(h["ok"], h["method"], h["source"]) for h in report["hosts"]] == [(True, "sftp", LAUNCHER)] * 2, report
+    for pod in ("worker-1", "worker-2"):
+        assert_host_has(sync_cluster, pod, "/data/psftp", src)

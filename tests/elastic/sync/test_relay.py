@@ -11,7 +11,7 @@ import pytest
 from elastic.common.hostlist import Host
 from elastic.errors import ConfigError
 from elastic.sync.manifest import MANIFEST_NAME, Manifest, build_manifest
-from elastic.sync.relay import LAUNCHER, RelaySchedule, assign, choose_relay, serve_script
+from elastic.sync.relay import LAUNCHER, RelaySchedule, assign, choose_path, serve_script
 from elastic.sync.remote import Layout
 from elastic.sync.retry import RetryPolicy
 from elastic.sync.service import SyncOptions
@@ -19,13 +19,17 @@ from tests.elastic.conftest import assert_host_has, hosts_by_name, make_dataset,
 
 # -- pure --------------------------------------------------------------------------------------
 
-def test_auto_relays_above_a_few_hosts_or_with_peers() -> None:
-    assert not choose_relay("auto", 4) and choose_relay("auto", 5)
-    assert choose_relay("auto", 1, peers=2)
-    assert choose_relay("on", 1) and not choose_relay("off", 16, peers=3)
-    assert choose_relay("pipeline", 1)
+def test_auto_takes_the_pipeline_above_a_few_hosts_or_with_peers() -> None:
+    assert choose_path("auto", 4) == "parallel" and choose_path("auto", 5) == "pipeline"
+    assert choose_path("auto", 1, peers=2) == "pipeline"
+    assert choose_path("auto", 16, peers=2, transport="sftp") == "parallel"    # no host relays without rsync
+    assert choose_path("auto", 16, transport="rsync") == "pipeline"
+    assert choose_path("on", 1) == "relay" and choose_path("off", 16, peers=3) == "parallel"
+    assert choose_path("pipeline", 1) == "pipeline"
     with pytest.raises(ConfigError, match="--relay must be one of auto, on, off, pipeline, got 'maybe'"):
-        choose_relay("maybe", 3)
+        choose_path("maybe", 3)
+    with pytest.raises(ConfigError, match="--relay pipeline needs rsync on the hosts; not with --transport sftp"):
+        choose_path("pipeline", 3, transport="sftp")
 
 
 def _equal_time_rounds(schedule: RelaySchedule) -> list[list[tuple[str, str]]]:
@@ -96,13 +100,13 @@ def test_relay_serves_hosts_from_peers_and_every_copy_is_verified(sync_cluster, 
         assert_host_has(sync_cluster, pod, "/data/relay", src)
 
 
-def test_late_joiner_is_served_by_a_peer_not_the_launcher(sync_cluster, pod_ips, ssh_dir, tmp_path):
+def test_late_joiner_is_served_by_a_peer_in_the_relay(sync_cluster, pod_ips, ssh_dir, tmp_path):
     src = make_dataset(tmp_path / "ds", small=30, big_mib=1)
     first = [pod_ips["worker-0"], pod_ips["worker-1"]]
     proc, _ = sync(ssh_dir, src, "/data/late", "--hosts", ",".join(first), "--relay", "off")
     assert proc.returncode == 0, proc.stderr
     # what the daemon's prepare hook runs for a new host: the job's pinned hosts are the peers
-    proc, report = sync(ssh_dir, src, "/data/late", "--host", pod_ips["worker-2"],
+    proc, report = sync(ssh_dir, src, "/data/late", "--host", pod_ips["worker-2"], "--relay", "on",
                         "--peers-file", str(ssh_dir / "hostfile"))
     assert proc.returncode == 0, proc.stderr
     joined = hosts_by_name(report)[pod_ips["worker-2"]]
@@ -137,7 +141,7 @@ def test_corrupted_peer_copy_is_refused_and_retried_from_another_source(sync_clu
     st = bad.stat()
     bad.write_bytes(bytes(b ^ 0xFF for b in bad.read_bytes()))
     os.utime(bad, ns=(st.st_atime_ns, st.st_mtime_ns))
-    proc, report = sync(ssh_dir, src, "/data/corrupt", "--host", child, "--peers", peer)
+    proc, report = sync(ssh_dir, src, "/data/corrupt", "--host", child, "--peers", peer, "--relay", "on")
     assert proc.returncode == 0, proc.stderr
     h = hosts_by_name(report)[child]
     assert (h["source"], h["attempts"]) == (LAUNCHER, 2)
