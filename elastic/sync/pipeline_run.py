@@ -421,9 +421,10 @@ class PipelineRun:
                 self.options.connect_timeout))
         outcomes: dict[str, HostOutcome] = {}
         try:
-            with ThreadPoolExecutor(max_workers=8, thread_name_prefix="pipeline-setup") as pool:
+            with ThreadPoolExecutor(max_workers=16, thread_name_prefix="pipeline-setup") as pool:
+                setups = pool.map(self._setup, self.names)
                 holding = pool.map(self._peer_has_copy, self.peers)   # the peers are probed during the setup
-                for n, outcome in zip(self.names, pool.map(self._setup, self.names), strict=True):
+                for n, outcome in zip(self.names, setups, strict=True):
                     if outcome is not None:
                         outcomes[n] = outcome
                         self.board.update(n, phase="done" if outcome.ok else "failed")
@@ -445,9 +446,10 @@ class PipelineRun:
 
     def _loop(self, active: list[str]) -> dict[str, HostOutcome]:
         schedule = ChunkSchedule(active, len(self.plan), self.options.retry.attempts, peers=self.holding_peers)
-        # every host's and peer's daemon starts now, off the critical path: a host serves its first chunk at once
+        # every host's daemon starts now, off the critical path: a host serves its first chunk at once;
+        # so do as many peers' as can send at once (one per receiver), the others on first use
         starter = ThreadPoolExecutor(max_workers=8, thread_name_prefix="pipeline-serve")
-        for n in [*self.holding_peers, *active]:
+        for n in [*self.holding_peers[:len(active)], *active]:
             starter.submit(self._start_quietly, n)
         try:
             return self._schedule(schedule, active)
