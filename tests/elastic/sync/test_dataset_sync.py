@@ -229,8 +229,10 @@ def test_two_concurrent_syncs_to_one_dest_take_turns_on_the_host_lock(sync_clust
         return proc
 
     try:
-        first = start(first_src, "--bwlimit", "2048")  # ~4 s of copying while it holds the lock
-        wait_for(lambda: any((state / "staging").rglob("*")), timeout=30, what="the first sync to be copying")
+        # ~32 s of copying while it holds the lock: room for the two below to start on a
+        # loaded machine (with 4 s, both could start after it had finished, and nothing waited)
+        first = start(first_src, "--bwlimit", "256")
+        wait_for(lambda: any((state / "staging").rglob("*")), timeout=120, what="the first sync to be copying")
         second = start(second_src)
         # A third one that waits only briefly gives up with a clear per-host error.
         proc, report = sync(ssh_dir, second_src, dest, "--host", host, "--lock-timeout", "0.5")
@@ -238,8 +240,8 @@ def test_two_concurrent_syncs_to_one_dest_take_turns_on_the_host_lock(sync_clust
         error = report["hosts"][0]["error"]
         assert "another dataset-sync to /data/locked held the host's lock" in error and "gave up waiting" in error
         assert report["hosts"][0]["attempts"] == 1  # waiting again would not help
-        first_out, first_err = first.communicate(timeout=60)
-        second_out, second_err = second.communicate(timeout=60)
+        first_out, first_err = first.communicate(timeout=180)
+        second_out, second_err = second.communicate(timeout=180)
     finally:
         for run in runs:
             if run.poll() is None:
