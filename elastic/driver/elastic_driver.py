@@ -31,7 +31,23 @@ What changes against the fork's detector (the rules are the core's, see its docs
   whose ranks all hung held the next world for ever), and judges the missing by their
   progress; a joiner not yet in a world is its join deadline's, never the barrier's.
 
+- A worker's exit and its check-in at the registration barrier feed the detector at once: the
+  slot of an exited process is forgotten (a new process there inherits no silence), a
+  check-in counts as a sign of life.
+
 Everything else (leaves, joins, aborts) is the fork's.
+
+The fork's hooks (0111, ``docs/driver.md``) are what this class implements where it changes
+the fork's rules: ``liveness_loop`` (the liveness thread), ``quarantine_host`` and
+``release_quarantines`` (quarantine), ``barrier_deadline_arms`` (0108's: the barrier's arming
+rule), ``worker_exited`` and ``worker_checked_in``; ``hosts_assigned`` and
+``discovery_round`` keep the fork's defaults until joins and leaves move here. Still
+overridden, each until its concern moves out of the fork whole (``docs/driver.md``, "The
+order the rest moves in"): ``stop`` (public: the bound on the process after it),
+``_unrecorded`` and ``lose_unrecorded_workers`` (the barrier's clock, step 6: the fork's
+filter is one statement a hook would rewrite), ``_send_ping``, ``_ping`` and ``_ping_now``
+(the fork's leave path sends its pings through them; they go with leaves, step 4). The
+private helpers of the loop (``_lose_silent``, ``_key``) are this class's own.
 
 The fork's refusals are a dict (host -> why) read under its ``_wait_hosts_cond``: ``Refusals``
 keeps that interface and reads the clock, so the pure rule stays in ``Cooldowns``.
@@ -151,15 +167,39 @@ class ElasticDriver(horovod_driver.ElasticDriver):
         logging.info('host %s: its refusal is over (%.1f s): it gets joiners again', host, after)
         self._events.emit(Kind.REFUSAL_ENDED.value, host=host, after=round(after, 3))
 
+    # -- the fork's hooks (0111): a worker's exit and check-in feed the detector -----------------
+    def worker_exited(self, key: tuple[str, int], exit_code: int) -> None:
+        """Hook (the fork calls it first when a process it started exits): the detector forgets
+        the slot at once, so a new process there starts with no silence of the old one's (the
+        liveness thread would forget it only at its next round, after which a process that
+        registered meanwhile inherited the old one's failed pings)."""
+        with self._core_lock:
+            self._heard_fed.pop(key, None)
+            if self._core is not None and key in self._core.watched:
+                self._core.watch(self._core.watched - {key}, time.monotonic())
+
+    def worker_checked_in(self, host: str, slot: int) -> None:
+        """Hook (the fork calls it once a check-in at the registration barrier is counted): a
+        check-in is a sign of life, as a ping's answer is: the worker's silence, if any, starts
+        again from now."""
+        key = (host, slot)
+        with self._workers_lock:
+            worker = self._workers.get(key)
+        with self._core_lock:
+            if self._core is not None and key in self._core.watched:
+                self._core.heard(key, time.monotonic())
+                if worker is not None:
+                    worker.unanswered_since = self._core.silent_since(key)
+
     # -- quarantine: decided by Cooldowns, kept in the fork's HostManager -------------------------
-    def _quarantine(self, host: str, reason: str) -> None:
-        """A worker on host was lost for silence: no new worker there for its cooldown
-        (``Cooldowns``: doubling in a row). The HostManager keeps the host out of the
-        assignment order meanwhile; ``_end_quarantines`` lets it back. A quarantine of 0 s
-        (``HOROVOD_ELASTIC_QUARANTINE_SECONDS=0``) is the fork's: until it leaves discovery."""
+    def quarantine_host(self, host: str, reason: str) -> bool:
+        """Hook (the fork's ``_quarantine`` asks it): a worker on host was lost for silence: no
+        new worker there for its cooldown (``Cooldowns``: doubling in a row). The HostManager
+        keeps the host out of the assignment order meanwhile; ``release_quarantines`` lets it
+        back. A quarantine of 0 s (``HOROVOD_ELASTIC_QUARANTINE_SECONDS=0``) is the fork's
+        (False): until it leaves discovery."""
         if self._quarantine_secs <= 0:
-            super()._quarantine(host, reason)
-            return
+            return False
         now = time.monotonic()
         with self._core_lock:
             until = self._quarantines.keep_out(host, reason, now)
@@ -167,15 +207,17 @@ class ElasticDriver(horovod_driver.ElasticDriver):
         cooldown = round(until - now, 3)
         self._host_manager.quarantine(host, cooldown)
         self._events.emit(Kind.QUARANTINE.value, host=host, reason=reason, cooldown=cooldown, count=count)
+        return True
 
-    def _end_quarantines(self) -> bool:
-        """Probation (caller holds ``_wait_hosts_cond``): ``Cooldowns.due`` releases each host
-        whose cooldown is over, that is still listed and where none of the driver's workers
-        still runs: a quarantined host is out of the world, so its healthy slots leave it too,
-        and a slot gets a new worker only once its old one has ended. Returns whether any host
-        was released."""
+    def release_quarantines(self) -> bool | None:
+        """Hook (the fork's discovery round asks it, holding ``_wait_hosts_cond``): probation.
+        ``Cooldowns.due`` releases each host whose cooldown is over, that is still listed and
+        where none of the driver's workers still runs: a quarantined host is out of the world,
+        so its healthy slots leave it too, and a slot gets a new worker only once its old one
+        has ended. Returns whether any host was released; None (the fork's rule) without
+        quarantine cooldowns."""
         if self._quarantine_secs <= 0:
-            return super()._end_quarantines()
+            return None
         listed = self._host_manager.current_hosts.host_slots
         with self._workers_lock:
             running = {key[0] for key in self._workers}
@@ -226,9 +268,9 @@ class ElasticDriver(horovod_driver.ElasticDriver):
         return {key: samples[key] for key in verdict.kept}
 
     # -- the liveness thread: observe, decide (the core), execute --------------------------------
-    def _watch_liveness(self) -> None:
-        if self._liveness_timeout <= 0:
-            return
+    def liveness_loop(self) -> bool:
+        """Hook (the fork's liveness thread runs it once liveness is on): the thread's body,
+        until the driver stops; True: the fork's loop does not run."""
         self._core_ready.wait()
         core = Liveness(Settings(timeout=self._liveness_timeout, ping_timeout=self._ping_timeout,
                                  interval=horovod_driver.LIVENESS_INTERVAL_SECS, lag_limit=self._lag_limit))
@@ -240,7 +282,7 @@ class ElasticDriver(horovod_driver.ElasticDriver):
             self._liveness_wakeup.wait(wait)
             self._liveness_wakeup.clear()
             if self._shutdown.is_set():
-                return
+                return True
             now = time.monotonic()
             late = max(0.0, now - slept - wait)
             with self._workers_lock:
@@ -261,7 +303,7 @@ class ElasticDriver(horovod_driver.ElasticDriver):
                 if isinstance(decision, Ping):
                     for key in decision.keys:
                         if not self._send_ping(watched[key]):
-                            return
+                            return True
                 elif isinstance(decision, Lose):
                     self._lose_silent(decision, watched, now)
                 elif isinstance(decision, Rebaseline):

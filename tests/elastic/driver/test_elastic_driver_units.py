@@ -115,6 +115,59 @@ def test_a_quarantined_host_serves_again_and_its_next_quarantine_is_longer(our_j
     assert [(d["host"], d["cooldown"], d["count"]) for d in quarantines] == [("host-2", 1.0, 1), ("host-2", 2.0, 2)]
 
 
+def _silent_since(job, key: Key) -> float | None:
+    with job.driver._core_lock:
+        core = job.driver._core
+        return None if core is None else core.silent_since(key)
+
+
+def _watched(job) -> frozenset:
+    with job.driver._core_lock:
+        core = job.driver._core
+        return frozenset() if core is None else core.watched
+
+
+def test_a_check_in_at_the_barrier_is_a_sign_of_life(our_jobs, monkeypatch, tmp_path):
+    """0111 (the fork's check-in hook): a worker whose pings fail but whose main thread checks
+    in at the registration barrier runs; the detector hears of it at the check-in, and its
+    silence starts again from there (before, only a ping's answer could end it). Without the
+    fork calling ``worker_checked_in`` the silence stays."""
+    job, events, keys = _running(our_jobs, monkeypatch, tmp_path, {"host-1": 1, "host-2": 1, "host-3": 1})
+    key = ("host-2", 0)
+    freeze(job, key)
+    wait_for(lambda: _silent_since(job, key) is not None, START_DEADLINE, "host-2's pings to fail")
+    # its main thread, in a reset, checks in (and waits at the barrier for the others)
+    def check_in() -> None:
+        try:
+            job.driver.record_ready(*key)
+        except (RuntimeError, threading.BrokenBarrierError):
+            pass  # the barrier ended under it: the job closed (or lost it, without the hook)
+
+    threading.Thread(target=check_in, daemon=True).start()
+    # watched still (a lost worker is forgotten, which ends its silence too) and silent no more
+    # (the fork's leave path reads unanswered_since)
+    wait_for(lambda: key in _watched(job) and _silent_since(job, key) is None
+             and job.driver._workers[key].unanswered_since is None, LIVENESS,
+             "host-2's silence to end at its check-in")
+    assert not _kinds(events, "worker_lost")
+
+
+def test_an_exited_process_slot_is_forgotten_at_its_exit(our_jobs, monkeypatch, tmp_path):
+    """0111 (the fork's exit hook): when a worker's process exits, the detector forgets its
+    slot at once, not at the liveness thread's next round, so a new process started there
+    meanwhile does not inherit the old one's failed pings. The rest of the driver is held
+    (its workers' lock) while the process exits: only the exit hook can tell the detector.
+    Without the fork calling ``worker_exited`` the slot stays watched."""
+    job, events, keys = _running(our_jobs, monkeypatch, tmp_path, {"host-1": 1, "host-2": 1, "host-3": 1})
+    key = ("host-3", 0)
+    wait_for(lambda: key in _watched(job), START_DEADLINE, "the detector to watch host-3")
+    worker = job.driver._workers[key]
+    with job.driver._workers_lock:
+        worker.kill.set()  # its process (the harness's thread) exits
+        wait_for(lambda: key not in _watched(job), END_DEADLINE, "the detector to forget host-3's slot")
+    wait_for(lambda: job.ended.get(key) == "kill", END_DEADLINE, "host-3's process to end")
+
+
 STUCK_AFTER_STOP = """
 import sys, threading
 from elastic.driver import elastic_driver
