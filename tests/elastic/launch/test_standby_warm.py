@@ -17,6 +17,7 @@ from kubernetes import client, config
 from elastic.sync import warm
 from elastic.sync.manifest import cache_path, load_cache
 from localcluster.testing import running_cluster
+from tests.runtime.liveness import pid_gone
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
@@ -38,13 +39,6 @@ def _hold_lease(kubeconfig: Path, name: str, holder: str) -> None:
         metadata=client.V1ObjectMeta(name=name),
         spec=client.V1LeaseSpec(holder_identity=holder, lease_duration_seconds=600, lease_transitions=0,
                                 acquire_time=now, renew_time=now)))
-
-
-def _gone(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
-    except (FileNotFoundError, ProcessLookupError):
-        return True
 
 
 def _warm_pids(src: Path) -> list[int]:
@@ -111,7 +105,7 @@ def test_a_standby_stopped_while_it_hashes_ends_the_hashing(tmp_path):
             warms = wait_for(lambda: _warm_pids(src), 120, "the standby's warm to start")
             os.kill(standby.pid, signal.SIGTERM)
             standby.wait(60)
-            wait_for(lambda: all(_gone(pid) for pid in warms), 30, "the warm to end with its standby")
+            wait_for(lambda: all(pid_gone(pid) for pid in warms), 30, "the warm to end with its standby")
         finally:
             if standby.poll() is None:
                 os.killpg(standby.pid, signal.SIGKILL)
