@@ -78,7 +78,8 @@ def thaw_service(service: WorkerNotificationService) -> None:
 class Job:
     """A driver, its rendezvous and its worker threads. The driver is ``driver_class``'s,
     by default the one the venv's horovodrun runs (``tests.drivers``: the project's on the
-    whole series). ``aborts[key]``: the reasons the worker
+    whole series), its rendezvous server ``rendezvous``'s (Horovod's on a free port by
+    default). ``aborts[key]``: the reasons the worker
     at key (host, slot) was told to abort with; ``ready[key]``: set once it has checked in
     (it is then in the world the barrier formed); ``ended[key]``: why its thread returned
     ('finish', or the driver's event: 'shutdown', 'host', 'kill'). ``close()`` ends it all."""
@@ -86,9 +87,10 @@ class Job:
     def __init__(self, hosts: dict[str, int], min_np: int, max_np: int,
                  manager_factory: Callable[[], WorkerNotificationManager] = WorkerNotificationManager,
                  abort: Callable[[Key, str], None] | None = None,
-                 driver_class: type[ElasticDriver] | None = None, **driver_kwargs: Any) -> None:
+                 driver_class: type[ElasticDriver] | None = None,
+                 rendezvous: RendezvousServer | None = None, **driver_kwargs: Any) -> None:
         self.discovery = FixedHosts(dict(hosts))
-        self.rendezvous = RendezvousServer()
+        self.rendezvous = RendezvousServer() if rendezvous is None else rendezvous
         driver_class = drivers.driver_class() if driver_class is None else driver_class
         self.driver = driver_class(self.rendezvous, self.discovery, min_num_proc=min_np,
                                    max_num_proc=max_np, **driver_kwargs)
