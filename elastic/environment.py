@@ -6,6 +6,8 @@ default), or a module. Variables shared with other packages are in ``shared.envi
 from __future__ import annotations
 
 DISCOVER_HOSTS_CMD = "DISCOVER_HOSTS_CMD"  # dataset-sync --discover-cmd, ssh-bootstrap --discover-cmd
+ELASTIC_ADOPT_WINDOW = "ELASTIC_ADOPT_WINDOW"  # elastic-run --adopt-window
+ELASTIC_ADOPT_WORLD = "ELASTIC_ADOPT_WORLD"  # elastic.driver.hvdrun (adopt the running world; its window)
 ELASTIC_DATASET = "ELASTIC_DATASET"  # elastic-run
 ELASTIC_DISCOVERY_MODE = "ELASTIC_DISCOVERY_MODE"  # elastic-run
 ELASTIC_HOSTS = "ELASTIC_HOSTS"  # dataset-sync --hosts, ssh-bootstrap --hosts

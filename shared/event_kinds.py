@@ -26,6 +26,8 @@ class Kind(str, Enum):
     ABORT_FIRST_INIT = "abort_first_init"  # a first hvd.init aborted: a peer of it is gone
     STOP = "stop"  # the driver stops the job
     LIVENESS_REBASELINE = "liveness_rebaseline"  # the driver suspected itself: nobody lost
+    ADOPTED = "adopted"  # a driver took over a running world (it started none of its workers)
+    ADOPTION_FAILED = "adoption_failed"  # it could not: it starts the job again
     # one worker (a process on a host's slot)
     WORKER_START = "worker_start"  # its process is started (a joiner while the world trains)
     WORKER_REGISTERED = "worker_registered"  # its notification service is up
@@ -96,6 +98,18 @@ class LivenessRebaseline(TypedDict):
     reason: str
     silent: int
     world: int
+
+
+class Adopted(TypedDict):
+    world_size: int
+    hosts: list[str]  # host:slots of the world taken over, in rank order
+    commits: int  # the highest commit count a worker of it answered
+    waited: float  # seconds from the driver's start to the decision
+
+
+class AdoptionFailed(TypedDict):
+    reason: str  # what was missing from the world at the deadline
+    waited: float
 
 
 class WorkerStart(TypedDict):
@@ -187,6 +201,8 @@ DETAILS: dict[Kind, type] = {
     Kind.ABORT_FIRST_INIT: Abort,
     Kind.STOP: Stop,
     Kind.LIVENESS_REBASELINE: LivenessRebaseline,
+    Kind.ADOPTED: Adopted,
+    Kind.ADOPTION_FAILED: AdoptionFailed,
     Kind.WORKER_START: WorkerStart,
     Kind.WORKER_REGISTERED: Slot,
     Kind.WORKER_READY: Slot,

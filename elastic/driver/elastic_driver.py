@@ -35,6 +35,10 @@ What changes against the fork's detector (the rules are the core's, see its docs
   slot of an exited process is forgotten (a new process there inherits no silence), a
   check-in counts as a sign of life.
 
+- Adopt mode (``adopt_window``, ``ELASTIC_ADOPT_WORLD``): the driver takes over the world
+  running at its fixed rendezvous endpoint instead of starting one (``adopt``, ``adopter``,
+  the rule ``adoption``): its first world is the one the workers answer, no process started.
+
 Everything else (leaves, joins, aborts) is the fork's.
 
 The fork's hooks (0111, ``docs/driver.md``) are what this class implements where it changes
@@ -43,7 +47,8 @@ the fork's rules: ``liveness_loop`` (the liveness thread), ``quarantine_host`` a
 rule), ``worker_exited`` and ``worker_checked_in``; ``hosts_assigned`` and
 ``discovery_round`` keep the fork's defaults until joins and leaves move here. Still
 overridden, each until its concern moves out of the fork whole (``docs/driver.md``, "The
-order the rest moves in"): ``stop`` (public: the bound on the process after it),
+order the rest moves in"): ``stop`` (public: the bound on the process after it), ``start``
+(public: adopt mode first), ``_world_assignments`` (an adoption's first world),
 ``_unrecorded`` and ``lose_unrecorded_workers`` (the barrier's clock, step 6: the fork's
 filter is one statement a hook would rewrite), ``_send_ping``, ``_ping`` and ``_ping_now``
 (the fork's leave path sends its pings through them; they go with leaves, step 4). The
@@ -66,6 +71,8 @@ from typing import Any
 from horovod.runner.elastic import driver as horovod_driver
 
 from elastic.driver import barrier, lease_answers
+from elastic.driver.adopter import Adopter
+from elastic.driver.adoption import Adopt
 from elastic.driver.cooldowns import Cooldowns
 from elastic.driver.liveness import Liveness, Lose, Ping, Rebaseline, Settings
 from shared.event_kinds import Kind
@@ -131,8 +138,12 @@ class ElasticDriver(horovod_driver.ElasticDriver):
     # seconds after its stop at which the process ends (exit_after_stop); None: never (a driver
     # embedded in another process, as in tests). install() sets STOP_EXIT_AFTER: horovodrun's.
     exit_after_stop: float | None = None
+    # set (install(adopt_window=...)): this driver takes over the running world at its start
+    # (``adopter``), waiting for it up to half the workers' adoption window; None: it starts one
+    adopt_window: float | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._adopter: Adopter | None = None  # before the fork's threads ask _world_assignments
         self._core_lock = threading.Lock()
         self._core: Liveness | None = None
         self._core_ready = threading.Event()
@@ -153,6 +164,52 @@ class ElasticDriver(horovod_driver.ElasticDriver):
                                  self._refusal_ended)
         self._quarantines.base = base
         self._core_ready.set()
+
+    def start(self, num_proc: int, create_worker_fn: Any) -> None:
+        """The fork's start; with ``adopt_window`` set, the running world is taken over first
+        (``adopt``)."""
+        if self.adopt_window is not None:
+            create_worker_fn = self.adopt(create_worker_fn, self.adopt_window / 2)
+        super().start(num_proc, create_worker_fn)
+
+    def adopt(self, create_worker_fn: Any, within: float) -> Any:
+        """Take over the running world whose workers ask to be adopted (``Adopter``), waiting
+        up to ``within`` seconds for it to be whole: the first world is then that one (its
+        ranks where they are, no process started for it) and horovodrun's ``create_worker_fn``
+        is returned wrapped. A world not whole by then is not guessed at: one line says what
+        was missing, the unadopted workers end at their window (their claims refused), and
+        once none asks any more the job starts as without adoption (``create_worker_fn``
+        unchanged)."""
+        started = time.monotonic()
+        adopter = Adopter(self, lease_answers.installed())
+        decision = adopter.learn(started + within)
+        waited = round(time.monotonic() - started, 3)
+        if not isinstance(decision, Adopt):
+            self._events.emit(Kind.ADOPTION_FAILED.value, reason=decision.reason, waited=waited)
+            print(f"horovodrun: could not adopt the running world: {decision.reason}; starting the job again "
+                  "once its workers have ended", file=sys.stderr, flush=True)
+            adopter.wait_unadopted_gone(time.monotonic() + 2 * within + STOP_EXIT_AFTER)
+            return create_worker_fn
+        world = decision.world
+        slots: dict[str, int] = {}
+        for place in world:
+            slots[place.host] = slots.get(place.host, 0) + 1
+        hosts = [f"{host}:{slots[host]}" for host in decision.host_order()]
+        self._host_manager.prefer_order(decision.host_order())
+        self._adopter = adopter
+        self._events.emit(Kind.ADOPTED.value, world_size=len(world), hosts=hosts,
+                          commits=max(p.commits for p in world), waited=waited)
+        print(f"horovodrun: adopted the running world of {len(world)} workers ({', '.join(hosts)}) "
+              f"after {waited:.1f} s", file=sys.stderr, flush=True)
+        return adopter.create_worker_fn(create_worker_fn)
+
+    def _world_assignments(self, current_hosts: Any) -> Any:
+        """The fork's, except for the first world of an adoption: the adopted one, every rank
+        where it is (each place's own ranks, as the workers answered)."""
+        adopter = self._adopter
+        if adopter is not None and not self._host_assignments:
+            return adopter.assignments()
+        return super()._world_assignments(current_hosts)
 
     def stop(self, error_message: str | None = None) -> None:
         """The fork's stop, and a bound on what follows it (``STOP_EXIT_AFTER``)."""
@@ -401,13 +458,16 @@ def exit_after_stop(driver: Any, error_message: str | None, after: float | None 
     exit_(1 if failed else 0)
 
 
-def install(run_id: str | None = None) -> None:
+def install(run_id: str | None = None, adopt_window: float | None = None) -> None:
     """Make horovodrun's elastic launcher (``horovod.runner.gloo_run``) build this driver and
-    make the rendezvous server answer the lease wrappers of run ``run_id`` (``lease_answers``)."""
+    make the rendezvous server answer the lease wrappers of run ``run_id`` (``lease_answers``);
+    with ``adopt_window`` (the seconds the workers wait to be adopted), the driver takes over
+    the running world at its start (``ElasticDriver.adopt``)."""
     from horovod.runner import gloo_run
     from horovod.runner.http import http_server
     gloo_run.ElasticDriver = ElasticDriver
     ElasticDriver.exit_after_stop = STOP_EXIT_AFTER  # this process is horovodrun: end it after the stop
+    ElasticDriver.adopt_window = adopt_window
     # a handler thread waiting on a kept lease connection must not hold the process at exit
     http_server.RendezvousHTTPServer.daemon_threads = True
     lease_answers.install(run_id)

@@ -13,6 +13,11 @@ environment when set (``install_rendezvous_endpoint``: ``ELASTIC_RENDEZVOUS_PORT
 ``ELASTIC_RENDEZVOUS_ADDRESS``), where a second launcher of the job answers the world this
 one starts; a bad one ends horovodrun with one line before anything starts.
 
+With ``ELASTIC_ADOPT_WORLD`` (the seconds the workers' lease wrappers wait to be adopted,
+their ``--adopt-window``) the driver takes over the world running at that fixed endpoint
+instead of starting one (``ElasticDriver.adopt``): what a launcher that took over the job from
+a lost leader runs. It needs ``ELASTIC_RENDEZVOUS_PORT`` (the workers ask there).
+
 ``launcher_main`` (``python -m elastic.driver.hvdrun``, what ``elastic-run`` starts in its push
 mode) adds two things. With ``DISCOVERY_URL`` in the environment, the Horovod driver's
 ``--host-discovery-script`` is replaced by an in-process ``elastic.driver.push.DaemonDiscovery``
@@ -46,6 +51,7 @@ outlives the launcher by more than that.
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import sys
@@ -57,6 +63,7 @@ from elastic.driver import rendezvous_endpoint
 from elastic.driver.elastic_driver import install as install_driver
 from elastic.driver.push import DaemonDiscovery
 from elastic.environment import (
+    ELASTIC_ADOPT_WORLD,
     ELASTIC_REAP_SSH,
     ELASTIC_RENDEZVOUS_ADDRESS,
     ELASTIC_RENDEZVOUS_PORT,
@@ -69,6 +76,7 @@ DISCOVERY_URL_ENV = DISCOVERY_URL
 REAP_SSH_ENV = ELASTIC_REAP_SSH
 LAUNCHER_GONE_SIGNAL = signal.SIGUSR2
 GONE_EXIT_AFTER = 20.0
+ADOPT_PORT_WAIT = 1.5 * GONE_EXIT_AFTER + 5.0  # a lost launcher's horovodrun ends within 1.5 x GONE_EXIT_AFTER
 
 _discoveries: list[DaemonDiscovery] = []
 FIRST_ANSWER_TIMEOUT = 150.0  # seconds for the daemon's first answer: its ready timeout and room
@@ -172,27 +180,52 @@ def launcher_main(argv: Sequence[str] | None = None) -> int:
     return _run(argv, launcher=True)
 
 
-def install_rendezvous_endpoint(env: Mapping[str, str]) -> None:
+def install_rendezvous_endpoint(env: Mapping[str, str], wait: float = 0.0) -> None:
     """The rendezvous server's fixed port and the address its workers are told, from
     ``ELASTIC_RENDEZVOUS_PORT``/``_ADDRESS`` (``elastic.driver.rendezvous_endpoint``), each
-    when set: where another launcher of the job answers the world this one starts.
-    ``BadEndpoint`` names a bad one."""
+    when set: where another launcher of the job answers the world this one starts; a port in
+    use is tried again for up to ``wait`` seconds. ``BadEndpoint`` names a bad one."""
     raw_port, raw_address = env.get(ELASTIC_RENDEZVOUS_PORT), env.get(ELASTIC_RENDEZVOUS_ADDRESS)
     rendezvous_endpoint.install(
         rendezvous_endpoint.parse_port(raw_port, ELASTIC_RENDEZVOUS_PORT) if raw_port else None,
-        rendezvous_endpoint.parse_address(raw_address, ELASTIC_RENDEZVOUS_ADDRESS) if raw_address else None)
+        rendezvous_endpoint.parse_address(raw_address, ELASTIC_RENDEZVOUS_ADDRESS) if raw_address else None,
+        wait)
+
+
+def adopt_window(env: Mapping[str, str]) -> float | None:
+    """``ELASTIC_ADOPT_WORLD``: the workers' adoption window in seconds (elastic-run checked it
+    against the lease wrapper's range), None when unset or 0; ``BadEndpoint`` when not a number
+    of seconds or without ``ELASTIC_RENDEZVOUS_PORT``
+    (workers ask to be adopted only at the job's fixed rendezvous endpoint)."""
+    raw = env.get(ELASTIC_ADOPT_WORLD)
+    if not raw:
+        return None
+    try:
+        window = float(raw)
+    except ValueError:
+        window = math.nan
+    if not (math.isfinite(window) and window >= 0):
+        raise BadEndpoint(f"{ELASTIC_ADOPT_WORLD} must be a number of seconds, got {raw!r}")
+    if window == 0:
+        return None
+    if not env.get(ELASTIC_RENDEZVOUS_PORT):
+        raise BadEndpoint(f"{ELASTIC_ADOPT_WORLD} needs {ELASTIC_RENDEZVOUS_PORT}: the workers ask to be "
+                          "adopted at the job's fixed rendezvous endpoint")
+    return window
 
 
 def _run(argv: Sequence[str] | None, *, launcher: bool) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        install_rendezvous_endpoint(os.environ)
+        window = adopt_window(os.environ)
+        # adopting: the lost leader's process may still hold the port while it ends
+        install_rendezvous_endpoint(os.environ, ADOPT_PORT_WAIT if window else 0.0)
     except BadEndpoint as exc:
         print(f"horovodrun: error: {exc}", file=sys.stderr, flush=True)
         return EXIT_USAGE
     if launcher:
         signal.signal(LAUNCHER_GONE_SIGNAL, _on_launcher_gone)
-    install_driver(os.environ.get(RUN_ID_ENV))
+    install_driver(os.environ.get(RUN_ID_ENV), adopt_window=window)
     url = os.environ.get(DISCOVERY_URL_ENV) if launcher else None
     if url:
         install(url)

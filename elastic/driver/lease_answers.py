@@ -136,6 +136,13 @@ def answer(handler: Any, answers: Answers) -> None:
     handler.connection.settimeout(IDLE_SECONDS)
 
 
+def installed() -> Answers:
+    """The ``Answers`` ``install`` made (RuntimeError before it: nothing answers the lease)."""
+    if _installed is None:
+        raise RuntimeError("the lease answers are not installed")
+    return _installed
+
+
 def install(run_id: str | None) -> Answers:
     """Make Horovod's rendezvous handler (and the elastic one built on it) answer the lease of
     run ``run_id``; the ``Answers`` it uses (the one already installed, its run id replaced)."""

@@ -15,12 +15,15 @@ the launcher's: a name or IP that follows whichever launcher leads (a Service in
 """
 from __future__ import annotations
 
+import errno
 import ipaddress
 import re
+import time
 from typing import Any
 
 from elastic.errors import BadEndpoint, PortTaken
 
+RETRY_SECS = 0.25  # between two tries of a port in use
 _LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
 
 
@@ -48,26 +51,33 @@ def parse_address(raw: str, name: str) -> str:
     return raw
 
 
-def _bind_exactly(port: int):
-    """A ``find_port`` for Horovod's rendezvous server that binds ``port`` or fails naming it."""
+def _bind_exactly(port: int, wait: float = 0.0):
+    """A ``find_port`` for Horovod's rendezvous server that binds ``port`` or fails naming it;
+    a port in use is tried again for up to ``wait`` seconds (a lost launcher's process, still
+    ending, holds it)."""
     def find_port(server_factory: Any) -> tuple[Any, int]:
-        try:
-            return server_factory(("", port)), port
-        except OSError as exc:
-            raise PortTaken(f"the rendezvous server cannot listen on port {port}: {exc.strerror}") from None
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                return server_factory(("", port)), port
+            except OSError as exc:
+                if exc.errno != errno.EADDRINUSE or time.monotonic() >= deadline:
+                    raise PortTaken(f"the rendezvous server cannot listen on port {port}: {exc.strerror}") from None
+            time.sleep(RETRY_SECS)
     return find_port
 
 
-def install(port: int | None, address: str | None) -> None:
-    """Make horovodrun's elastic launch listen on ``port`` and tell its workers ``address``
-    (each left as Horovod's when None: nothing of Horovod is touched then)."""
+def install(port: int | None, address: str | None, wait: float = 0.0) -> None:
+    """Make horovodrun's elastic launch listen on ``port`` (waiting up to ``wait`` seconds for
+    it while another process holds it) and tell its workers ``address`` (each left as
+    Horovod's when None: nothing of Horovod is touched then)."""
     if port is None and address is None:
         return
     from horovod.runner import gloo_run
     from horovod.runner.http import http_server
 
     if port is not None:
-        find_port = _bind_exactly(port)
+        find_port = _bind_exactly(port, wait)
 
         class FixedPortRendezvousServer(http_server.RendezvousServer):
             """Horovod's rendezvous server on ``port``; only its ``start`` finds the port."""

@@ -46,7 +46,10 @@ that took over this very process answers yes; the one that started it never does
 is held by the adopting leader's lease alone, and when its training ends the wrapper tells
 that leader the exit code (``shared.lease_wire.exit_path``, retried for up to N seconds: no
 ssh session carries it there); not adopted within W seconds, it is ended as above, so nothing
-outlives a job without a launcher by more than W + N seconds.
+outlives a job without a launcher by more than W + N seconds. With a window, a SIGTERM that
+comes after the process that started the wrapper is gone (horovodrun's death signal: it ties a
+worker it runs without ssh to itself with ``PR_SET_PDEATHSIG``) is that loss, not a request to
+leave: it is not forwarded to the training.
 
 ``decide`` and ``Judge`` are the pure rule; ``main`` the I/O around it.
 Standard library only (it runs before anything else on the worker).
@@ -85,6 +88,8 @@ LATE = 2.0  # a check this much later than TICK: this wrapper itself did not run
 ADDR_ENV = HOROVOD_GLOO_RENDEZVOUS_ADDR
 PORT_ENV = HOROVOD_GLOO_RENDEZVOUS_PORT
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# how long a SIGTERM waits to tell the launcher's death signal from a request (parent_gone)
+PARENT_GONE_SECS = 0.5
 
 
 def check_seconds(value: float) -> float:
@@ -278,6 +283,18 @@ def _exit_code(returncode: int) -> int:
     return exit_for_returncode(returncode)
 
 
+def parent_gone(parent: int, within: float = PARENT_GONE_SECS) -> bool:
+    """Whether the process ``parent`` stopped being this one's parent, waiting up to ``within``
+    seconds for it: the death signal comes as the first of the parent's threads ends (the one
+    that started this process), while its other threads, still this process's parent, die."""
+    deadline = time.monotonic() + within
+    while os.getppid() == parent:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
 def _identity(environ: dict[str, str] | os._Environ[str]) -> tuple[str, int]:
     """(host, local rank) as horovodrun named this worker; this host's name without them."""
     slot = environ.get(HOROVOD_LOCAL_RANK, "0")
@@ -308,8 +325,14 @@ def run(command: Sequence[str], seconds: float, window: float = 0.0) -> int:
     else:
         child = subprocess.Popen(list(command))
     sent: set[int] = set()
+    custody = Custody(window)
 
     def forward(signum, _frame) -> None:
+        if window > 0 and signum == signal.SIGTERM and custody.state != ADOPTED and parent_gone(parent):
+            # the launcher's death, not a request to leave: horovodrun ties a worker it runs
+            # without ssh to itself (PR_SET_PDEATHSIG, SIGTERM). The session is lost: the
+            # training trains on and waits to be adopted
+            return
         if signum not in sent:  # one each: a signal the child got twice would mean "now"
             sent.add(signum)
             try:
@@ -322,7 +345,6 @@ def run(command: Sequence[str], seconds: float, window: float = 0.0) -> int:
     if renewer is not None:
         renewer.start()
     judge = Judge(time.monotonic())
-    custody = Custody(window)
 
     def say(line: str) -> None:
         """To the session while it is there, and to the log once the output goes there."""

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from elastic.driver import rendezvous_endpoint
-from elastic.errors import BadEndpoint
+from elastic.errors import BadEndpoint, PortTaken
 from tests.runtime.test_horovod_patches import HOROVODRUN, Job, discovery_script, read_log, run_env
 from tests.waiting import wait_for
 
@@ -116,3 +116,29 @@ def test_a_port_from_1_to_65535(raw, port):
 def test_anything_else_is_not_a_port(raw):
     with pytest.raises(BadEndpoint, match="X must be"):
         rendezvous_endpoint.parse_port(raw, "X")
+
+
+def test_a_port_in_use_is_waited_for_when_asked_and_named_once_the_wait_is_over():
+    """An adopting horovodrun waits for the port a lost launcher's ending process still holds
+    (``install(..., wait)``): bound once that process lets it go; still held past the wait,
+    one error naming the port."""
+    import socketserver
+    import threading
+
+    holder = socket.socket()
+    holder.bind(("", 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    threading.Timer(1.0, holder.close).start()
+    server, bound = rendezvous_endpoint._bind_exactly(port, wait=60.0)(
+        lambda addr: socketserver.TCPServer(addr, socketserver.BaseRequestHandler))
+    server.server_close()
+    assert bound == port
+
+    with socket.socket() as held:
+        held.bind(("", 0))
+        held.listen()
+        taken = held.getsockname()[1]
+        with pytest.raises(PortTaken, match=f"cannot listen on port {taken}"):
+            rendezvous_endpoint._bind_exactly(taken, wait=0.5)(
+                lambda addr: socketserver.TCPServer(addr, socketserver.BaseRequestHandler))

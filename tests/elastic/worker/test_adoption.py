@@ -228,6 +228,56 @@ def test_without_a_window_the_session_s_end_still_ends_the_worker_at_once(driver
     assert not list(w.dir.glob("elastic-run-worker-*.log"))
 
 
+# The launcher as horovodrun is to a worker it runs without ssh: it starts the wrapper tied to
+# itself (PR_SET_PDEATHSIG, SIGTERM: patch 0102's safe_shell_exec), then waits.
+TIED_LAUNCHER = """
+import ctypes, signal, subprocess, sys, time
+def tie():
+    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)
+subprocess.Popen(sys.argv[1:], preexec_fn=tie, start_new_session=True)
+time.sleep(3600)
+"""
+
+
+@pytest.mark.timeout(180)
+def test_the_launchers_death_signal_is_the_sessions_loss_not_a_leave(driver, tmp_path):
+    """A worker horovodrun runs without ssh gets SIGTERM when horovodrun dies (its death
+    signal): with a window, the wrapper takes it as its session's loss, not as a request to
+    leave. The training is not signalled, trains on and waits to be adopted; adopted, it trains
+    on. Without the window the same signal would end it (forwarded, as before)."""
+    port, answers = driver
+    (tmp_path / "train.py").write_text(TRAINING)
+    env = dict(os.environ, HOROVOD_GLOO_RENDEZVOUS_ADDR="127.0.0.1", HOROVOD_GLOO_RENDEZVOUS_PORT=str(port),
+               ELASTIC_RUN_ID="run-a", HOROVOD_HOSTNAME="worker-1", HOROVOD_LOCAL_RANK="0", TMPDIR=str(tmp_path))
+    launcher = subprocess.Popen([sys.executable, "-c", TIED_LAUNCHER, sys.executable, "-m", "elastic.worker.lease",
+                                 "--seconds", str(LEASE), "--adopt-window", str(ADOPT_WINDOW), "--",
+                                 sys.executable, "train.py"], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    training = None
+    try:
+        training = int(wait_for(lambda: (tmp_path / "pid").exists() and (tmp_path / "pid").read_text(), 60,
+                                "the training's pid"))
+        launcher.kill()
+        launcher.wait()
+        claim = wait_for(lambda: next(iter(answers.waiting()), None), 60, "the orphan's claim at the driver")
+        assert (claim.host, claim.slot) == ("worker-1", 0)
+        answers.adopt(claim)
+
+        def steps() -> int:
+            try:
+                return int((tmp_path / "steps").read_text())
+            except (FileNotFoundError, ValueError):
+                return 0
+        start = steps()
+        wait_for(lambda: steps() >= start + 20 or pid_gone(training), 60, "the adopted training to train on")
+        assert not pid_gone(training), "the launcher's death signal ended the training"
+        log = "".join(p.read_text(errors="replace") for p in tmp_path.glob("elastic-run-worker-0-*.log"))
+        assert "adopted by the new leader" in log, log
+    finally:
+        if training is not None and not pid_gone(training):
+            os.killpg(os.getpgid(training), signal.SIGKILL)
+
+
 @pytest.mark.parametrize("value", ["2", "-1", "nan", "4000"])
 def test_a_bad_window_is_one_line_and_exit_2(value):
     proc = subprocess.run([sys.executable, "-m", "elastic.worker.lease", "--adopt-window", value, "--", "true"],
