@@ -26,6 +26,7 @@ from elastic.common.cli import env_int
 from elastic.common.tools import tool
 from elastic.driver.rendezvous_endpoint import parse_address, parse_port
 from elastic.environment import (
+    ELASTIC_ADOPT_WINDOW,
     ELASTIC_DATASET,
     ELASTIC_DISCOVERY_MODE,
     ELASTIC_JOB_ID,
@@ -56,7 +57,7 @@ from elastic.launch.runner import run
 from elastic.leader.elector import ElectionSettings
 from elastic.leader.rules import Timings, check_identity
 from elastic.prepare.hook import parse_dataset
-from elastic.worker.lease import DEFAULT_LEASE, MAX_LEASE, MIN_LEASE, check_seconds
+from elastic.worker.lease import DEFAULT_LEASE, MAX_LEASE, MIN_LEASE, check_seconds, check_window
 from shared.argparser import OneLineParser
 from shared.environment import DISCOVERY_NAMESPACE, DISCOVERY_PORT, DISCOVERY_SELECTOR, DISCOVERY_URL
 from shared.exitcodes import EXIT_FENCED, EXIT_OK
@@ -136,6 +137,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--rendezvous-address", default=None, metavar="HOST",
                    help=f"the address the workers are told to reach it at, one that follows the leading launcher "
                         f"(a Service) ({ELASTIC_RENDEZVOUS_ADDRESS}; default: this launcher's, Horovod's)")
+    g.add_argument("--adopt-window", default=None, metavar="SECONDS",
+                   help=f"a worker whose launcher is gone trains on this long, waiting for another launcher of "
+                        f"the job to adopt it; a launcher that takes the job over adopts the running world "
+                        f"instead of starting it again (needs --leader-election, --rendezvous-port and a "
+                        f"--lease; {ELASTIC_ADOPT_WINDOW}; default 0: off)")
     g = p.add_argument_group("hosts")
     g.add_argument("--ssh-port", type=int, default=None, help="sshd port of every host (ELASTIC_SSH_PORT)")
     g.add_argument("--ssh-identity-file", default=None, help="the job's private key (ELASTIC_SSH_IDENTITY)")
@@ -245,6 +251,16 @@ def parse_lease(raw: str, name: str = "--lease") -> float:
     except ValueError as exc:
         raise ConfigError(f"{name}: {exc}" if "lease" in str(exc) else
                           f"{name} must be a number of seconds, got {raw!r}") from None
+
+
+def parse_adopt_window(raw: str, name: str = "--adopt-window") -> float:
+    """The adoption window: 0 (off) or the lease wrapper's range of seconds; ConfigError naming
+    ``name`` otherwise."""
+    try:
+        return check_window(float(raw))
+    except ValueError as exc:
+        detail = str(exc) if "adoption window" in str(exc) else f"must be a number of seconds, got {raw!r}"
+        raise ConfigError(f"{name}: {detail}") from None
 
 
 def parse_term_grace(raw: str, name: str = "--term-grace") -> float:
@@ -374,6 +390,12 @@ def config_from_args(args: argparse.Namespace, command: list[str]) -> LaunchConf
     rendezvous_port = parse_port(raw, env_name or "--rendezvous-port") if raw is not None else None
     raw, env_name = _flag_or_env(args.rendezvous_address, ELASTIC_RENDEZVOUS_ADDRESS)
     rendezvous_address = parse_address(raw, env_name or "--rendezvous-address") if raw is not None else None
+    raw, env_name = _flag_or_env(args.adopt_window, ELASTIC_ADOPT_WINDOW)
+    adopt_window = parse_adopt_window(raw, env_name or "--adopt-window") if raw is not None else 0.0
+    if adopt_window and rendezvous_port is None:
+        raise ConfigError("--adopt-window needs --rendezvous-port: the workers ask to be adopted there")
+    if adopt_window and not lease:
+        raise ConfigError("--adopt-window needs a --lease: the lease wrapper keeps the workers through the window")
     options = HorovodrunOptions(
         discovery_script=tool("discover-hosts"),
         min_np=min_np, max_np=max_np, np=args.np, slots_per_host=args.slots_per_host,
@@ -396,6 +418,8 @@ def config_from_args(args: argparse.Namespace, command: list[str]) -> LaunchConf
     kubeconfig = os.path.abspath(args.kubeconfig) if args.kubeconfig else None
     election = election_from_args(args, namespace, job_id or default_job_id(namespace, selector, url, kubeconfig,
                                                                             tuple(command)), kubeconfig)
+    if adopt_window and election is None:
+        raise ConfigError("--adopt-window needs --leader-election: only a launcher that takes the job over adopts")
     return LaunchConfig(
         horovodrun=options, command=tuple(command), discovery_url=url, selector=selector,
         namespace=namespace, kubeconfig=kubeconfig, election=election,
@@ -404,7 +428,7 @@ def config_from_args(args: argparse.Namespace, command: list[str]) -> LaunchConf
         stall_timeout=stall or None, first_world_timeout=first_world, ready_timeout=args.ready_timeout,
         events_file=os.path.abspath(args.events_file) if args.events_file else None,
         leave_grace=leave_grace, job_id=job_id, lease=lease, term_grace=term_grace, run_id=run_id,
-        rendezvous_port=rendezvous_port, rendezvous_address=rendezvous_address,
+        rendezvous_port=rendezvous_port, rendezvous_address=rendezvous_address, adopt_window=adopt_window,
     )
 
 

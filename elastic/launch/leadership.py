@@ -10,11 +10,15 @@ through a Lease (``elastic.leader``); only the leader runs the job.
    syncs and reaps hosts, so the standby does not start it.
 2. **Leading.** ``elastic-run: leading job <id>``; a ``Fence`` (``elastic.launch.fencing``) renews
    the Lease and ends this launcher with ``EXIT_FENCED`` the moment leadership is lost. A
-   leader that took the Lease over from another launcher says ``elastic-run: job <id>: took over
-   from <holder>; adopting its running world is not built: resuming from the last commit``: the
-   old world's workers end (hvdrun's own stop on its launcher's death, the worker lease, this
-   run's reap of earlier runs) and this run starts the job again from the workers' snapshots
-   and the checkpoint, as a retry does.
+   leader that took the Lease over from another launcher adopts the running world when the
+   job has an adoption window (``--adopt-window``): ``elastic-run: job <id>: took over from
+   <holder>: adopting its running world``, and the run is ``plan.for_adoption``'s (horovodrun
+   takes the world over, ``ElasticDriver.adopt``; it says, and starts the job again, when the
+   world is not whole). Without a window it says ``...; without --adopt-window its running
+   world is not adopted: resuming from the last commit``: the old world's workers end (hvdrun's
+   own stop on its launcher's death, the worker lease, this run's reap of earlier runs) and
+   this run starts the job again from the workers' snapshots and the checkpoint, as a retry
+   does.
 3. **The end.** ``execute(plan, fence)``'s exit code is returned. Exit 0, 2 (bad input) or 69
    (workers failing) are verdicts a standby would meet again: the Lease is marked finished
    (``elastic.leader.rules.FINISHED_ANNOTATION``) and released, and a standby that saw this
@@ -33,7 +37,7 @@ from collections.abc import Callable
 
 from elastic.errors import Interrupted
 from elastic.launch.fencing import Fence
-from elastic.launch.plan import LaunchPlan
+from elastic.launch.plan import LaunchPlan, for_adoption
 from elastic.leader.elector import ElectionSettings, LeaseElector, connect
 from shared.exitcodes import EXIT_OK, EXIT_USAGE, EXIT_WORKERS_FAILING
 
@@ -74,9 +78,12 @@ def run_as_leader(plan: LaunchPlan, settings: ElectionSettings,
              f"(exit {finished.exit_code}): nothing to lead")
         return finished.exit_code
     _say(f"leading job {plan.job_id} (Lease {settings.namespace}/{settings.name}, as {settings.identity})")
-    if elector.took_over_from:
-        _say(f"job {plan.job_id}: took over from {elector.took_over_from}; adopting its running world is not "
-             "built: resuming from the last commit")
+    if elector.took_over_from and plan.adopt_window:
+        _say(f"job {plan.job_id}: took over from {elector.took_over_from}: adopting its running world")
+        plan = for_adoption(plan)
+    elif elector.took_over_from:
+        _say(f"job {plan.job_id}: took over from {elector.took_over_from}; without --adopt-window its running "
+             "world is not adopted: resuming from the last commit")
     fence = Fence(elector, plan.job_id)
     fence.start()
     code = None

@@ -29,13 +29,18 @@ import shlex
 import signal
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from elastic.common.reap import JOB_ID_ENV, RUN_ID_ENV
 from elastic.common.tools import tool as find_tool
 from elastic.driver.hvdrun import LAUNCHER_GONE_SIGNAL, REAP_SSH_ENV
-from elastic.environment import ELASTIC_RENDEZVOUS_ADDRESS, ELASTIC_RENDEZVOUS_PORT, HOROVOD_ELASTIC_LEAVE_GRACE_SECONDS
+from elastic.environment import (
+    ELASTIC_ADOPT_WORLD,
+    ELASTIC_RENDEZVOUS_ADDRESS,
+    ELASTIC_RENDEZVOUS_PORT,
+    HOROVOD_ELASTIC_LEAVE_GRACE_SECONDS,
+)
 from elastic.launch.command import HorovodrunOptions, build_horovodrun_command
 from elastic.launch.daemon import DaemonSpec
 from elastic.launch.events import EVENTS_ENV
@@ -58,11 +63,13 @@ def default_job_id(namespace: str, selector: str | None, discovery_url: str | No
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
-def lease_command(python: str, seconds: float, command: tuple[str, ...]) -> list[str]:
-    """``command`` under the lease wrapper (``elastic.worker.lease``), or as it is for 0."""
+def lease_command(python: str, seconds: float, command: tuple[str, ...], window: float = 0.0) -> list[str]:
+    """``command`` under the lease wrapper (``elastic.worker.lease``, with the adoption window
+    ``window`` when not 0), or as it is for a lease of 0."""
     if not seconds:
         return list(command)
-    return [python, "-m", "elastic.worker.lease", "--seconds", f"{seconds:g}", "--", *command]
+    adopt = ["--adopt-window", f"{window:g}"] if window else []
+    return [python, "-m", "elastic.worker.lease", "--seconds", f"{seconds:g}", *adopt, "--", *command]
 
 
 @dataclass(frozen=True)
@@ -96,6 +103,7 @@ class LaunchConfig:
     election: ElectionSettings | None = None  # --leader-election: stand by until leading
     rendezvous_port: int | None = None  # --rendezvous-port: horovodrun's rendezvous server's own
     rendezvous_address: str | None = None  # --rendezvous-address: what the workers are told
+    adopt_window: float = 0.0  # --adopt-window: how long a worker waits for a launcher to adopt it
 
 
 @dataclass(frozen=True)
@@ -163,6 +171,12 @@ class LaunchPlan:
         training command runs under ``elastic.worker.lease``); 0: off.
     term_grace: on SIGTERM, seconds the training gets to commit, checkpoint and leave before
         the clean-up stops what is left (``--term-grace``).
+    adopt_window: ``--adopt-window`` seconds (0: off): a worker whose launcher is gone waits
+        this long for another launcher of the job to adopt it (its lease wrapper's window), so
+        nothing reaps the job's other runs: not horovodrun when this launcher dies (no
+        ``REAP_SSH_ENV``), not the prepare hook (no ``--reap-job``); an earlier run's worker is
+        adopted or ends at its window, and an adopting horovodrun that cannot adopt waits for
+        that before it starts a world.
     """
 
     run_id: str
@@ -193,6 +207,14 @@ class LaunchPlan:
     job_id: str = ""
     lease: float = 0.0
     term_grace: float = DEFAULT_TERM_GRACE
+    adopt_window: float = 0.0
+
+
+def for_adoption(plan: LaunchPlan) -> LaunchPlan:
+    """The plan of a run that takes over the job's running world instead of starting one (a
+    leader that took the job over with ``--adopt-window``): horovodrun adopts the world
+    (``ELASTIC_ADOPT_WORLD``: the workers' window). Pure."""
+    return replace(plan, env={**plan.env, ELASTIC_ADOPT_WORLD: f"{plan.adopt_window:g}"})
 
 
 def make_plan(config: LaunchConfig, *, run_id: str, workdir: str,
@@ -210,8 +232,10 @@ def make_plan(config: LaunchConfig, *, run_id: str, workdir: str,
     if config.selector:
         prepare = None
         if opts.ssh_identity_file:
+            # with an adoption window an earlier run's workers wait to be adopted: no reap
+            reap_job = None if config.adopt_window else (job_id, run_id)
             prepare = shlex.join(prepare_argv(opts.ssh_identity_file, ssh_dir, opts.ssh_port, config.dataset,
-                                              reap_job=(job_id, run_id)))
+                                              reap_job=reap_job))
         spec = DaemonSpec(executable=tool("discovery-daemon"), namespace=config.namespace,
                           selector=config.selector, kubeconfig=config.kubeconfig, prepare_cmd=prepare,
                           admitted_file=os.path.join(workdir, "admitted-uids") if prepare else None)
@@ -248,8 +272,10 @@ def make_plan(config: LaunchConfig, *, run_id: str, workdir: str,
     if opts.ssh_identity_file:
         reap_ssh += ["-i", opts.ssh_identity_file]
     wrapper = str(layout.ssh_wrapper) if opts.ssh_identity_file else None
-    # for hvdrun, should the launcher die: the first candidate that exists by then
-    env[REAP_SSH_ENV] = json.dumps(([[wrapper, "-o", "BatchMode=yes"]] if wrapper else []) + [reap_ssh])
+    if not config.adopt_window:
+        # for hvdrun, should the launcher die: the first candidate that exists by then (with an
+        # adoption window the workers wait for another launcher instead)
+        env[REAP_SSH_ENV] = json.dumps(([[wrapper, "-o", "BatchMode=yes"]] if wrapper else []) + [reap_ssh])
     if config.leave_grace is not None:
         env[LEAVE_GRACE_ENV] = repr(float(config.leave_grace))
     if config.rendezvous_port is not None:
@@ -264,7 +290,7 @@ def make_plan(config: LaunchConfig, *, run_id: str, workdir: str,
         horovodrun=tuple(build_horovodrun_command(
             # "python" as the worker's PATH finds it (the exported PATH puts this venv first where
             # it exists; a container pod has its own, /opt/venv): never this launcher's path
-            opts, lease_command("python", config.lease, config.command))),
+            opts, lease_command("python", config.lease, config.command, config.adopt_window))),
         env=env, env_defaults={"PYTHONUNBUFFERED": "1", **NCCL_DEFAULTS}, path_prepend=path_prepend,
         reap_ssh_wrapper=wrapper,
         reap_ssh=tuple(reap_ssh), poll_interval=config.poll_interval,
@@ -276,6 +302,7 @@ def make_plan(config: LaunchConfig, *, run_id: str, workdir: str,
         first_world_timeout=config.first_world_timeout, ready_timeout=config.ready_timeout,
         horovodrun_death_signal=int(LAUNCHER_GONE_SIGNAL if hvdrun else signal.SIGTERM),
         leave_grace=config.leave_grace, job_id=job_id, lease=config.lease, term_grace=config.term_grace,
+        adopt_window=config.adopt_window,
     )
 
 
@@ -283,6 +310,7 @@ def horovodrun_env(plan: LaunchPlan, base: Mapping[str, str], discovery_url: str
     """The environment horovodrun runs in: ``base``, then ``plan.env``, ``DISCOVERY_URL``,
     ``plan.path_prepend`` before PATH, and ``plan.env_defaults`` where still unset."""
     env = dict(base)
+    env.pop(ELASTIC_ADOPT_WORLD, None)  # only an adopting plan's horovodrun adopts
     env.update(plan.env)
     env[DISCOVERY_URL] = discovery_url
     env["PATH"] = os.pathsep.join([*plan.path_prepend, env.get("PATH", "")])

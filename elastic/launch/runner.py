@@ -303,7 +303,8 @@ def _execute(plan: LaunchPlan, fence: Fence | None) -> int:
         if hosts:
             for step in plan.steps:
                 _run_step([*step.argv, "--hosts", ",".join(hosts)], step.what, _STEP_ERRORS[step.kind])
-            _reap_earlier_runs(plan, hosts)
+            if not plan.adopt_window:  # with one, an earlier run's workers wait to be adopted
+                _reap_earlier_runs(plan, hosts)
 
         argv = list(plan.horovodrun)
         env = horovodrun_env(plan, os.environ, url)

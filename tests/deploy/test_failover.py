@@ -165,3 +165,43 @@ def test_the_role_grants_the_lease_calls_made_and_names_the_jobs_lease(which, ba
     [role] = [role for role in by_kind(objects, "Role") if any("leases" in r["resources"] for r in role["rules"])]
     bound = [b for b in by_kind(objects, "RoleBinding") if b["roleRef"]["name"] == role["metadata"]["name"]]
     assert [s["name"] for b in bound for s in b["subjects"]] == [pod_spec(job)["serviceAccountName"]]
+
+
+@pytest.mark.parametrize("which", ["base", "example", "imagenet"])
+def test_the_workers_reach_the_leading_launcher_through_the_rendezvous_service(which, base, example, monkeypatch):
+    """Adoption in deploy/: the launcher's ELASTIC_RENDEZVOUS_ADDRESS is the rendezvous
+    Service's name (renamed with it), its ELASTIC_RENDEZVOUS_PORT the Service's port and the
+    container's; the Service selects this Job's launcher pods only, and its endpoint is the
+    Ready one: the readiness probe asks the rendezvous server's lease question
+    (``shared.lease_wire``), which only a leader's horovodrun answers. The adoption window
+    outlasts a takeover (the Lease's duration and a minute for the new leader's start and its
+    adoption), and elastic-run's own parsers take the container's values."""
+    from elastic.environment import ELASTIC_ADOPT_WINDOW, ELASTIC_RENDEZVOUS_ADDRESS, ELASTIC_RENDEZVOUS_PORT
+    from shared.lease_wire import lease_path
+
+    objects = {"base": base, "example": example}.get(which) or render(DEPLOY / "overlays" / which)
+    job = one(objects, "Job")
+    env = expanded_env(objects, "launcher")
+    (service,) = [s for s in by_kind(objects, "Service") if "rendezvous" in s["metadata"]["name"]]
+    assert env[ELASTIC_RENDEZVOUS_ADDRESS] == service["metadata"]["name"]
+    (port,) = service["spec"]["ports"]
+    assert int(env[ELASTIC_RENDEZVOUS_PORT]) == port["port"]
+    launcher = container(pod_spec(job), "launcher")
+    (container_port,) = [p for p in launcher["ports"] if p["name"] == port["targetPort"]]
+    assert container_port["containerPort"] == port["port"]
+    assert service["spec"]["selector"] == {k: v for k, v in pod_labels(job).items() if k in service["spec"]["selector"]}
+    assert service["spec"]["selector"].get("role") == "launcher"
+    assert not selects({"matchLabels": service["spec"]["selector"]}, pod_labels(one(objects, "PodTemplate")))
+    probe = launcher["readinessProbe"]["httpGet"]
+    assert probe == {"path": lease_path(None), "port": port["targetPort"]}
+
+    # elastic-run's parsers of the container's values (--adopt-window, --rendezvous-*)
+    from elastic.driver.rendezvous_endpoint import parse_address, parse_port
+    assert parse_port(env[ELASTIC_RENDEZVOUS_PORT], ELASTIC_RENDEZVOUS_PORT) == port["port"]
+    assert parse_address(env[ELASTIC_RENDEZVOUS_ADDRESS], ELASTIC_RENDEZVOUS_ADDRESS) == service["metadata"]["name"]
+    monkeypatch.setenv("ELASTIC_LEADER_ELECTION", env["ELASTIC_LEADER_ELECTION"])
+    argv = launcher["args"]
+    settings = launch_cli.election_from_args(launch_cli.build_parser().parse_args(argv[1:argv.index("--")]),
+                                             "ns", "a-job-id", None)
+    assert settings is not None
+    assert launch_cli.parse_adopt_window(env[ELASTIC_ADOPT_WINDOW]) > settings.timings.lease_duration + 60

@@ -78,6 +78,7 @@ def test_renders_the_job_and_keeps_storage_apart(objects, storage):
         ("PodTemplate", "elastic-horovod-worker"),
         ("PodDisruptionBudget", "elastic-horovod-worker"),
         ("Job", "elastic-horovod-launcher"),
+        ("Service", "elastic-horovod-rendezvous"),
         ("NetworkPolicy", "elastic-horovod-job"),
         ("NetworkPolicy", "elastic-horovod-launcher-api"),
     ])

@@ -2,18 +2,26 @@
 cluster of two pods, training the real elastic MNIST: one leads, the other stands by, warm.
 
 - the leader's process group SIGKILLed mid-training: the standby leads once the Lease expired
-  (3 s here), says that adopting is not built, starts the job again and the training resumes
+  (3 s here), says that without an adoption window it does not adopt, starts the job again and
+  the training resumes
   from the workers' last commit;
+- with ``--adopt-window`` (and a fixed ``--rendezvous-port``), the leader's process group
+  SIGKILLed mid-training: the standby leads and adopts the running world: the same training
+  processes train on, none is started again, then a pod added and one deleted are the new
+  leader's joins and leaves, and the job ends with 0 under it;
 - the leader (every one of its processes, as when its node freezes) SIGSTOPped past its Lease,
   then SIGCONTed once the standby leads and trains: the old leader exits ``EXIT_FENCED`` with
   one line saying why, and did not touch the job after it woke: its driver recorded no new
   world, no worker of its own appeared, the new leader's workers are the same processes.
 
-The figures (SIGKILL to the standby leading, to the next training step) are printed."""
+The figures (SIGKILL to the standby leading, to the next training step; with adoption the
+longest gap between two progress records across the takeover) are printed."""
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import socket
 import subprocess
 import time
 import uuid
@@ -36,7 +44,8 @@ WORLD_KINDS = {"worker_start", "worker_ready", "reset", "notify", "abort"}  # ac
 class Launcher:
     """One elastic-run of the test's job; ``name`` is its leader identity."""
 
-    def __init__(self, cluster, work: Path, job_id: str, name: str):
+    def __init__(self, cluster, work: Path, job_id: str, name: str, extra: tuple[str, ...] = (),
+                 max_np: int = 2, epochs: int = 3):
         self.name = name
         self.tag = uuid.uuid4().hex
         self.log_path = work / f"{name}.log"
@@ -45,10 +54,10 @@ class Launcher:
         args = [str(BIN / "elastic-run"), "--selector", "app=elastic-horovod,role=worker",
                 "--kubeconfig", str(cluster.kubeconfig), "--ssh-port", str(cluster.ssh_port),
                 "--ssh-identity-file", str(cluster.identity), "--network-interface", "lo",
-                "--min-np", "2", "--max-np", "2", "--elastic-timeout", "120", "--stall-timeout", "0",
+                "--min-np", "2", "--max-np", str(max_np), "--elastic-timeout", "120", "--stall-timeout", "0",
                 "--job-id", job_id, *ELECTION, "--leader-identity", name, "--events-file", str(self.events),
-                "-x", "OMP_NUM_THREADS=1", "--",
-                "python", "-m", "training.mnist", "--synthetic", "--synthetic-size", "20000", "--epochs", "3",
+                *extra, "-x", "OMP_NUM_THREADS=1", "--",
+                "python", "-m", "training.mnist", "--synthetic", "--synthetic-size", "20000", "--epochs", str(epochs),
                 "--batch-size", "16", "--commit-every", "5", "--log-every", "5", "--debug-step-delay", "0.1",
                 "--checkpoint-dir", str(work / "checkpoints"), "--metrics-file", str(self.metrics)]
         with open(self.log_path, "wb") as log:
@@ -115,28 +124,35 @@ def new_world_step(new: Launcher, old: Launcher, since: float) -> float:
                     detail=new.tail)
 
 
-@pytest.fixture
-def pair(tmp_path):
+@contextlib.contextmanager
+def launchers(tmp_path: Path, *extra: str, max_np: int = 2, epochs: int = 3):
     """A local cluster of two pods, and the two launchers of one job: ``a`` leads and trains,
-    ``b`` stands by."""
+    ``b`` stands by: (job id, a, b, the cluster)."""
     with running_cluster(tmp_path / "cluster", workers=2) as cluster:
         job = f"failover-{uuid.uuid4().hex[:8]}"
-        a = Launcher(cluster, tmp_path, job, "a")
+        a = Launcher(cluster, tmp_path, job, "a", extra, max_np, epochs)
         b = None
         try:
             wait_for(lambda: a.says(f"elastic-run: leading job {job}"), START_TIMEOUT, "a to lead",
                      alive=a.alive, detail=a.tail)
-            b = Launcher(cluster, tmp_path, job, "b")
+            b = Launcher(cluster, tmp_path, job, "b", extra, max_np, epochs)
             wait_for(lambda: b.says(f"elastic-run: standing by for job {job} (led by a)"), START_TIMEOUT,
                      "b to stand by", alive=b.alive, detail=b.tail)
             wait_for(lambda: trains(a, 0), START_TIMEOUT, "a's world to train", interval=0.2, alive=a.alive,
                      detail=a.tail)
             assert not b.says("leading job") and not b.trainers()
-            yield job, a, b
+            yield job, a, b, cluster
         finally:
             a.kill_everything()
             if b is not None:
                 b.kill_everything()
+
+
+@pytest.fixture
+def pair(tmp_path):
+    """``launchers`` without adoption: (job id, a, b)."""
+    with launchers(tmp_path) as (job, a, b, _):
+        yield job, a, b
 
 
 @pytest.mark.timeout(900)
@@ -147,12 +163,58 @@ def test_the_standby_leads_when_the_leader_is_killed_and_the_training_resumes(pa
     wait_for(lambda: b.says(f"elastic-run: leading job {job}"), GONE_TIMEOUT, "b to lead", interval=0.05,
              alive=b.alive, detail=b.tail)
     leading = time.time()
-    assert b.says(f"job {job}: took over from a; adopting its running world is not built: resuming from the "
-                  "last commit"), b.tail()
+    assert b.says(f"job {job}: took over from a; without --adopt-window its running world is not adopted: "
+                  "resuming from the last commit"), b.tail()
     stepped = new_world_step(b, a, killed)
     assert b.says("resuming from"), b.tail()
     assert not a.trainers(), "a's world outlived it"
     print(f"\nfailover after SIGKILL: standby leading {leading - killed:.1f} s, next step {stepped - killed:.1f} s")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def longest_gap(metrics: Path, since: float, until: float) -> float:
+    """The longest time between two progress records (training steps) within (since, until)."""
+    times = sorted(r.time for r in read_records(metrics) if r.event == "progress" and since < r.time < until)
+    return max((later - earlier for earlier, later in zip(times, times[1:], strict=False)), default=0.0)
+
+
+@pytest.mark.timeout(1200)
+def test_the_standby_adopts_the_running_world_when_the_leader_is_killed(tmp_path):
+    adopt = ("--rendezvous-port", str(_free_port()), "--adopt-window", "90")
+    with launchers(tmp_path, *adopt, max_np=3, epochs=6) as (job, a, b, cluster):
+        workers = sorted(a.trainers())
+        assert len(workers) == 2
+        killed = time.time()
+        os.killpg(a.proc.pid, signal.SIGKILL)
+        wait_for(lambda: b.says(f"elastic-run: leading job {job}"), GONE_TIMEOUT, "b to lead", interval=0.05,
+                 alive=b.alive, detail=b.tail)
+        leading = time.time()
+        assert b.says(f"job {job}: took over from a: adopting its running world"), b.tail()
+        wait_for(lambda: any(r.kind == "adopted" for r in read_events(b.events)), GONE_TIMEOUT + 60,
+                 "b's driver to adopt the running world", alive=b.alive, detail=b.tail)
+        adopted = time.time()
+        wait_for(lambda: trains(a, adopted), START_TIMEOUT, "the adopted world to train on", interval=0.2,
+                 alive=b.alive, detail=b.tail)
+        assert sorted(a.trainers()) == workers, "a training process was started again"
+        assert not b.trainers(), "b started training processes for the adopted world"
+        gap = longest_gap(a.metrics, killed - 30, time.time())
+        print(f"\nadoption after SIGKILL: standby leading {leading - killed:.1f} s, world adopted "
+              f"{adopted - killed:.1f} s, longest gap between steps {gap:.1f} s")
+
+        cluster.create_pod("worker-extra", labels={"app": "elastic-horovod", "role": "worker"})
+        wait_for(lambda: any(r.kind == "reset" and r.detail.get("world_size") == 3 for r in read_events(b.events)),
+                 START_TIMEOUT, "b's world to grow to three with the added pod", alive=b.alive, detail=b.tail)
+        victim = "worker-0"  # one of the adopted pods: its worker's leave is the new leader's
+        cluster.delete_pod(victim)
+        wait_for(lambda: any(r.kind == "reset" and r.detail.get("world_size") == 2
+                             for r in read_events(b.events) if r.time > adopted), START_TIMEOUT,
+                 f"b's world to shrink to two without {victim}", alive=b.alive, detail=b.tail)
+        assert b.proc.wait(timeout=START_TIMEOUT * 2) == 0, b.tail()
 
 
 @pytest.mark.timeout(900)

@@ -78,3 +78,40 @@ def test_the_rendezvous_endpoint_reaches_horovodrun_only_when_asked():
 def test_a_bad_rendezvous_endpoint_names_its_flag(flags, message):
     with pytest.raises(ConfigError, match=message):
         config(*flags)
+
+
+ADOPTING = ("--leader-election", "--rendezvous-port", "29500", "--adopt-window", "120")
+
+
+def test_an_adoption_window_reaches_the_workers_and_stops_every_reap():
+    """``--adopt-window``: every worker's lease wrapper gets the window; nothing reaps the
+    job's other runs (an earlier run's worker waits to be adopted): not hvdrun when this
+    launcher dies (no reap ssh), not the prepare hook (no --reap-job); only the plan made for an
+    adoption (``for_adoption``, a leader that took the job over) makes horovodrun adopt."""
+    from elastic.launch.plan import for_adoption, horovodrun_env
+    from tests.elastic.launch.test_plan import plan_of
+    plan = plan_of(config("--ssh-identity-file", __file__, *ADOPTING))
+    command = list(plan.horovodrun)
+    assert command[command.index("elastic.worker.lease"):][:6] == [
+        "elastic.worker.lease", "--seconds", "8", "--adopt-window", "120", "--"]
+    assert "ELASTIC_REAP_SSH" not in plan.env
+    assert "--reap-job" not in plan.daemon.spec.prepare_cmd
+    assert "ELASTIC_ADOPT_WORLD" not in horovodrun_env(plan, {"ELASTIC_ADOPT_WORLD": "60"}, "http://d")
+    assert horovodrun_env(for_adoption(plan), {}, "http://d")["ELASTIC_ADOPT_WORLD"] == "120"
+
+    plain = plan_of(config("--ssh-identity-file", __file__, "--leader-election"))
+    assert "--adopt-window" not in plain.horovodrun and "ELASTIC_REAP_SSH" in plain.env
+    assert "--reap-job" in plain.daemon.spec.prepare_cmd
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--rendezvous-port", "29500", "--adopt-window", "120"], "--adopt-window needs --leader-election"),
+    (["--leader-election", "--adopt-window", "120"], "--adopt-window needs --rendezvous-port"),
+    ([*ADOPTING, "--lease", "0"], "--adopt-window needs a --lease"),
+    (["--leader-election", "--rendezvous-port", "29500", "--adopt-window", "2"], "adoption window must be 0"),
+    (["--leader-election", "--rendezvous-port", "29500", "--adopt-window", "soon"],
+     "--adopt-window: must be a number of seconds, got 'soon'"),
+])
+def test_a_bad_adoption_window_names_the_cause(flags, message):
+    with pytest.raises(ConfigError, match=message):
+        config(*flags)
