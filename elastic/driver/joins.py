@@ -29,7 +29,7 @@ The rules (``docs/driver.md``, "Joins' rules"), each with its reason where it is
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from elastic.driver.cooldowns import Cooldowns
@@ -91,27 +91,22 @@ class View:
     ready: bool
 
 
-def stranded(joiners: Mapping[Key, View], in_world: Mapping[str, int], refused: Iterable[str]) -> list[Key]:
+def stranded(joiners: Mapping[Key, View], members: Collection[Key], refused: Iterable[str]) -> list[Key]:
     """The waiting joiners that can never be taken in as things stand: on a refused host, a
-    slot below them (and above the host's world slots) has no joiner; none will start there
+    slot below them has neither a member of the world nor a joiner; none will start there
     before the refusal ends, and a host's slots are taken in as a prefix."""
     refused = set(refused)
-    out = []
-    for (host, slot), view in sorted(joiners.items()):
-        if not view.ready or host not in refused:
-            continue
-        below = range(in_world.get(host, 0), slot)
-        if any((host, s) not in joiners for s in below):
-            out.append((host, slot))
-    return out
+    return [key for key, view in sorted(joiners.items())
+            if view.ready and key[0] in refused and _gap(key, joiners, members) is not None]
 
 
-def admitted(host: str, slots: int, in_world: int, waiting: Iterable[Key]) -> int:
-    """How many of host's slots the next world takes: its world's, then each next slot whose
-    joiner waits, up to the first that has none (a prefix: local ranks are 0..n-1)."""
-    waiting = set(waiting)
-    n = min(in_world, slots)
-    while n < slots and (host, n) in waiting:
+def admitted(host: str, slots: int, members: Collection[Key], waiting: Iterable[Key]) -> int:
+    """How many of host's slots the next world takes: its first slots that have a member of
+    the world or a waiting joiner, up to the first that has neither (a prefix: local ranks
+    are 0..n-1)."""
+    taken = set(waiting) | set(members)
+    n = 0
+    while n < slots and (host, n) in taken:
         n += 1
     return n
 
@@ -127,22 +122,23 @@ class Joins:
         self.refusals = Cooldowns(base=self.settings.refusal, longest=self.settings.longest)
 
     # -- what to start -----------------------------------------------------------------------
-    def spawn(self, listed: Mapping[str, int], in_world: Mapping[str, int], discovered: Iterable[str],
+    def spawn(self, listed: Mapping[str, int], members: Collection[Key], discovered: Iterable[str],
               occupied: Iterable[Key], max_np: int, now: float) -> list[Spawn]:
         """The slots that get a joiner now (each is ``started``). listed: the hosts as the
         workers know them, in assignment order, with their slots (a held host too: it counts
-        towards max_np with its world's slots and gets no joiner); occupied: slots where a
-        process runs."""
-        discovered, occupied = set(discovered), set(occupied)
+        towards max_np with its world's slots and gets no joiner); members: the world's slots;
+        occupied: slots where a process runs."""
+        discovered, occupied, members = set(discovered), set(occupied), set(members)
         budget, wanted = max_np, []
         for host, slots in listed.items():
-            if host not in discovered or self.refusals.is_out(host):
-                slots = min(slots, in_world.get(host, 0))  # the world's slots only
+            closed = host not in discovered or self.refusals.is_out(host)
             for slot in range(slots):
                 if budget <= 0:
                     break
-                budget -= 1
-                if slot >= in_world.get(host, 0) and (host, slot) not in occupied:
+                if (host, slot) in members:
+                    budget -= 1  # the world's slots count first
+                elif not closed and (host, slot) not in occupied:
+                    budget -= 1
                     wanted.append((host, slot))
         for key in wanted:
             self.started(key, now)
@@ -186,7 +182,7 @@ class Joins:
         return sorted(k for k, j in self.joiners.items() if j.ready is not None)
 
     # -- time passes ---------------------------------------------------------------------------
-    def tick(self, now: float, listed: Mapping[str, int], in_world: Mapping[str, int]) -> list[Decision]:
+    def tick(self, now: float, listed: Mapping[str, int], members: Collection[Key]) -> list[Decision]:
         """Deadlines, sibling waits, stranded joiners, refusals that end, slots that left."""
         out: list[Decision] = []
         hosts = set(listed)
@@ -201,15 +197,19 @@ class Joins:
             if joiner.ready is None and now >= joiner.started + self.settings.deadline:
                 out += self._drop(key, f"not waiting at the rendezvous {self.settings.deadline:g} s after "
                                   "its start", refuse=True, now=now, listed=hosts)
-        for key in stranded({k: View(j.ready is not None) for k, j in self.joiners.items()}, in_world,
-                            self.refusals.hosts()):
-            out += self._drop(key, f"slot {_gap(key, self.joiners, in_world)} of its host has no worker and "
+        for key in self.stranded_keys(members):
+            out += self._drop(key, f"slot {_gap(key, self.joiners, members)} of its host has no worker and "
                               "gets none while the host is refused: it cannot be taken in", refuse=False,
                               now=now, listed=hosts)
         if now >= self._sibling_due and any(not j.told for j in self.joiners.values() if j.ready is not None):
             out += self._tell(alone=bool(self.starting()))
         out += [Release(r.host, r.after) for r in self.refusals.due(now, listed=hosts, running=())]
         return out
+
+    def stranded_keys(self, members: Collection[Key]) -> list[Key]:
+        """The joiners the stranded rule drops now (``stranded``)."""
+        return stranded({k: View(j.ready is not None) for k, j in self.joiners.items()}, members,
+                        self.refusals.hosts())
 
     def due(self) -> float:
         """The next time ``tick`` has something to decide (a deadline, a sibling wait, a
@@ -242,6 +242,7 @@ class Joins:
         return out
 
 
-def _gap(key: Key, joiners: Mapping[Key, object], in_world: Mapping[str, int]) -> int:
+def _gap(key: Key, joiners: Mapping[Key, object], members: Collection[Key]) -> int | None:
+    """The first slot below key's on its host with neither a member nor a joiner."""
     host, slot = key
-    return next(s for s in range(in_world.get(host, 0), slot) if (host, s) not in joiners)
+    return next((s for s in range(slot) if (host, s) not in joiners and (host, s) not in members), None)

@@ -30,6 +30,8 @@ INVARIANTS = {
                    "driver stall or a total silence the driver forgave",
     "hosts-serve-again": "a pod healthy again serves again within its cooldown bound",
     "joiners-settle": "every joiner is in the world or given up within its join deadline",
+    "joiners-taken": "no waiting joiner is left out of the next world longer than a sibling's join deadline: "
+                     "it is taken in or dropped",
     "driver-work": "the driver handles at most 3 pings, reports and connections per worker per second",
     "resets-end": "every reset forms its next world within its bound: the barrier's deadline, a member's "
                   "background write, a silent member's loss",
@@ -51,7 +53,8 @@ class Violation:
 
 def check(rec: Record) -> list[Violation]:
     out: list[Violation] = []
-    for f in (healthy_kept, silent_lost, hosts_serve_again, joiners_settle, driver_work, resets_end, one_world):
+    for f in (healthy_kept, silent_lost, hosts_serve_again, joiners_settle, joiners_taken, driver_work, resets_end,
+              one_world):
         out += f(rec)
     return sorted(out, key=lambda v: v.when)
 
@@ -159,7 +162,7 @@ def hosts_serve_again(rec: Record) -> list[Violation]:
     quiet = rec.end - SETTLE
     for host in rec.hosts.values():
         spans = host.freezes + host.bad_start + host.hang_start
-        if any(b > quiet for _, b in spans):
+        if any(b > quiet for _, b, *_ in spans):
             continue  # not healthy long enough before the end (or never again)
         serving = {p.slot for p in rec.procs if p.host == host.name and p.gone is None and p.ready is not None}
         missing = [s for s in range(host.slots) if s not in serving]
@@ -180,6 +183,25 @@ def joiners_settle(rec: Record) -> list[Violation]:
         if settled - p.started > limit and p.started + limit <= rec.end:
             out.append(Violation("joiners-settle", p.started + limit, f"{p.key} neither joined nor given up "
                                  f"{limit:.1f} s after its start"))
+    return out
+
+
+BLOCKED = JOIN_DEADLINE + 2 * FILL_EVERY + 0.5  # a sibling below still starting: its deadline
+
+
+def joiners_taken(rec: Record) -> list[Violation]:
+    """A waiting joiner the next world would not take (a slot of its host below it has no
+    worker) waits at most a sibling's join deadline: the sibling joins, or is dropped and the
+    waiting one with it (the fork left it waiting while the host was refused: for ever)."""
+    out = []
+    for p in rec.procs:
+        spans = p.blocked + ([(p.blocked_since, rec.end)] if p.blocked_since is not None else [])
+        for a, b in spans:
+            limit = BLOCKED + _overlap(rec.stalls, a, a + BLOCKED + 7.0)
+            if b - a > limit:
+                out.append(Violation("joiners-taken", a + limit, f"{p.key} waited {b - a:.1f} s at the rendezvous "
+                                     f"from t={a:.1f}, a slot of its host below it without a worker"))
+                break
     return out
 
 

@@ -3,7 +3,7 @@ driver, the driver process (its stalls, its ping senders, its accept queue), the
 wrapper on each pod, and the worlds: a member's loss or a joiner begins a reset, every member
 checks in at the registration barrier, the barrier's deadline judges the missing, and the
 next world forms. The decisions are the real cores' (``liveness``, ``cooldowns``,
-``barrier``); everything here only observes and executes, as the driver's threads do. The
+``barrier``, ``joins``); everything here only observes and executes, as the driver's threads do. The
 ``Record`` it leaves is what the invariants check.
 """
 from __future__ import annotations
@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, replace
 
 from elastic.driver import barrier
 from elastic.driver.cooldowns import Cooldowns
+from elastic.driver.joins import Drop, Release, Spawn, Tell, admitted
+from elastic.driver.joins import Settings as JoinSettings
 from elastic.driver.liveness import Lose, Ping, Rebaseline, Settings
 from elastic.simulation.clock import Clock
 from elastic.simulation.faults import FOREVER, Fault, Topology
@@ -24,6 +26,7 @@ from elastic.simulation.rules import Rules
 RTT = (0.0005, 0.01)  # a healthy answer's round trip, seconds
 START = (1.0, 5.0)  # a joiner's start-up until it waits at the rendezvous
 JOIN_DEADLINE = 15.0
+SIBLING_WAIT = 5.0  # a waiting joiner is held back this long for siblings still starting
 REPORT_EVERY = 2.0  # a training process's progress report, when the run has them
 LEASE = 8.0  # the lease wrapper ends its worker after this long without a renewal
 SYN_RETRIES = (1.0, 3.0, 7.0)  # a dropped handshake is tried again this long after the first
@@ -51,6 +54,10 @@ class Proc:
     writes: list[tuple[float, float]] = field(default_factory=list)  # background writes
     stuck: list[tuple[float, float]] = field(default_factory=list)  # hung at a reset: no progress
     waiting: list[tuple[float, float]] = field(default_factory=list)  # its main thread waits for a write
+    taken: float | None = None  # a joiner: taken into a world at
+    # a joiner waiting that the next world would not take (a slot below it has no worker)
+    blocked: list[tuple[float, float]] = field(default_factory=list)
+    blocked_since: float | None = None
 
 
 @dataclass
@@ -59,8 +66,17 @@ class Host:
     slots: int
     freezes: list[tuple[float, float]] = field(default_factory=list)
     slow: list[tuple[float, float, float]] = field(default_factory=list)  # (from, to, latency)
-    bad_start: list[tuple[float, float]] = field(default_factory=list)
+    bad_start: list[tuple[float, float, frozenset[int] | None]] = field(default_factory=list)  # None: every slot
     hang_start: list[tuple[float, float]] = field(default_factory=list)
+
+
+def _bad_slots(f: Fault, slots: int) -> frozenset[int] | None:
+    """The slots a bad start fails: every one, or on a pod of several, half the time one (a
+    broken GPU), drawn from the fault's own time so no other draw of the run moves."""
+    pick = random.Random(repr((f.at, f.targets)))
+    if slots < 2 or pick.random() < 0.5:
+        return None
+    return frozenset({pick.randrange(slots)})
 
 
 def _covers(spans, t: float) -> bool:
@@ -108,6 +124,9 @@ class World:
         self.settings = replace(settings or Settings(), pings_to_lose=rules.pings_to_lose)
         self.liveness = rules.liveness(settings=self.settings)
         self.cooldowns = cooldowns or Cooldowns(base=2.0, longest=16.0)
+        self.joins = rules.joins(JoinSettings(deadline=JOIN_DEADLINE, sibling_wait=SIBLING_WAIT,
+                                              refusal=self.cooldowns.base, longest=self.cooldowns.longest))
+        self.joins_due, self.joins_gen = math.inf, 0
         self.rec = Record(hosts={h: Host(h, n) for h, n in topo.hosts}, end=end, settings=self.settings)
         self.procs: dict[str, Proc] = {}
         self.incarnation: dict[tuple[str, int], int] = {}
@@ -236,62 +255,119 @@ class World:
         if cause in ("liveness", "barrier") and p.known is None:
             p.known = t
         self.world.discard(p.key)
+        if p.taken is None and p.started > 0.0 and (p.host, p.slot) in self.joins.joiners:
+            # a joiner ended before it was taken in: the core drops it and refuses its host
+            self._execute(self.joins.ended((p.host, p.slot), cause, self.clock.now, self._listed()))
+
+    def _listed(self) -> dict[str, int]:
+        """The hosts the driver lists: a quarantined host is out of its host manager."""
+        return {h.name: h.slots for h in self.rec.hosts.values() if not self.cooldowns.is_out(h.name)}
+
+    def _members(self) -> set[tuple[str, int]]:
+        """The slots that have a member of the world."""
+        return {(p.host, p.slot) for p in self.procs.values() if p.gone is None and p.ready is not None
+                and not p.joining}
 
     def _fill(self) -> None:
-        """The discovery loop: hosts whose cooldown is over serve again; an empty slot of a host
-        that serves gets a joiner."""
+        """The discovery loop: hosts whose cooldown is over serve again; the joins' core starts
+        joiners on free slots, drops and releases."""
         now = self.clock.now
         # a worker the driver gives up ends at once here (its ssh session is ended): no host
         # waits for a lost worker's exit
         self.cooldowns.due(now, listed=self.rec.hosts, running=())
-        for host in self.rec.hosts.values():
-            if self.cooldowns.is_out(host.name) or host.name in self.rec.refused_for_ever:
-                continue
-            taken = {p.slot for p in self.procs.values() if p.host == host.name and p.gone is None}
-            for s in range(host.slots):
-                if s not in taken:
-                    self._start_joiner(host, s, now)
+        self._joins_tick()
+        listed, members = self._listed(), self._members()
+        occupied = {(p.host, p.slot) for p in self.procs.values() if p.gone is None}
+        discovered = set(listed) - self.rec.refused_for_ever
+        for spawn in self.joins.spawn(listed, members, discovered, occupied, max_np=10 ** 9, now=now):
+            self._start_joiner(self.rec.hosts[spawn.key[0]], spawn.key[1], now)
+        self._joins_wake()
+        self._track_blocked(now, members)
         if now + FILL_EVERY <= self.rec.end:
             self.driver(now + FILL_EVERY, self._fill)
 
+    def _joins_wake(self) -> None:
+        """Run the joins' core at its next deadline (a join deadline, a sibling wait, a refusal)."""
+        due = self.joins.due()
+        if due >= self.joins_due or due > self.rec.end:
+            return
+        self.joins_gen += 1
+        self.joins_due = due
+        gen = self.joins_gen
+
+        def tick():
+            if gen == self.joins_gen:
+                self.joins_due = math.inf
+                self._joins_tick()
+        self.driver(due, tick)
+
+    def _joins_tick(self) -> None:
+        self._execute(self.joins.tick(self.clock.now, self._listed(), self._members()))
+
+    def _execute(self, decisions) -> None:
+        """Carry out the joins' core's decisions, as the driver does."""
+        now = self.clock.now
+        for d in decisions:
+            if isinstance(d, Drop):
+                p = self._current(*d.key)
+                if p is not None:
+                    self._gone(p, now, f"joiner dropped: {d.reason}")
+                    self.liveness.watch(self.world, now)
+                    self.pending.discard(p.key)
+            elif isinstance(d, Tell):
+                for key in d.keys:
+                    p = self._current(*key)
+                    if p is None or not p.joining or p.key in self.world:
+                        continue
+                    self.world.add(p.key)
+                    self.liveness.watch(self.world, now)
+                    self._report_loop(p, now + REPORT_EVERY)
+                    if self.reset is not None:
+                        self.pending.add(p.key)
+                    else:
+                        self._begin_reset()
+            elif isinstance(d, (Spawn, Release)):
+                pass  # a spawn is _fill's; a released host gets joiners at the next round
+        self._joins_wake()
+
+    def _track_blocked(self, now: float, members: set[tuple[str, int]]) -> None:
+        """Ground truth for the invariants: a waiting joiner the next world would not take."""
+        waiting = [(p.host, p.slot) for p in self.procs.values() if p.gone is None and p.joining]
+        for p in self.procs.values():
+            blocked = p.gone is None and p.joining and \
+                admitted(p.host, self.rec.hosts[p.host].slots, members, waiting) <= p.slot
+            if blocked and p.blocked_since is None:
+                p.blocked_since = now
+            elif not blocked and p.blocked_since is not None:
+                p.blocked.append((p.blocked_since, now))
+                p.blocked_since = None
+
     def _start_joiner(self, host: Host, slot: int, now: float) -> None:
         p = self._new_proc(host.name, slot, now)
-        if _covers(host.bad_start, now):
+        if any(a <= now < b and (slots is None or slot in slots) for a, b, slots in host.bad_start):
             self.clock.at(now + self.rng.uniform(0.5, 3.0), lambda: self._joiner_failed(p, "failed at start"))
             return
         ready = now + self.rng.uniform(*START)
         if _covers(host.hang_start, now):
             ready = math.inf
         ready = self.answering_from(p, ready)
-        deadline = now + JOIN_DEADLINE
-        if ready <= deadline:
+        if ready <= now + JOIN_DEADLINE:
             self.driver(ready, lambda: self._joined(p))
-        else:
-            self.driver(deadline, lambda: self._joiner_failed(p, "missed its join deadline"))
+        # else the core drops it at its deadline
 
     def _joined(self, p: Proc) -> None:
-        if p.gone is not None:
+        if p.gone is not None or (p.host, p.slot) not in self.joins.joiners:
             return
         p.ready = self.clock.now
         p.joining = True
-        self.world.add(p.key)
-        self.liveness.watch(self.world, self.clock.now)
-        self._report_loop(p, self.clock.now + REPORT_EVERY)
-        if self.reset is not None:
-            self.pending.add(p.key)
-        else:
-            self._begin_reset()
+        self._execute(self.joins.ready((p.host, p.slot), self.clock.now))
 
     def _joiner_failed(self, p: Proc, why: str) -> None:
         if p.gone is not None:
             return
-        now = self.clock.now
-        self._gone(p, now, f"joiner {why}")
         if self.rules.refuse_forever:
             self.rec.refused_for_ever.add(p.host)
-        else:
-            self.cooldowns.keep_out(p.host, f"a joiner there {why}", now)
-        # its siblings still starting keep their own start and deadline: the ready ones join
+        self._gone(p, self.clock.now, f"joiner {why}")
 
     def _new_proc(self, host: str, slot: int, now: float) -> Proc:
         n = self.incarnation.get((host, slot), 0) + 1
@@ -345,7 +421,7 @@ class World:
             elif f.kind == "slow-answers":
                 host.slow.append((now, end, self.rng.uniform(0.3, 0.8) * self.settings.ping_timeout))
             elif f.kind == "bad-start":
-                host.bad_start.append((now, end))
+                host.bad_start.append((now, end, _bad_slots(f, host.slots)))
             else:
                 host.hang_start.append((now, end))
 
@@ -357,6 +433,11 @@ class World:
     def _exited(self, p: Proc) -> None:
         if p.known is None:
             p.known = self.clock.now
+        if p.taken is None and p.started > 0.0 and self._current(p.host, p.slot) is None and \
+                self.incarnation.get((p.host, p.slot)) == int(p.key.rsplit("#", 1)[1]) and \
+                (p.host, p.slot) in self.joins.joiners:
+            # a joiner killed before it was taken in: the core drops it and refuses its host
+            self._execute(self.joins.ended((p.host, p.slot), p.cause or "exited", self.clock.now, self._listed()))
         self.world.discard(p.key)
         self.liveness.watch(self.world, self.clock.now)
         if p.ready is not None:
@@ -460,9 +541,11 @@ class World:
         now = self.clock.now
         if recorded >= r.expected:
             r.ended = now
-            taken = {k for k in r.joiners if self.procs[k].gone is None}
+            taken = self._admit(r)
             for key in taken:
                 self.procs[key].joining = False
+                self.procs[key].taken = now
+            self.joins.taken((self.procs[k].host, self.procs[k].slot) for k in taken)
             self.rec.worlds.append((r.rid, now, frozenset(r.checked | taken)))
             self.reset = None
             if self.pending:
@@ -472,6 +555,16 @@ class World:
             r.armed = True
             baseline = self._samples(r)
             self.driver(now + BARRIER_DEADLINE, functools.partial(self._deadline, r.rid, baseline))
+
+    def _admit(self, r: Reset) -> set[str]:
+        """The joiners the new world takes: a prefix of each host's slots after its members."""
+        members = {(self.procs[k].host, self.procs[k].slot) for k in r.checked}
+        joiners = {(self.procs[k].host, self.procs[k].slot): k for k in r.joiners if self.procs[k].gone is None}
+        out = set()
+        for (host, slot), key in joiners.items():
+            if slot < admitted(host, self.rec.hosts[host].slots, members, joiners):
+                out.add(key)
+        return out
 
     def _samples(self, r: Reset) -> dict[str, barrier.Sample | None]:
         now = self.clock.now

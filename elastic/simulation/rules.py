@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from elastic.driver import barrier
+from elastic.driver.joins import Joins
 from elastic.driver.liveness import Liveness
 
 
@@ -22,6 +23,14 @@ class MajorityDoubt(Liveness):
         if silent * 2 > world:
             return f"{silent} of {world} workers silent at once: the driver suspects itself"
         return None
+
+
+class StrandedWait(Joins):
+    """The old joins: a joiner waiting above a failed sibling's empty slot was never dropped
+    (it waited while its host was refused: for ever, with the fork's refusal)."""
+
+    def stranded_keys(self, in_world):
+        return []
 
 
 def one_missing(checked_in: int, size: int) -> bool:
@@ -43,6 +52,7 @@ class Rules:
     refuse_forever: bool = False  # a failed joiner's host never serves again while listed
     barrier_arms: Callable[[int, int], bool] = barrier.arms  # when the barrier deadline arms
     declared_work: bool = True  # a rank's background write counts as its main thread's progress
+    joins: type[Joins] = Joins  # the joins' core
 
 
 TODAY = Rules("today")
@@ -61,6 +71,8 @@ OLD = {
                                    barrier_arms=one_missing),
     "main-thread-only": replace(TODAY, name="old: the barrier's progress check sees the main thread only",
                                 declared_work=False),
+    "stranded-wait": replace(TODAY, name="old: a joiner waiting above a failed sibling's slot is never dropped",
+                             joins=StrandedWait),
 }
 
 

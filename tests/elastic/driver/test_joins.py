@@ -11,14 +11,14 @@ def joins(**kw: float) -> Joins:
 def test_spawn_fills_free_slots_beyond_the_world_within_max_np_but_not_on_refused_or_held_hosts():
     j = joins()
     listed = {"a": 1, "b": 2, "held": 2, "c": 2}
-    spawns = j.spawn(listed, in_world={"a": 1, "held": 2}, discovered={"a", "b", "c"}, occupied=[("a", 0)],
-                     max_np=6, now=0.0)
+    spawns = j.spawn(listed, members={("a", 0), ("held", 0), ("held", 1)}, discovered={"a", "b", "c"},
+                     occupied=[("a", 0), ("held", 0), ("held", 1)], max_np=6, now=0.0)
     # a held host (not discovered) keeps its world's two slots towards --max-np and gets no
     # joiner; c gets one slot only: 1 + 2 + 2 + 1 = 6
     assert spawns == [Spawn(("b", 0)), Spawn(("b", 1)), Spawn(("c", 0))]
     assert j.starting() == [("b", 0), ("b", 1), ("c", 0)]
     j.refusals.keep_out("c", "failed", 0.0)
-    assert j.spawn({"c": 2}, {}, {"c"}, [], 6, 1.0) == []
+    assert j.spawn({"c": 2}, set(), {"c"}, [], 6, 1.0) == []
 
 
 def test_a_ready_joiner_tells_the_world_at_once_when_no_sibling_starts():
@@ -33,8 +33,8 @@ def test_a_ready_joiner_waits_for_starting_siblings_at_most_the_sibling_wait():
     j.started(("b", 1), 0.0)
     assert j.ready(("b", 0), 1.0) == []
     assert j.due() == 6.0
-    assert j.tick(5.9, {"b": 2}, {}) == []
-    assert j.tick(6.0, {"b": 2}, {}) == [Tell((("b", 0),), alone=True)]
+    assert j.tick(5.9, {"b": 2}, set()) == []
+    assert j.tick(6.0, {"b": 2}, set()) == [Tell((("b", 0),), alone=True)]
     # the slow one is told of in its own reset once it waits
     assert j.ready(("b", 1), 7.0) == [Tell((("b", 1),))]
 
@@ -51,7 +51,7 @@ def test_a_joiner_past_its_deadline_is_dropped_and_its_host_refused():
     j = joins()
     j.started(("b", 0), 0.0)
     assert j.due() == 30.0
-    (drop,) = j.tick(30.0, {"b": 1}, {})
+    (drop,) = j.tick(30.0, {"b": 1}, set())
     assert drop == Drop(("b", 0), "not waiting at the rendezvous 30 s after its start", refuse=True, until=40.0)
     assert j.refusals.is_out("b")
 
@@ -60,13 +60,13 @@ def test_a_failed_joiner_refuses_its_host_for_a_cooldown_that_doubles_then_it_ge
     j = joins()
     t, cooldowns = 0.0, []
     for _ in range(3):
-        (spawn,) = j.spawn({"b": 1}, {}, {"b"}, [], 4, t)
+        (spawn,) = j.spawn({"b": 1}, set(), {"b"}, [], 4, t)
         (drop,) = j.ended(spawn.key, "exit 3", t + 1.0, ["b"])
         assert drop.refuse
-        assert j.spawn({"b": 1}, {}, {"b"}, [], 4, t + 1.0) == []  # refused meanwhile
+        assert j.spawn({"b": 1}, set(), {"b"}, [], 4, t + 1.0) == []  # refused meanwhile
         cooldowns.append(drop.until - (t + 1.0))
-        assert j.tick(drop.until - 0.1, {"b": 1}, {}) == []
-        assert j.tick(drop.until, {"b": 1}, {}) == [Release("b", drop.until - (t + 1.0))]
+        assert j.tick(drop.until - 0.1, {"b": 1}, set()) == []
+        assert j.tick(drop.until, {"b": 1}, set()) == [Release("b", drop.until - (t + 1.0))]
         t = drop.until
     assert cooldowns == [10.0, 20.0, 40.0]
 
@@ -76,18 +76,19 @@ def test_a_ready_sibling_above_a_failed_slot_is_dropped_not_left_waiting():
     slot 0 (local ranks 0..n-1) and slot 0 gets no joiner while the host is refused: slot 1 is
     dropped (no refusal for it), and after the refusal both slots get joiners again."""
     j = joins()
-    j.spawn({"a": 1, "b": 2}, {"a": 1}, {"a", "b"}, [("a", 0)], 4, 0.0)
+    world = {("a", 0)}
+    j.spawn({"a": 1, "b": 2}, world, {"a", "b"}, world, 4, 0.0)
     assert j.ready(("b", 1), 1.0) == []  # slot 0 still starts
     (drop0,) = j.ended(("b", 0), "exit 3", 2.0, ["a", "b"])[:1]
     assert drop0.key == ("b", 0) and drop0.refuse
-    out = j.tick(2.0, {"a": 1, "b": 2}, {"a": 1})
+    out = j.tick(2.0, {"a": 1, "b": 2}, world)
     assert [d.key for d in out if isinstance(d, Drop)] == [("b", 1)]
     (drop1,) = [d for d in out if isinstance(d, Drop)]
     assert not drop1.refuse and "slot 0 of its host has no worker" in drop1.reason
     assert not any(isinstance(d, Tell) for d in out)  # slot 1 alone is no world's to take
     assert j.joiners == {}
-    assert j.tick(drop0.until, {"a": 1, "b": 2}, {"a": 1}) == [Release("b", 10.0)]
-    assert j.spawn({"a": 1, "b": 2}, {"a": 1}, {"a", "b"}, [("a", 0)], 4, drop0.until) == \
+    assert j.tick(drop0.until, {"a": 1, "b": 2}, world) == [Release("b", 10.0)]
+    assert j.spawn({"a": 1, "b": 2}, world, {"a", "b"}, world, 4, drop0.until) == \
         [Spawn(("b", 0)), Spawn(("b", 1))]
 
 
@@ -96,14 +97,14 @@ def test_stranded_only_on_a_refused_host_with_a_gap_below():
              ("d", 2): View(ready=True)}
     # b: slot 0 empty and refused; c: slot 0 still starts (its deadline bounds the wait);
     # d: slots 0-1 in the world
-    assert stranded(views, {"d": 2}, refused={"b", "c", "d"}) == [("b", 1)]
-    assert stranded(views, {}, refused=set()) == []
+    assert stranded(views, {("d", 0), ("d", 1)}, refused={"b", "c", "d"}) == [("b", 1)]
+    assert stranded(views, set(), refused=set()) == []
 
 
 def test_admitted_is_a_prefix_of_the_world_and_the_waiting():
-    assert admitted("b", 4, 1, [("b", 1), ("b", 3)]) == 2
-    assert admitted("b", 2, 0, [("b", 1)]) == 0
-    assert admitted("b", 2, 3, []) == 2
+    assert admitted("b", 4, {("b", 0)}, [("b", 1), ("b", 3)]) == 2
+    assert admitted("b", 2, set(), [("b", 1)]) == 0
+    assert admitted("b", 2, {("b", 0), ("b", 1), ("b", 2)}, []) == 2
 
 
 def test_a_joiner_whose_slot_left_is_dropped_unrefused_and_its_hosts_refusal_forgotten():
@@ -111,7 +112,7 @@ def test_a_joiner_whose_slot_left_is_dropped_unrefused_and_its_hosts_refusal_for
     j.started(("b", 0), 0.0)
     j.started(("b", 1), 0.0)
     j.ended(("b", 0), "exit 1", 1.0, ["b"])
-    out = j.tick(2.0, {}, {})
+    out = j.tick(2.0, {}, set())
     assert out == [Drop(("b", 1), "its host left discovery before it was taken in", refuse=False)]
     assert not j.refusals.is_out("b")
 

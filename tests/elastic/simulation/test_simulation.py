@@ -6,7 +6,7 @@ import pytest
 
 from elastic.simulation import cli
 from elastic.simulation.faults import KINDS
-from elastic.simulation.invariants import INVARIANTS, one_world, resets_end
+from elastic.simulation.invariants import INVARIANTS, joiners_taken, one_world, resets_end
 from elastic.simulation.model import Host, Proc, Record, Reset
 from elastic.simulation.rules import OLD, TODAY
 from elastic.simulation.run import simulate, sweep, workers_for
@@ -41,7 +41,8 @@ CAUGHT = {"silent-majority": "silent-lost",  # a silent majority stalled the job
           "refused-for-ever": "hosts-serve-again",  # one failed joiner refused its pod for ever
           "suspect-lane": "healthy-kept",  # a healthy worker lost behind frozen ones' pings
           "barrier-one-missing": "resets-end",  # a pod whose ranks all hung held the next world
-          "main-thread-only": "healthy-kept"}  # a rank waiting for its background write lost
+          "main-thread-only": "healthy-kept",  # a rank waiting for its background write lost
+          "stranded-wait": "joiners-taken"}  # a ready joiner above a failed sibling's slot waited
 # the fault kinds a search for the old rule's finding draws from (else all): its finding needs
 # a combination that is rare among all kinds
 SEARCH_KINDS = {"suspect-lane": ("freeze-majority", "freeze-host", "lost-answers", "short-freeze")}
@@ -143,3 +144,14 @@ def test_a_joiner_the_reset_took_in_counts_in_its_world_without_checking_in():
     assert [v.detail for v in one_world(rec)] == ["world 1 counts c/0#1: not checked in for it, or known gone"]
     rec.resets[0].joiners.add(j.key)
     assert one_world(rec) == []
+
+
+def test_a_joiner_left_waiting_above_an_empty_slot_is_caught_and_one_taken_in_is_not():
+    """joiners-taken: a waiting joiner the next world would not take (a slot below it without a
+    worker) waits at most a sibling's join deadline."""
+    rec = _record_with_a_reset(checked={"a/0#1", "b/0#1"}, ended=10.4)
+    j = Proc("c/1#1", "c", 1, started=5.0, ready=9.0, blocked=[(9.0, 20.0)])
+    rec.procs.append(j)
+    assert joiners_taken(rec) == []
+    j.blocked_since = 30.0  # waiting from t=30 to the end (100 s)
+    assert [v.invariant for v in joiners_taken(rec)] == ["joiners-taken"]
