@@ -18,9 +18,13 @@ What changes against the fork's detector (the rules are the core's, see its docs
 - The process ends within ``STOP_EXIT_AFTER`` of the driver's stop, whatever still waits
   (only once ``install`` made it horovodrun's driver: an embedded driver never ends its process).
 - A host refused after a failed joiner (it failed at start or missed its join deadline) is
-  refused for a cooldown (``Refusals``, ``elastic.driver.cooldowns``), not until it leaves
-  discovery: a pod that restarts under its name, or a multi-slot pod with one bad start, gets
-  joiners again; each refusal in a row doubles the cooldown.
+  refused for a cooldown (``Refusals`` over the joins' core, ``elastic.driver.joins``), not
+  until it leaves discovery: a pod that restarts under its name, or a multi-slot pod with one
+  bad start, gets joiners again; each refusal in a row doubles the cooldown.
+- A joiner that waits above a slot of its host that has no worker and gets none while the host
+  is refused (its sibling there failed) is dropped (the joins' core's stranded rule, asked at
+  each discovery round): it could be taken in only with that slot, and waited holding its
+  memory while the refusal lasted (the fork's: for ever).
 
 - A host quarantined (a worker there lost for silence) is kept out and let back by
   ``Cooldowns``, the refusals' rule too (the simulation's): the cooldown doubles in a row,
@@ -39,13 +43,14 @@ What changes against the fork's detector (the rules are the core's, see its docs
   running at its fixed rendezvous endpoint instead of starting one (``adopt``, ``adopter``,
   the rule ``adoption``): its first world is the one the workers answer, no process started.
 
-Everything else (leaves, joins, aborts) is the fork's.
+Everything else (leaves, the rest of joins, aborts) is the fork's.
 
 The fork's hooks (0111, ``docs/driver.md``) are what this class implements where it changes
 the fork's rules: ``liveness_loop`` (the liveness thread), ``quarantine_host`` and
 ``release_quarantines`` (quarantine), ``barrier_deadline_arms`` (0108's: the barrier's arming
-rule), ``worker_exited`` and ``worker_checked_in``; ``hosts_assigned`` and
-``discovery_round`` keep the fork's defaults until joins and leaves move here. Still
+rule), ``worker_exited`` and ``worker_checked_in``, ``discovery_round`` (the joins' core's
+stranded rule, executed by the fork's ``_drop_joiner`` until step 3 deletes the fork's joins);
+``hosts_assigned`` keeps the fork's default until leaves move here. Still
 overridden, each until its concern moves out of the fork whole (``docs/driver.md``, "The
 order the rest moves in"): ``stop`` (public: the bound on the process after it), ``start``
 (public: adopt mode first), ``_world_assignments`` (an adoption's first world),
@@ -74,6 +79,8 @@ from elastic.driver import barrier, lease_answers
 from elastic.driver.adopter import Adopter
 from elastic.driver.adoption import Adopt
 from elastic.driver.cooldowns import Cooldowns
+from elastic.driver.joins import Joins, View, stranded
+from elastic.driver.joins import Settings as JoinSettings
 from elastic.driver.liveness import Liveness, Lose, Ping, Rebaseline, Settings
 from shared.event_kinds import Kind
 
@@ -160,8 +167,10 @@ class ElasticDriver(horovod_driver.ElasticDriver):
         for pool in old:
             pool.shutdown(wait=False, cancel_futures=True)
         base = self._quarantine_secs if self._quarantine_secs > 0 else horovod_driver.QUARANTINE_SECS
-        self._refused = Refusals(Cooldowns(base=base, longest=horovod_driver.QUARANTINE_MAX_SECS),
-                                 self._refusal_ended)
+        # the joins' core: its refusals are the fork's _refused (read under _wait_hosts_cond)
+        self._joins = Joins(JoinSettings(deadline=self._join_deadline, sibling_wait=self._sibling_wait,
+                                         refusal=base, longest=horovod_driver.QUARANTINE_MAX_SECS))
+        self._refused = Refusals(self._joins.refusals, self._refusal_ended)
         self._quarantines.base = base
         self._core_ready.set()
 
@@ -247,6 +256,29 @@ class ElasticDriver(horovod_driver.ElasticDriver):
                 self._core.heard(key, time.monotonic())
                 if worker is not None:
                     worker.unanswered_since = self._core.silent_since(key)
+
+    # -- joins: a joiner stranded above a failed sibling's slot is dropped ------------------------
+    def discovery_round(self, update_res: Any) -> None:
+        """Hook (the end of each discovery round, holding ``_wait_hosts_cond``): drop the joiners
+        the joins' core finds stranded: waiting above a slot of their host that has neither a
+        member of the world nor a joiner, the host refused (its joiner there failed). A host's
+        slots are taken in as a prefix, so such a joiner could join only once that slot has a
+        worker again, after the refusal: it would wait that long holding its memory. Its host
+        is not refused for it; after the refusal every free slot there gets a joiner again."""
+        refused = list(self._refused)  # ends the refusals that are over first
+        if not refused:
+            return
+        members = {(host, slot.local_rank) for host, slots in self._host_assignments.items() for slot in slots}
+        with self._workers_lock:
+            joiners = {key: worker for key, worker in self._workers.items()
+                       if worker.joining is not None and worker.joining.taken is None
+                       and worker.joining.dropped is None and worker.lost is None}
+            views = {key: View(ready=worker.joining.ready is not None) for key, worker in joiners.items()}
+        for key in stranded(views, members, refused):
+            gap = next(s for s in range(key[1]) if (key[0], s) not in views and (key[0], s) not in members)
+            self._drop_joiner(key, joiners[key], f'slot {gap} of its host has no worker and gets none while the host '
+                              f'is refused ({self._joins.refusals.why(key[0])}): it cannot be taken in',
+                              refuse=False)
 
     # -- quarantine: decided by Cooldowns, kept in the fork's HostManager -------------------------
     def quarantine_host(self, host: str, reason: str) -> bool:

@@ -15,12 +15,14 @@ $JOINS_LOG ("ev", "time", "host", "slot", "pid", and "size", "rank", "step" wher
 Each process writes its pid to ``$JOINS_LOG.pid.<host>.<slot>`` once it has initialized.
 
 Knobs (all optional):
-- $JOINS_BEFORE_INIT: ``host:slot=sleep:S``, ``host:slot=wait:NAME`` or ``host:slot=exit:CODE``
-  entries separated by ``;`` (host ``*``: any host's joiner on that slot, e.g. a pod whose address
-  the test learns only once it exists): a joiner (started while the world trains,
-  $HOROVOD_ELASTIC_JOINING=1) on that slot sleeps (a long set-up), waits until the file
-  ``$JOINS_LOG.NAME`` exists (a set-up that lasts until the test says: at most 600 s) or exits
-  (a set-up that fails) before hvd.init(); workers that are no joiners start at once;
+- $JOINS_BEFORE_INIT: ``host:slot=sleep:S``, ``host:slot=wait:NAME``, ``host:slot=exit:CODE`` or
+  ``host:slot=exit-unless:NAME`` (exit 3 unless the file ``$JOINS_LOG.NAME`` exists: a set-up
+  that fails until the test mends it) entries separated by ``;`` (host ``*``: any host's
+  joiner on that slot, e.g. a pod whose address the test learns only once it exists): a
+  joiner (started while the world trains, $HOROVOD_ELASTIC_JOINING=1) on that slot sleeps (a
+  long set-up), waits until the file ``$JOINS_LOG.NAME`` exists (a set-up that lasts until the
+  test says: at most 600 s) or exits (a set-up that fails) before hvd.init(); workers that are
+  no joiners start at once;
 - $JOINS_BUSY_HOST / $JOINS_BUSY_AT_STEP / $JOINS_BUSY_SECONDS: the rank on that host, after
   its commit of that step, works that long outside any collective (writes a checkpoint with
   torch.save and computes, again and again: rank 0 saving or evaluating), once (its pid goes
@@ -76,6 +78,9 @@ if JOINER and BEFORE_MINE is not None:
     what, _, arg = BEFORE_MINE.partition(":")
     if what == "exit":
         sys.exit(int(arg))
+    elif what == "exit-unless":
+        if not os.path.exists(f"{LOG_PATH}.{arg}"):
+            sys.exit(3)
     elif what == "wait":
         set_up, set_up_until = threading.Event(), time.monotonic() + 600
         while not os.path.exists(f"{LOG_PATH}.{arg}"):

@@ -247,6 +247,53 @@ def test_a_ready_joiner_joins_without_a_sibling_that_still_starts(tmp_path):
     assert not kinds(events, "worker_lost") and not kinds(events, "joiner_dropped")
 
 
+@pytest.mark.timeout(900)
+def test_a_failed_joiners_ready_sibling_is_dropped_and_its_host_tried_again_after_its_refusal(tmp_path):
+    """The project's driver (the joins' core, elastic/driver/joins.py): a 2-slot host joins a
+    world of two; its slot 0 fails at start (exit 3) until the test mends it, its slot 1 starts
+    fine and waits at the rendezvous. Slot 1 could be taken in only with slot 0 (local ranks
+    0..n-1): while the host is refused it is dropped, not left waiting; the host is tried again
+    once each refusal (3 s here, doubling) ends, and once slot 0 starts fine both join (size 4).
+    Before, slot 1 waited at the rendezvous holding its memory while the host was refused (with
+    the fork's refusal, for ever) and was never dropped."""
+    me = socket.gethostname()
+    job, hosts, log, events, stop = start(
+        tmp_path, "localhost:1\n127.0.0.1:1\n", 2, 2, 4, JOINS_BEFORE_INIT=f"{me}:0=exit-unless:slot-0-mended",
+        HOROVOD_ELASTIC_QUARANTINE_SECONDS="3", HOROVOD_GLOO_TIMEOUT_SECONDS="120")
+
+    def on_me(kind: str, slot: int, after: float = 0.0) -> list[dict]:
+        return [e for e in kinds(events, kind) if e["detail"]["host"] == me and e["detail"].get("slot", slot) == slot
+                and e["time"] > after]
+
+    try:
+        wait_for(lambda: len(steps(log, size=2)) >= 40, 240, "the world of two to train",
+                 alive=alive_check(job), detail=job.output)
+        hosts.write_text(f"localhost:1\n127.0.0.1:1\n{me}:2\n")
+        stranded = wait_for(lambda: [e for e in on_me("joiner_dropped", 1) if "has no worker" in e["detail"]["reason"]],
+                            240, "slot 1 dropped while slot 0 has no worker and the host is refused (before: it "
+                            "waited at the rendezvous)", alive=alive_check(job), detail=job.output)
+        since = stranded[0]["time"]
+        ended = wait_for(lambda: on_me("refusal_ended", 0, after=since), 240, "the host's refusal to end",
+                         alive=alive_check(job), detail=job.output)
+        wait_for(lambda: on_me("worker_start", 0, after=ended[0]["time"]), 120, "slot 0 tried again after the refusal",
+                 alive=alive_check(job), detail=job.output)
+        Path(f"{log}.slot-0-mended").touch()
+        wait_for(lambda: steps(log, size=4, host=me, slot=1), 400, "both slots of the host to join (world size 4)",
+                 alive=alive_check(job), detail=job.output)
+        finish(job, stop)
+    finally:
+        job.close()
+    assert "slot 0 of its host has no worker" in stranded[0]["detail"]["reason"], stranded
+    assert not kinds(events, "worker_lost"), "a joiner's failure cost the world a worker"
+    # every start on the host after a drop came after a refusal's end: the host was refused
+    drops = [e["time"] for e in on_me("joiner_dropped", 0) if "has no worker" not in e["detail"]["reason"]]
+    ends = [e["time"] for e in on_me("refusal_ended", 0)]
+    for start_ in [e["time"] for e in on_me("worker_start", 0)]:
+        before = [d for d in drops if d < start_]
+        assert not before or any(max(before) <= end <= start_ for end in ends), \
+            f"slot 0 started again on the refused host before its refusal ended: {drops=} {ends=}"
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("value", ["soon", "-1", "nan"])
 def test_a_bad_sibling_wait_is_a_one_line_error(tmp_path, value):
