@@ -165,3 +165,70 @@ def test_the_overlay_changes_only_what_it_means_to_in_the_base_commands(objects,
     differs = {k: (base.get(k), overlay.get(k)) for k in drift}
     assert not drift, f"the ImageNet overlay's {name} differs from deploy/job/launcher.yaml's in {differs}"
     assert MEANT[name] <= overlay.keys(), f"{name}: {sorted(MEANT[name] - overlay.keys())} no longer set"
+
+
+def _section() -> str:
+    text = (DEPLOY / "README.md").read_text()
+    section = text[text.index("## ImageNet"):]
+    return section[:section.index("\n## ", 1)]
+
+
+def test_the_readmes_loader_fills_the_claim_the_launcher_reads_as_its_group(objects):
+    """The section's steps, as a user runs them: the loader pod fills the claim the launcher
+    mounts, under the launcher's fsGroup (so its first mount re-owns nothing), at the path
+    DATASET_SOURCE names, in the namespace and through the names the manifests use."""
+    import yaml
+
+    section = _section()
+    loader = yaml.safe_load(section[section.index("<<'EOF2'\n") + 9:section.index("\nEOF2\n")])
+    job = one(objects, "Job")
+    spec = pod_spec(job)
+    claim = one(render(OVERLAY / "storage"), "PersistentVolumeClaim", "elastic-horovod-datasets")
+    launcher_claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in spec["volumes"]
+                       if "persistentVolumeClaim" in v}
+    [volume] = loader["spec"]["volumes"]
+    assert volume["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"] == launcher_claims["datasets"]
+    ctx = loader["spec"]["securityContext"]
+    assert ctx["runAsGroup"] == ctx["fsGroup"] == spec["securityContext"]["fsGroup"]
+    assert ctx["fsGroupChangePolicy"] == spec["securityContext"]["fsGroupChangePolicy"] == "OnRootMismatch"
+    [mount] = loader["spec"]["containers"][0]["volumeMounts"]
+    source = config_maps(objects)["elastic-horovod-dataset"]["DATASET_SOURCE"]
+    mounts = {m["name"]: m["mountPath"] for m in container(spec, "launcher")["volumeMounts"]}
+    assert mount["mountPath"] == mounts["datasets"] and source.startswith(mount["mountPath"] + "/")
+    assert f"mkdir -p {source}" in section and f"tar -xf - -C {source}" in section
+    namespace = job["metadata"]["namespace"]
+    assert f"kubectl -n {namespace} apply -f -" in section
+    assert claim["metadata"]["namespace"] == namespace
+    names = {c["name"] for c in spec.get("initContainers", []) + spec["containers"]}
+    assert f"logs job/{job['metadata']['name']} -c discovery-daemon" in section and "discovery-daemon" in names
+
+
+def _row(section: str, first: str) -> str:
+    [row] = [line for line in section.splitlines() if line.startswith(f"| {first} |")]
+    return row
+
+
+def test_the_readmes_sizes_are_the_overlays(objects):
+    """Every figure of the section's "Sizes" table is what the overlay renders."""
+    section = _section()
+    claim = one(render(OVERLAY / "storage"), "PersistentVolumeClaim", "elastic-horovod-datasets")
+    assert f"`{claim['spec']['resources']['requests']['storage']}`" in _row(section, "dataset claim")
+    spec = pod_spec(one(objects, "Job"))
+    worker = container(pod_spec(worker_set(objects)), "worker")["resources"]["limits"]
+    assert (f"| worker | {worker['cpu']} CPUs, {worker['memory'].replace('Gi', ' GiB')}, "
+            f"{worker['nvidia.com/gpu']} GPU, `ephemeral-storage` {worker['ephemeral-storage']} |") in section
+    daemon = container(spec, "discovery-daemon")
+    limits = daemon["resources"]["limits"]
+    row = _row(section, "daemon sidecar")
+    assert f"limits {limits['cpu']} CPUs, {limits['memory'].replace('Gi', ' GiB')}" in row
+    for name in ("--prepare-concurrency", "--prepare-timeout"):
+        assert f"`{name}={flag(daemon['args'], name)}`" in row, name
+    tmp = next(v for v in spec["volumes"] if v["name"] == "tmp")["emptyDir"]["sizeLimit"]
+    assert f"| {tmp} |" in _row(section, "`tmp` emptyDir")
+    launcher = container(spec, "launcher")
+    row = _row(section, "`--ready-timeout` / `--first-world-timeout`")
+    assert f"| {flag(launcher['args'], '--ready-timeout')} / {flag(launcher['args'], '--first-world-timeout')} s |" \
+        in row
+    row = _row(section, "`ELASTIC_SYNC_LOCK_TIMEOUT` (daemon, launcher)")
+    assert env(daemon)["ELASTIC_SYNC_LOCK_TIMEOUT"] == env(launcher)["ELASTIC_SYNC_LOCK_TIMEOUT"]
+    assert f"| {env(daemon)['ELASTIC_SYNC_LOCK_TIMEOUT']} s |" in row

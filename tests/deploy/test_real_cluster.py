@@ -163,3 +163,26 @@ def test_the_daemons_probes_allow_for_a_python_start(objects):
     daemon = container(pod_spec(one(objects, "Job")), "discovery-daemon")
     for probe in ("startupProbe", "livenessProbe"):
         assert daemon[probe]["timeoutSeconds"] >= 5
+
+
+@pytest.mark.parametrize("overlay", ["", "overlays/imagenet", "overlays/imagenet-gpu8"])
+def test_the_readmes_nccl_settings_are_what_elastic_run_gives_the_training(overlay):
+    """deploy/README.md, "NCCL across nodes": each setting its table names is elastic-run's
+    default (elastic/launch/nccl.py) or the launcher's --network-interface, in every GPU rendering."""
+    from elastic.launch.nccl import NCCL_DEFAULTS
+
+    text = (DEPLOY / "README.md").read_text()
+    section = text[text.index("## NCCL across nodes"):]
+    section = section[:section.index("\n## ", 1)]
+    rows = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in section.splitlines()
+            if line.startswith("| `NCCL_")}
+    threads, socks = NCCL_DEFAULTS["NCCL_SOCKET_NTHREADS"], NCCL_DEFAULTS["NCCL_NSOCKS_PERTHREAD"]
+    assert rows.pop("`NCCL_SOCKET_NTHREADS` x `NCCL_NSOCKS_PERTHREAD`") == f"{threads} x {socks}"
+    assert f"{int(threads) * int(socks)} TCP flows per connection" in section
+    assert rows.pop("`NCCL_DEBUG`") == f"`{NCCL_DEFAULTS['NCCL_DEBUG']}`"
+    assert set(NCCL_DEFAULTS) == {"NCCL_SOCKET_NTHREADS", "NCCL_NSOCKS_PERTHREAD", "NCCL_DEBUG"}  # each in a row
+    interface = rows.pop("`NCCL_SOCKET_IFNAME`").strip("`")
+    assert not rows, rows
+    args = container(pod_spec(one(render(DEPLOY / overlay), "Job")), "launcher")["args"]
+    assert f"--network-interface={interface}" in args[:args.index("--")]
+    assert f"`--network-interface {interface}`" in section
