@@ -214,3 +214,15 @@ def test_daemon_image_installs_what_discovery_imports_pinned_and_nothing_heavy()
         if name in pins:
             assert req.specifier.contains(pins[name]), f"daemon pins {name}=={pins[name]}, pyproject wants {req}"
     assert copy_sources(IMAGES / "Dockerfile.daemon")[1:3] == ["discovery", "shared"]  # shared: its one client
+
+
+def test_the_worker_image_asks_the_gpu_runtime_for_the_video_engines_too():
+    """The CUDA base keeps NVIDIA_DRIVER_CAPABILITIES=compute,utility; nvJPEG's hardware
+    decoder (--augment-on-device) needs the driver's video libraries, mounted only for
+    ``video``: the last stage (the image that runs) sets all three."""
+    steps = instructions(IMAGES / "Dockerfile")
+    last = max(i for i, (word, _) in enumerate(steps) if word == "FROM")
+    values = [part.split("=", 1)[1] for word, rest in steps[last:] if word == "ENV"
+              for part in rest.split() if part.startswith("NVIDIA_DRIVER_CAPABILITIES=")]
+    assert len(values) == 1, values
+    assert {"compute", "utility", "video"} <= set(values[0].split(",")), values
