@@ -20,6 +20,8 @@ import shutil
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -180,6 +182,31 @@ def assert_host_has(cluster, pod: str, dest: str, src: Path) -> None:
     assert latest == os.readlink(src / "latest")
     assert version.startswith(f".{Path(dest).name}.dataset-sync/v-")
     assert Manifest.from_json(manifest).digest == build_manifest(str(src)).digest
+
+
+@contextmanager
+def rsync_hidden(cluster, pod: str, workdir: Path) -> Iterator[None]:
+    """While open, ``pod`` has no rsync: its own mount namespace's ``/usr/bin`` is replaced by a
+    copy of this machine's that lacks it (hard links, so it costs no space), as on an image
+    built without rsync; the pod's other programs, and every other pod, are untouched.
+    Skips the test when the pods share this process's mount namespace (the local cluster
+    without root runs them so: the mount would be this machine's)."""
+    mine = os.readlink("/proc/self/ns/mnt")
+    theirs = cluster.ssh(pod, "readlink /proc/self/ns/mnt", timeout=60)
+    assert theirs.returncode == 0, theirs.stderr
+    if theirs.stdout.strip() == mine:
+        pytest.skip("the local cluster's pods share this mount namespace (no root): cannot take rsync from one")
+    usr_bin = Path(os.path.realpath(shutil.which("rsync") or "/usr/bin/rsync")).parent
+    bare = workdir / "bin-without-rsync"
+    subprocess.run(["cp", "-al", "--", str(usr_bin), str(bare)], check=True)  # same filesystem: hard links
+    (bare / "rsync").unlink()
+    hide = cluster.ssh(pod, f"mount --bind -- {bare} {usr_bin} && ! command -v rsync", timeout=60)
+    assert hide.returncode == 0, hide.stdout + hide.stderr
+    try:
+        yield
+    finally:
+        back = cluster.ssh(pod, f"umount --lazy -- {usr_bin} && command -v rsync", timeout=60)  # its shell runs from it
+        assert back.returncode == 0, back.stdout + back.stderr
 
 
 def pods_with_ssh(cluster, tmp_path: Path, names: list[str]) -> tuple[dict[str, str], Path]:

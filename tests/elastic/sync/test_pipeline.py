@@ -19,7 +19,15 @@ from elastic.sync.relay import LAUNCHER
 from elastic.sync.remote import Layout
 from elastic.sync.retry import RetryPolicy
 from elastic.sync.service import SyncOptions
-from tests.elastic.conftest import assert_host_has, hosts_by_name, make_dataset, pods_with_ssh, sync, wait_for
+from tests.elastic.conftest import (
+    assert_host_has,
+    hosts_by_name,
+    make_dataset,
+    pods_with_ssh,
+    rsync_hidden,
+    sync,
+    wait_for,
+)
 
 MIB = 2**20
 
@@ -367,3 +375,34 @@ def test_a_host_without_rsync_gets_sftp_from_the_launcher(sync_cluster, pod_ips,
     assert [(h["ok"], h["method"], h["source"]) for h in report["hosts"]] == [(True, "sftp", LAUNCHER)] * 2, report
     for pod in ("worker-1", "worker-2"):
         assert_host_has(sync_cluster, pod, "/data/psftp", src)
+
+
+def test_only_the_host_without_rsync_gets_sftp_the_others_the_pipeline(sync_cluster, pod_ips, ssh_dir, tmp_path):
+    """One pod of three has no rsync in its own filesystem (an image built without it): the
+    pipeline copies that host by SFTP from the launcher, never uses it as a sender, and the
+    two others by rsync chunk by chunk, one serving the other; every copy verifies."""
+    src = make_dataset(tmp_path / "ds", small=40, big_mib=1)
+    for i in range(4):                                            # several chunks: whole files of 1 MiB
+        (src / f"part{i}.bin").write_bytes(os.urandom(2**20))
+    bare, rest = "worker-1", ("worker-0", "worker-2")
+    hosts = [pod_ips[name] for name in ("worker-0", "worker-1", "worker-2")]
+    with rsync_hidden(sync_cluster, bare, tmp_path):
+        proc, report = sync(ssh_dir, src, "/data/pmixed", "--hosts", ",".join(hosts), "--relay", "pipeline",
+                            "--chunk-mib", "1")
+        assert proc.returncode == 0, proc.stderr
+        assert report["path"] == "pipeline", report
+        by_host = hosts_by_name(report)
+        assert (by_host[pod_ips[bare]]["ok"], by_host[pod_ips[bare]]["method"],
+                by_host[pod_ips[bare]]["source"]) == (True, "sftp", LAUNCHER), report
+        from_peers = 0
+        for name in rest:
+            h = by_host[pod_ips[name]]
+            assert (h["ok"], h["method"]) == (True, "rsync"), report
+            peers, chunks = _joiner_source(report, pod_ips[name])
+            assert chunks >= 5, report
+            from_peers += peers
+        # the launcher sends one chunk at a time: two hosts that each need every chunk must
+        # have taken some from each other (the host without rsync serves none)
+        assert from_peers >= 1, report
+    for name in (bare, *rest):
+        assert_host_has(sync_cluster, name, "/data/pmixed", src)
