@@ -4,6 +4,10 @@ the local cluster with real pods, daemon, prepare hook and horovodrun:
 - a worker whose preparation keeps failing (its /data/mnist is a directory dataset-sync does
   not manage, so every sync refuses it: a lasting failure, as a stale copy on a claim or a full
   disk would be) ends the run with a counted failure, exit 69, the reason as the last line;
+- a worker whose container dies on its own (its sshd, the worker container's one process,
+  exits: the local cluster's kubelet reports the pod Failed, where a real one restarts it into
+  CrashLoopBackOff; the daemon calls both "failing") ends the run likewise, exit 69, the pod
+  named as failing in the last line;
 - a worker the pool has no place for (the node's capacity is full: Pending, unscheduled)
   still gives 75, so deploy/'s Job tries again without counting a failure.
 
@@ -71,3 +75,23 @@ def test_a_worker_the_pool_has_no_place_for_still_gives_no_capacity(tmp_path):
     assert line.startswith("elastic-run: error: no world of --min-np 2 slots formed within "), out[-4000:]
     assert f"the rest lack capacity: {waiting}: not scheduled" in line, line
     assert line.endswith("exiting 75 (no capacity) so the workers can be freed and the job tried again later")
+
+
+def _phase(c, name: str) -> str:
+    return (c.client.get_pod(name, "default").get("status") or {}).get("phase", "")
+
+
+@pytest.mark.timeout(420)
+def test_a_worker_whose_container_dies_is_a_counted_failure_with_its_reason(tmp_path):
+    with running_cluster(tmp_path / "cluster", workers=2) as c:
+        # the worker container's process ends on its own (sshd is pid 1 of the pod's namespace;
+        # the session ends with it, so its exit status says nothing)
+        c.ssh("worker-1", "kill -TERM 1", timeout=60)
+        wait_for(lambda: _phase(c, "worker-1") == "Failed", 60, "worker-1 Failed")
+        run = elastic_run(c, "app=elastic-horovod,role=worker", 20)
+    out = run.stderr
+    assert run.returncode == EXIT_WORKERS_FAILING, out[-4000:]
+    line = last_line(out)
+    assert line.startswith("elastic-run: error: no world of --min-np 2 slots formed within "), out[-4000:]
+    assert "not for lack of capacity" in line and "worker-1: failing (pod Failed" in line, line
+    assert line.endswith(f"exiting {EXIT_WORKERS_FAILING} (workers failing): a retry would meet the same failure")
