@@ -24,6 +24,7 @@ from tests.training.trainhelp import (
     write_tiny_imagenet,
 )
 from training import checkpoint, mnist, options, resnet50
+from training.decode_backend import PIL_CPU
 from training.environment import OMP_NUM_THREADS
 
 pytestmark = pytest.mark.timeout(400)
@@ -122,6 +123,8 @@ def test_resnet50_on_tiny_imagenet_with_two_workers(tmp_path):
         assert job.finish(300) == 0, job.output()[-4000:]
     finally:
         job.stop()
+    # each rank names its JPEG decoder at start (the GPU's or the CPU's: a slow epoch is explained)
+    assert job.output().count(f"decode backend: {PIL_CPU}") == 2, job.output()[-4000:]
     records = check_finished_run(tmp_path, 12, 2, final_world=2)
     epochs = [r for r in records if r.event == "epoch"]
     assert all(r.world_size == 2 and r.samples == 12 for r in epochs)
