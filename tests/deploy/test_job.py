@@ -72,6 +72,20 @@ def test_failing_workers_are_counted_and_the_ignored_retries_end_at_a_deadline(o
     assert 0 < float(flag(launcher["args"], "--ready-timeout")) < float(flag(launcher["args"], "--first-world-timeout"))
 
 
+@pytest.mark.parametrize("overlay", sorted(p.name for p in (DEPLOY / "overlays").iterdir() if p.is_dir()))
+def test_no_overlay_makes_a_pod_but_through_the_job(overlay):
+    """Every overlay as shipped: the Job is the only object that makes pods, and the workers'
+    template is its worker-start's, so no worker (and no GPU) runs without the Job owning it."""
+    objects = render(DEPLOY / "overlays" / overlay)
+    assert {o["kind"] for o in objects} & {"ReplicaSet", "Deployment", "StatefulSet", "DaemonSet", "Pod",
+                                            "ReplicationController", "CronJob"} == set()
+    [job] = [o for o in objects if o["kind"] == "Job"]
+    [template] = [o for o in objects if o["kind"] == "PodTemplate"]
+    start = container(pod_spec(job), "worker-start")
+    args = [expand(a, start, pod_labels(job)) for a in start["args"]]
+    assert flag(args, "--template") == template["metadata"]["name"]
+    assert flag(args, "--job") == job["metadata"]["name"]
+
 def test_the_launcher_waits_long_enough_for_workers(objects):
     """A cold pull of a multi-GB image or a GPU node scale-up takes longer than 600 s."""
     launcher = container(pod_spec(one(objects, "Job")), "launcher")
