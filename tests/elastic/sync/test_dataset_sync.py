@@ -3,6 +3,7 @@
 Each test uses its own DEST so the tests do not depend on each other's order."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -256,6 +257,38 @@ def test_two_concurrent_syncs_to_one_dest_take_turns_on_the_host_lock(sync_clust
     with open(state / "lock", "rb") as handle:  # nobody holds the lock any more
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
+
+def test_a_second_sync_of_the_same_dataset_waits_for_the_first_and_copies_nothing(sync_cluster, pod_ips, ssh_dir,
+                                                                                   tmp_path):
+    """deploy/overlays/imagenet/: two workers on one node share its hostPath cache (1-GPU
+    workers on a multi-GPU node). The second's preparation, started while the first's copy is
+    under way, waits on the host's lock, then finds the first's verified copy and sends
+    nothing: a new node copies once."""
+    src = make_dataset(tmp_path / "ds", small=12, big_mib=4)
+    host, dest = pod_ips["worker-1"], "/data/once"
+    state = sync_cluster.pod_data_dir("worker-1") / ".once.dataset-sync"
+    first_report = tmp_path / "first.json"
+    # ~16 s of copying while it holds the lock
+    first = subprocess.Popen([tool("dataset-sync"), str(src), dest, "--host", host, "--ssh-config",
+                              str(ssh_dir / "ssh_config"), "--bwlimit", "256", "--report", str(first_report)],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True, env=private_cache(tmp_path))
+    try:
+        wait_for(lambda: any((state / "staging").rglob("*")), timeout=120, what="the first sync to be copying")
+        proc, report = sync(ssh_dir, src, dest, "--host", host)
+        _, first_err = first.communicate(timeout=180)
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+            first.communicate(timeout=30)
+    assert first.returncode == 0, first_err
+    assert proc.returncode == 0, proc.stderr
+    assert f"another dataset-sync to {dest} is running on the host; waiting" in proc.stderr
+    [copied] = json.loads(first_report.read_text())["hosts"]
+    assert copied["bytes_sent"] >= 4 * 2**20 and not copied["unchanged"], copied
+    [h] = report["hosts"]
+    assert (h["ok"], h["unchanged"], h["files_sent"], h["bytes_sent"]) == (True, True, 0, 0), h
+    assert_host_has(sync_cluster, "worker-1", dest, src)
 
 def _rsyncs_into(staging_path: str) -> str:
     """Local rsync processes (any parent) whose command line names ``staging_path``."""
