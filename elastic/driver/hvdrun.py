@@ -44,7 +44,10 @@ stopped (``elastic.common.reap``, through the ssh argv in ``ELASTIC_REAP_SSH``, 
 ssh client), and once more when Horovod's shutdown is over (a worker whose ssh session was
 being set up during the first reap can start after that reap's scan; with Horovod's ssh clients
 gone no more can start), and at most 1.5 x ``GONE_EXIT_AFTER`` seconds later it exits (128+SIGTERM)
-whatever Horovod still waits for. In ``--discovery-mode script`` (the ``horovodrun`` command,
+whatever Horovod still waits for. With ``ELASTIC_ADOPT_WINDOW`` (elastic-run's
+``--adopt-window``: the workers wait that long for another launcher to adopt them) it exits at
+once instead, touching nothing: Horovod's shutdown would end the workers' ssh sessions and,
+seeing those exits, abort the world the next leader adopts. In ``--discovery-mode script`` (the ``horovodrun`` command,
 ``main``) the signal is SIGTERM: Horovod's shutdown only, no reap. Nothing started by the job
 outlives the launcher by more than that.
 """
@@ -63,6 +66,7 @@ from elastic.driver import rendezvous_endpoint
 from elastic.driver.elastic_driver import install as install_driver
 from elastic.driver.push import DaemonDiscovery
 from elastic.environment import (
+    ELASTIC_ADOPT_WINDOW,
     ELASTIC_ADOPT_WORLD,
     ELASTIC_REAP_SSH,
     ELASTIC_RENDEZVOUS_ADDRESS,
@@ -147,7 +151,21 @@ def _quiet() -> None:
         pass
 
 
+def _leave_to_adoption() -> None:
+    """The launcher is gone and its workers wait to be adopted (``ELASTIC_ADOPT_WINDOW``): end
+    this process at once, as its loss would. Horovod's shutdown would end each worker's ssh
+    session and, seeing those exits, abort the world the next leader adopts."""
+    try:
+        print("horovodrun: elastic-run (the launcher) is gone: leaving its workers to the launcher that "
+              "adopts them", file=sys.stderr, flush=True)
+    except OSError:
+        pass
+    os._exit(exit_for_signal(signal.SIGTERM))
+
+
 def _exit_when_stuck() -> None:
+    if os.environ.get(ELASTIC_ADOPT_WINDOW, "0") not in ("", "0"):
+        _leave_to_adoption()
     try:  # the launcher's terminal, when horovodrun was started without the relay
         print("horovodrun: elastic-run (the launcher) is gone: stopping the job", file=sys.stderr, flush=True)
     except OSError:

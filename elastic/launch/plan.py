@@ -36,6 +36,7 @@ from elastic.common.reap import JOB_ID_ENV, RUN_ID_ENV
 from elastic.common.tools import tool as find_tool
 from elastic.driver.hvdrun import LAUNCHER_GONE_SIGNAL, REAP_SSH_ENV
 from elastic.environment import (
+    ELASTIC_ADOPT_WINDOW,
     ELASTIC_ADOPT_WORLD,
     ELASTIC_RENDEZVOUS_ADDRESS,
     ELASTIC_RENDEZVOUS_PORT,
@@ -174,7 +175,8 @@ class LaunchPlan:
     adopt_window: ``--adopt-window`` seconds (0: off): a worker whose launcher is gone waits
         this long for another launcher of the job to adopt it (its lease wrapper's window), so
         nothing reaps the job's other runs: not horovodrun when this launcher dies (no
-        ``REAP_SSH_ENV``), not the prepare hook (no ``--reap-job``); an earlier run's worker is
+        ``REAP_SSH_ENV``; ``ELASTIC_ADOPT_WINDOW`` in ``env`` makes it exit at once, touching
+        nothing), not the prepare hook (no ``--reap-job``); an earlier run's worker is
         adopted or ends at its window, and an adopting horovodrun that cannot adopt waits for
         that before it starts a world.
     """
@@ -272,9 +274,11 @@ def make_plan(config: LaunchConfig, *, run_id: str, workdir: str,
     if opts.ssh_identity_file:
         reap_ssh += ["-i", opts.ssh_identity_file]
     wrapper = str(layout.ssh_wrapper) if opts.ssh_identity_file else None
-    if not config.adopt_window:
-        # for hvdrun, should the launcher die: the first candidate that exists by then (with an
-        # adoption window the workers wait for another launcher instead)
+    if config.adopt_window:
+        # for hvdrun, should the launcher die: leave the workers to the launcher that adopts them
+        env[ELASTIC_ADOPT_WINDOW] = f"{config.adopt_window:g}"
+    else:
+        # for hvdrun, should the launcher die: the first candidate that exists by then
         env[REAP_SSH_ENV] = json.dumps(([[wrapper, "-o", "BatchMode=yes"]] if wrapper else []) + [reap_ssh])
     if config.leave_grace is not None:
         env[LEAVE_GRACE_ENV] = repr(float(config.leave_grace))

@@ -186,7 +186,7 @@ def longest_gap(metrics: Path, since: float, until: float) -> float:
 @pytest.mark.timeout(1200)
 def test_the_standby_adopts_the_running_world_when_the_leader_is_killed(tmp_path):
     adopt = ("--rendezvous-port", str(_free_port()), "--adopt-window", "90")
-    with launchers(tmp_path, *adopt, max_np=3, epochs=6) as (job, a, b, cluster):
+    with launchers(tmp_path, *adopt, max_np=3, epochs=4) as (job, a, b, cluster):
         workers = sorted(a.trainers())
         assert len(workers) == 2
         killed = time.time()

@@ -94,7 +94,7 @@ def test_an_adoption_window_reaches_the_workers_and_stops_every_reap():
     command = list(plan.horovodrun)
     assert command[command.index("elastic.worker.lease"):][:6] == [
         "elastic.worker.lease", "--seconds", "8", "--adopt-window", "120", "--"]
-    assert "ELASTIC_REAP_SSH" not in plan.env
+    assert "ELASTIC_REAP_SSH" not in plan.env and plan.env["ELASTIC_ADOPT_WINDOW"] == "120"
     assert "--reap-job" not in plan.daemon.spec.prepare_cmd
     assert "ELASTIC_ADOPT_WORLD" not in horovodrun_env(plan, {"ELASTIC_ADOPT_WORLD": "60"}, "http://d")
     assert horovodrun_env(for_adoption(plan), {}, "http://d")["ELASTIC_ADOPT_WORLD"] == "120"
