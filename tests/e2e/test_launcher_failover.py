@@ -194,7 +194,8 @@ def test_the_standby_adopts_the_running_world_when_the_leader_is_killed(tmp_path
         wait_for(lambda: b.says(f"elastic-run: leading job {job}"), GONE_TIMEOUT, "b to lead", interval=0.05,
                  alive=b.alive, detail=b.tail)
         leading = time.time()
-        assert b.says(f"job {job}: took over from a: adopting its running world"), b.tail()
+        wait_for(lambda: b.says(f"job {job}: took over from a: adopting its running world"), GONE_TIMEOUT,
+                 "b to say it adopts", alive=b.alive, detail=b.tail)
         wait_for(lambda: any(r.kind == "adopted" for r in read_events(b.events)), GONE_TIMEOUT + 60,
                  "b's driver to adopt the running world", alive=b.alive, detail=b.tail)
         adopted = time.time()

@@ -85,7 +85,9 @@ def test_a_second_horovodrun_adopts_the_running_world_and_grows_it(tmp_path):
         wait_for(adopted, ADOPT_DEADLINE, "the second horovodrun to adopt the world", detail=second.output)
         record = next(e for e in read_records(events) if e.kind == "adopted")
         assert record.detail["world_size"] == 2
-        assert "adopted the running world of 2 workers" in second.output()
+        # its line follows the event (one print, flushed): waited for, not raced
+        wait_for(lambda: "adopted the running world of 2 workers" in second.output(), ADOPT_DEADLINE,
+                 "horovodrun's line saying it adopted", detail=second.output)
         # the adopted processes still train, and nothing started on their hosts again
         adopted_at = read_log(log)[-1]["time"]
         wait_for(lambda: {r["pid"] for r in _steps(log, adopted_at)} == trainers, START_DEADLINE,
