@@ -16,6 +16,7 @@ passing test nothing.
 """
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -42,3 +43,10 @@ def wait_for(predicate: Callable[[], T], timeout: float, what: str, *, interval:
             extra = f"\n{detail()}" if detail is not None else ""
             pytest.fail(f"timed out after {timeout}s waiting for {what} (last: {last!r}){extra}", pytrace=False)
         time.sleep(interval)
+
+
+def free_port() -> int:
+    """A TCP port no socket of this machine is bound to now (for a server told its port)."""
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]

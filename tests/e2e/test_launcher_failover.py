@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -34,7 +33,7 @@ from shared.driver_events import read_records as read_events
 from shared.exitcodes import EXIT_FENCED
 from shared.metrics_record import read_records
 from tests.e2e.test_launcher_loss import BIN, GONE_TIMEOUT, START_TIMEOUT, TAG, env, launcher_tree, processes, trainers
-from tests.waiting import wait_for
+from tests.waiting import free_port, wait_for
 
 ELECTION = ["--leader-election", "--leader-lease-duration", "3", "--leader-renew-deadline", "2",
             "--leader-retry-period", "0.5"]
@@ -171,11 +170,6 @@ def test_the_standby_leads_when_the_leader_is_killed_and_the_training_resumes(pa
     print(f"\nfailover after SIGKILL: standby leading {leading - killed:.1f} s, next step {stepped - killed:.1f} s")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
-
 
 def longest_gap(metrics: Path, since: float, until: float) -> float:
     """The longest time between two progress records (training steps) within (since, until)."""
@@ -185,7 +179,7 @@ def longest_gap(metrics: Path, since: float, until: float) -> float:
 
 @pytest.mark.timeout(1200)
 def test_the_standby_adopts_the_running_world_when_the_leader_is_killed(tmp_path):
-    adopt = ("--rendezvous-port", str(_free_port()), "--adopt-window", "90")
+    adopt = ("--rendezvous-port", str(free_port()), "--adopt-window", "90")
     with launchers(tmp_path, *adopt, max_np=3, epochs=4) as (job, a, b, cluster):
         workers = sorted(a.trainers())
         assert len(workers) == 2

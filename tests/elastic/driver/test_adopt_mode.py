@@ -17,7 +17,7 @@ from elastic.driver.hvdrun import adopt_window
 from elastic.errors import BadEndpoint
 from shared.driver_events import read_records
 from tests.runtime.test_horovod_patches import HOROVODRUN, Job, discovery_script, read_log, run_env
-from tests.waiting import wait_for
+from tests.waiting import free_port, wait_for
 
 JOB = str(Path(__file__).parents[2] / "runtime" / "join_job.py")
 LEASE, WINDOW = 5, 120
@@ -28,11 +28,6 @@ ADOPT_DEADLINE = WINDOW / 2 + 60.0
 GROW_DEADLINE = 300.0
 END_DEADLINE = 300.0
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
 
 
 def _steps(log: Path, after: float = 0.0) -> list[dict]:
@@ -64,7 +59,7 @@ def test_a_second_horovodrun_adopts_the_running_world_and_grows_it(tmp_path):
     coordinator (rank 0, as the workers said), and the same two processes and the joiner train
     as a world of three. The stop file ends them all with 0, each adopted exit reported on the
     lease wire, and the second horovodrun exits 0."""
-    port = _free_port()
+    port = free_port()
     script, hosts, _ = discovery_script(tmp_path, "localhost:1\n127.0.0.1:1\n")
     log, stop = tmp_path / "join.jsonl", tmp_path / "stop"
     first = _launch(tmp_path, "run-1", script, port, log, stop)
@@ -119,7 +114,7 @@ def test_with_no_world_to_adopt_horovodrun_says_so_and_starts_the_job(tmp_path):
     the job starts as without adoption: a world of two trains and ends with 0."""
     script, _, _ = discovery_script(tmp_path, "localhost:1\n127.0.0.1:1\n")
     log, stop = tmp_path / "join.jsonl", tmp_path / "stop"
-    job = _launch(tmp_path, "run-1", script, _free_port(), log, stop, ELASTIC_ADOPT_WORLD="10")
+    job = _launch(tmp_path, "run-1", script, free_port(), log, stop, ELASTIC_ADOPT_WORLD="10")
     try:
         wait_for(lambda: len({r["pid"] for r in _steps(log) if r["size"] == 2}) == 2, START_DEADLINE,
                  "the job to start and train as two", detail=job.output)

@@ -14,15 +14,10 @@ import pytest
 from elastic.driver import rendezvous_endpoint
 from elastic.errors import BadEndpoint, PortTaken
 from tests.runtime.test_horovod_patches import HOROVODRUN, Job, discovery_script, read_log, run_env
-from tests.waiting import wait_for
+from tests.waiting import free_port, wait_for
 
 JOB = str(Path(__file__).parents[2] / "runtime" / "elastic_grow_job.py")
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
 
 
 def _environ(pid: int) -> dict[str, str]:
@@ -37,7 +32,7 @@ def test_workers_reach_the_fixed_endpoint_and_the_world_grows(tmp_path):
     the launcher's own address, which Horovod would tell): each worker's environment holds that
     address and port; the world of one reaches the rendezvous there (its hvd.init, its
     notification service's registration), and grows to two when a host is added."""
-    port = _free_port()
+    port = free_port()
     script, hosts, _ = discovery_script(tmp_path, "localhost:1\n")
     log, started, gate = tmp_path / "grow.jsonl", tmp_path / "started", tmp_path / "gate"
     gate.touch()

@@ -229,13 +229,13 @@ def test_without_a_window_the_session_s_end_still_ends_the_worker_at_once(driver
 
 
 # The launcher as horovodrun is to a worker it runs without ssh: it starts the wrapper tied to
-# itself (PR_SET_PDEATHSIG, SIGTERM: patch 0102's safe_shell_exec), then waits.
+# itself (PR_SET_PDEATHSIG, SIGTERM: patch 0102's safe_shell_exec), then waits to be killed.
 TIED_LAUNCHER = """
-import ctypes, signal, subprocess, sys, time
+import ctypes, signal, subprocess, sys
 def tie():
     ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)
 subprocess.Popen(sys.argv[1:], preexec_fn=tie, start_new_session=True)
-time.sleep(3600)
+signal.pause()  # until the test kills it
 """
 
 
