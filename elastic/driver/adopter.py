@@ -5,7 +5,8 @@ Runs inside horovodrun's process, beside the driver (``elastic_driver.ElasticDri
 when ``adopt_window`` is set). The rule is ``elastic.driver.adoption.decide``; this module
 observes and executes:
 
-- ``learn`` gathers, until the world is whole or its deadline passes, the slots whose lease
+- ``learn`` gathers, until the world is whole (or lost between two worlds: ``AdoptInReset``)
+  or its deadline passes, the slots whose lease
   wrapper asks to be adopted (``lease_answers.Answers.waiting``, asked within ``FRESH_SECS``)
   and each one's place in its world, asked of its notification service once it registered
   with this driver (fork patch 0112: a worker no longer pinged registers again; then
@@ -26,7 +27,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from elastic.driver.adoption import Adopt, GiveUp, Place, Slot, Wait, decide
+from elastic.driver.adoption import Adopt, AdoptInReset, GiveUp, Place, Slot, Wait, decide
 from elastic.driver.lease_answers import Answers, Claim
 
 FRESH_SECS = 5.0  # a claim asked longer ago than this is a wrapper that has ended
@@ -48,7 +49,7 @@ class Adopter:
         self._exits: dict[Claim, int] = {}
         self._exited = threading.Condition()
         self._collector: threading.Thread | None = None
-        self.world: Adopt | None = None
+        self.world: Adopt | None = None  # the world adopted whole (its ranks kept)
 
     def _fresh_claims(self, now: float) -> dict[Slot, Claim]:
         claims: dict[Slot, Claim] = {}
@@ -73,25 +74,33 @@ class Adopter:
             return False, None
         return True, Place.from_answer(slot, answer.ranks, answer.commits)
 
-    def learn(self, deadline: float) -> Adopt | GiveUp:
-        """Wait until the claimed slots make a whole world (``Adopt``, kept as ``world``) or
-        ``deadline`` (this clock's) passes (``GiveUp``). A slot is asked again while it has not
-        answered or answered between two worlds."""
+    def learn(self, deadline: float) -> Adopt | AdoptInReset | GiveUp:
+        """Wait until the claimed slots make a whole world (``Adopt``, kept as ``world``), or
+        are all between two worlds (``AdoptInReset``), or ``deadline`` (this clock's) passes
+        (``GiveUp``). A slot is asked again while it has not answered or answered between two
+        worlds."""
         places: dict[Slot, Place | None] = {}
+        claimed: frozenset[Slot] = frozenset()
+        settled_since = self._clock()
         with ThreadPoolExecutor(ASKERS, thread_name_prefix="adopt-ask") as askers:
             while True:
                 now = self._clock()
                 claims = self._fresh_claims(now)
+                if frozenset(claims) != claimed:
+                    claimed, settled_since = frozenset(claims), now
                 ask = [s for s in claims if places.get(s) is None]
                 for slot, (answered, place) in zip(ask, askers.map(self._ask, ask), strict=True):
                     if answered:
                         places[slot] = place
                     else:
                         places.pop(slot, None)
-                decision = decide(claims, places, self._clock(), deadline)
+                decision = decide(claims, places, self._clock(), deadline, settled_since)
                 if isinstance(decision, Adopt):
                     self.world = decision
                     self._claims = {(p.host, p.slot): claims[(p.host, p.slot)] for p in decision.world}
+                    return decision
+                if isinstance(decision, AdoptInReset):
+                    self._claims = {slot: claims[slot] for slot in decision.slots}
                     return decision
                 if isinstance(decision, GiveUp):
                     return decision

@@ -13,10 +13,18 @@ guessed at).
 
 The world is whole when the answers of the claimed slots name one size N, the ranks 0..N-1
 each once, each host's local ranks 0..n-1 (its slots, as Horovod assigns them) and one local
-size per host. A claimed slot whose Horovod is not initialized (in a reset) leaves the world
-incomplete: its peers are between two worlds, which a new rendezvous forms, not an adoption.
-Claims of slots outside the world (an older run's straggler) do not stop it; they are left
-unadopted and end at their window.
+size per host. Claims of slots outside the world (an older run's straggler) do not stop it;
+they are left unadopted and end at their window.
+
+A world lost between two worlds (a peer lost while no launcher led: its survivors left the
+world for a reset and wait there for a driver, fork patch 0112) cannot be whole: nobody holds
+a rank. Once every claimed slot answered that it is between two worlds and the claims have
+not changed for ``SETTLE_SECS`` (every wrapper asks each second: all of them have asked),
+``decide`` answers ``AdoptInReset``: those processes are taken over and the driver forms the
+next world with them, as after a failure it saw. Per host only the slots 0..k-1 are taken
+(Horovod numbers a host's slots from 0); a claimed slot above a gap is left to its window.
+Some claimed slots still in a world and others between two is a world whose failure is
+under way: its members reset once their collectives fail, so the rule waits.
 """
 from __future__ import annotations
 
@@ -24,6 +32,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 Slot = tuple[str, int]  # (host, local rank), as the lease claim and the registration name it
+
+# seconds the claims of a world between two worlds must stay the same before it is adopted:
+# three of the wrappers' questions (one a second, lease.POLL)
+SETTLE_SECS = 3.0
 
 
 @dataclass(frozen=True)
@@ -65,6 +77,19 @@ class Adopt:
             if place.host not in order:
                 order.append(place.host)
         return order
+
+
+@dataclass(frozen=True)
+class AdoptInReset:
+    """Take over these processes, every one between two worlds (in a reset, waiting for a
+    driver): the next world is formed with them, ranks given afresh (``slots`` by host, then
+    slot)."""
+    slots: tuple[Slot, ...]
+
+    def host_order(self) -> list[str]:
+        """The hosts of the adopted processes (first in the next world's assignment: rank 0,
+        whose state the world syncs from, is one of the processes that trained)."""
+        return list(dict.fromkeys(host for host, _ in self.slots))
 
 
 @dataclass(frozen=True)
@@ -121,12 +146,33 @@ def _whole(claimed: set[Slot], places: Mapping[Slot, Place | None]) -> tuple[Pla
     return tuple(by_rank[r] for r in range(size))
 
 
+def _between(claimed: set[Slot], places: Mapping[Slot, Place | None]) -> tuple[Slot, ...] | None:
+    """The slots to adopt when every claimed slot answered that it is between two worlds (per
+    host 0..k-1), None otherwise."""
+    if not claimed or any(places.get(s, "unanswered") is not None for s in claimed):
+        return None
+    taken: list[Slot] = []
+    for host in sorted({h for h, _ in claimed}):
+        slot = 0
+        while (host, slot) in claimed:
+            taken.append((host, slot))
+            slot += 1
+    return tuple(taken) or None
+
+
 def decide(claimed: Iterable[Slot], places: Mapping[Slot, Place | None], now: float,
-           deadline: float) -> Adopt | Wait | GiveUp:
+           deadline: float, settled_since: float | None = None) -> Adopt | AdoptInReset | Wait | GiveUp:
     """Adopt the world of the ``claimed`` slots' ``places`` (a slot absent from ``places`` has
-    not answered yet; None: it answered, not initialized), wait for what is missing until
-    ``deadline``, then give up naming it."""
-    whole = _whole(set(claimed), places)
+    not answered yet; None: it answered, not initialized), or their processes between two
+    worlds once the claims have been the same since ``settled_since`` for ``SETTLE_SECS``;
+    wait for what is missing until ``deadline``, then give up naming it."""
+    claimed = set(claimed)
+    whole = _whole(claimed, places)
     if not isinstance(whole, str):
         return Adopt(whole)
+    between = _between(claimed, places)
+    if between is not None:
+        if settled_since is not None and now - settled_since >= SETTLE_SECS:
+            return AdoptInReset(between)
+        whole = f"{len(claimed)} workers are between two worlds; waiting for every one of them to ask"
     return Wait(whole) if now < deadline else GiveUp(whole)

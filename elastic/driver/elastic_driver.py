@@ -41,7 +41,11 @@ What changes against the fork's detector (the rules are the core's, see its docs
 
 - Adopt mode (``adopt_window``, ``ELASTIC_ADOPT_WORLD``): the driver takes over the world
   running at its fixed rendezvous endpoint instead of starting one (``adopt``, ``adopter``,
-  the rule ``adoption``): its first world is the one the workers answer, no process started.
+  the rule ``adoption``): its first world is the one the workers answer, no process started;
+  workers lost between two worlds (a peer lost while no launcher led) are taken over as
+  processes and the first world is formed with them (``AdoptInReset``); their rank requests
+  wait at the ``RankGate`` until that world's barrier is set up (``wait_to_join``,
+  ``_start_worker_processes``).
 
 Everything else (leaves, the rest of joins, aborts) is the fork's.
 
@@ -54,6 +58,7 @@ stranded rule, executed by the fork's ``_drop_joiner`` until step 3 deletes the 
 overridden, each until its concern moves out of the fork whole (``docs/driver.md``, "The
 order the rest moves in"): ``stop`` (public: the bound on the process after it), ``start``
 (public: adopt mode first), ``_world_assignments`` (an adoption's first world),
+``wait_to_join`` and ``_start_worker_processes`` (the rank gate of an adoption),
 ``_unrecorded`` and ``lose_unrecorded_workers`` (the barrier's clock, step 6: the fork's
 filter is one statement a hook would rewrite), ``_send_ping``, ``_ping`` and ``_ping_now``
 (the fork's leave path sends its pings through them; they go with leaves, step 4). The
@@ -77,11 +82,12 @@ from horovod.runner.elastic import driver as horovod_driver
 
 from elastic.driver import barrier, lease_answers
 from elastic.driver.adopter import Adopter
-from elastic.driver.adoption import Adopt
+from elastic.driver.adoption import Adopt, AdoptInReset
 from elastic.driver.cooldowns import Cooldowns
 from elastic.driver.joins import Joins, View, stranded
 from elastic.driver.joins import Settings as JoinSettings
 from elastic.driver.liveness import Liveness, Lose, Ping, Rebaseline, Settings
+from elastic.driver.rank_gate import CLOSED, REFUSING, RankGate
 from shared.event_kinds import Kind
 
 # horovodrun exits this long after its driver stopped, whatever its threads still wait on (a
@@ -151,6 +157,9 @@ class ElasticDriver(horovod_driver.ElasticDriver):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._adopter: Adopter | None = None  # before the fork's threads ask _world_assignments
+        self._rank_gate = RankGate()  # closed while adopting (before the rendezvous serves)
+        if self.adopt_window is not None:
+            self._rank_gate.close()
         self._core_lock = threading.Lock()
         self._core: Liveness | None = None
         self._core_ready = threading.Event()
@@ -193,7 +202,17 @@ class ElasticDriver(horovod_driver.ElasticDriver):
         adopter = Adopter(self, lease_answers.installed())
         decision = adopter.learn(started + within)
         waited = round(time.monotonic() - started, 3)
+        if isinstance(decision, AdoptInReset):
+            hosts = [f"{host}:{sum(1 for h, _ in decision.slots if h == host)}" for host in decision.host_order()]
+            self._host_manager.prefer_order(decision.host_order())
+            self._events.emit(Kind.ADOPTED.value, world_size=len(decision.slots), hosts=hosts, between_worlds=True,
+                              waited=waited)
+            print(f"horovodrun: adopted the running world's {len(decision.slots)} workers between two worlds "
+                  f"({', '.join(hosts)}) after {waited:.1f} s: the next world forms with them",
+                  file=sys.stderr, flush=True)
+            return adopter.create_worker_fn(create_worker_fn)
         if not isinstance(decision, Adopt):
+            self._rank_gate.refuse()
             self._events.emit(Kind.ADOPTION_FAILED.value, reason=decision.reason, waited=waited)
             print(f"horovodrun: could not adopt the running world: {decision.reason}; starting the job again "
                   "once its workers have ended", file=sys.stderr, flush=True)
@@ -211,6 +230,24 @@ class ElasticDriver(horovod_driver.ElasticDriver):
         print(f"horovodrun: adopted the running world of {len(world)} workers ({', '.join(hosts)}) "
               f"after {waited:.1f} s", file=sys.stderr, flush=True)
         return adopter.create_worker_fn(create_worker_fn)
+
+    def wait_to_join(self, host: str, slot: int, timeout: float) -> bool | None:
+        """The fork's, after the rank gate: while the running world is being adopted a rank
+        request waits (a worker between two worlds asks before the world it joins exists);
+        once the adoption failed it is told it is in no world (True with no assignment: the
+        invalid slot)."""
+        state = self._rank_gate.state
+        while state == CLOSED:
+            state = self._rank_gate.wait(timeout)
+        if state == REFUSING:
+            return True
+        return super().wait_to_join(host, slot, timeout)
+
+    def _start_worker_processes(self, pending_slots: Any) -> None:
+        """The fork's, after opening the rank gate: the world's registration barrier is set
+        up by now (the caller reset the registry), so rank requests held there go on."""
+        self._rank_gate.open()
+        super()._start_worker_processes(pending_slots)
 
     def _world_assignments(self, current_hosts: Any) -> Any:
         """The fork's, except for the first world of an adoption: the adopted one, every rank

@@ -49,7 +49,9 @@ ssh session carries it there); not adopted within W seconds, it is ended as abov
 outlives a job without a launcher by more than W + N seconds. With a window, a SIGTERM that
 comes after the process that started the wrapper is gone (horovodrun's death signal: it ties a
 worker it runs without ssh to itself with ``PR_SET_PDEATHSIG``) is that loss, not a request to
-leave: it is not forwarded to the training.
+leave: it is not forwarded to the training. The training gets the window as
+``HOROVOD_ELASTIC_DRIVER_WAIT`` (unless set): a reset it begins while no launcher leads (a
+peer lost in the gap) waits that long for the driver that adopts it (fork patch 0112).
 
 ``decide`` and ``Judge`` are the pure rule; ``main`` the I/O around it.
 Standard library only (it runs before anything else on the worker).
@@ -70,7 +72,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 
-from elastic.environment import HOROVOD_GLOO_RENDEZVOUS_ADDR, HOROVOD_GLOO_RENDEZVOUS_PORT
+from elastic.environment import HOROVOD_ELASTIC_DRIVER_WAIT, HOROVOD_GLOO_RENDEZVOUS_ADDR, HOROVOD_GLOO_RENDEZVOUS_PORT
 from elastic.worker.custody import ADOPTED, ATTACHED, ORPHAN, Custody
 from elastic.worker.output import Output, pipes
 from shared.environment import HOROVOD_HOSTNAME, HOROVOD_LOCAL_RANK
@@ -317,7 +319,11 @@ def run(command: Sequence[str], seconds: float, window: float = 0.0) -> int:
         log = os.path.join(tempfile.gettempdir(), f"elastic-run-worker-{slot}-{os.getpid()}.log")
         output = Output(streams, log)
         try:
-            child = subprocess.Popen(list(command), stdout=out_w, stderr=err_w)
+            # a reset begun while no launcher leads waits for the one that adopts it (fork
+            # patch 0112), for as long as this wrapper keeps it for an adoption
+            env = dict(os.environ)
+            env.setdefault(HOROVOD_ELASTIC_DRIVER_WAIT, f"{window:g}")
+            child = subprocess.Popen(list(command), stdout=out_w, stderr=err_w, env=env)
         finally:
             os.close(out_w)
             os.close(err_w)

@@ -107,6 +107,74 @@ def test_a_second_horovodrun_adopts_the_running_world_and_grows_it(tmp_path):
 
 
 @pytest.mark.horovod
+@pytest.mark.timeout(900)
+def test_a_world_that_lost_a_worker_while_nobody_led_is_adopted_and_trains_on(tmp_path):
+    """0112: a peer lost while no launcher leads. The first horovodrun's process group is
+    SIGKILLed, then one of its two training processes: the other's collective fails, it
+    restores its last commit and begins a reset, which waits for a driver (it says so)
+    instead of ending in Gloo's rendezvous. A second horovodrun in adopt mode takes it over
+    between two worlds (``adopted`` with ``between_worlds``) and forms the next world with it
+    and a new process on the lost one's host: the survivor trains on from its commit, rank 0
+    (the new process's state is synced from it), and the job ends with 0. Without the patch's
+    wait the survivor dies in Gloo's HTTP store and there is nothing to adopt."""
+    port = free_port()
+    script, _, _ = discovery_script(tmp_path, "localhost:1\n127.0.0.1:1\n")
+    log, stop = tmp_path / "join.jsonl", tmp_path / "stop"
+    worker_logs = tmp_path / "worker-logs"  # where a wrapper whose session is gone writes
+    worker_logs.mkdir()
+    first = _launch(tmp_path, "run-1", script, port, log, stop, TMPDIR=str(worker_logs))
+    second = None
+    try:
+        wait_for(lambda: len({r["pid"] for r in _steps(log) if r["size"] == 2}) == 2 and len(_steps(log)) >= 40,
+                 START_DEADLINE, "the first world of two to train", detail=first.output)
+        os.killpg(first.proc.pid, signal.SIGKILL)
+        first.proc.wait()
+        by_host = {r["host"]: r["pid"] for r in _steps(log) if r["size"] == 2}
+        survivor, lost = by_host["localhost"], by_host["127.0.0.1"]
+        os.kill(lost, signal.SIGKILL)
+        killed_at = read_log(log)[-1]["time"]
+        last_step = max(r["step"] for r in _steps(log) if r["pid"] == survivor)
+
+        def waits_for_a_driver() -> bool:
+            return any("no driver answers the rendezvous" in p.read_text(errors="replace")
+                       for p in worker_logs.glob("elastic-run-worker-*.log"))
+        wait_for(waits_for_a_driver, START_DEADLINE, "the survivor's reset to wait for a driver",
+                 detail=lambda: "\n".join(p.read_text(errors="replace")[-2000:]
+                                          for p in worker_logs.glob("elastic-run-worker-*.log")))
+
+        second = _launch(tmp_path, "run-2", script, port, log, stop, ELASTIC_ADOPT_WORLD=str(WINDOW))
+        events = tmp_path / "run-2" / "events.jsonl"
+        wait_for(lambda: any(e.kind == "adopted" for e in read_records(events)), ADOPT_DEADLINE,
+                 "the second horovodrun to adopt the survivor", detail=second.output)
+        record = next(e for e in read_records(events) if e.kind == "adopted")
+        assert record.detail["between_worlds"] is True and record.detail["world_size"] == 1, record
+        wait_for(lambda: "adopted the running world's 1 workers between two worlds" in second.output(),
+                 ADOPT_DEADLINE, "horovodrun's line saying it adopted", detail=second.output)
+
+        def next_world() -> list[dict]:
+            return [r for r in _steps(log, killed_at) if r["size"] == 2]
+        wait_for(lambda: len({r["pid"] for r in next_world()}) == 2, START_DEADLINE,
+                 "the survivor and a new process to train as two", detail=second.output)
+        steps = next_world()
+        assert survivor in {r["pid"] for r in steps} and lost not in {r["pid"] for r in steps}
+        first_of = {pid: min(r["step"] for r in steps if r["pid"] == pid) for pid in {r["pid"] for r in steps}}
+        assert first_of[survivor] >= last_step, "the survivor did not train on from its last commit"
+        assert all(step >= last_step for step in first_of.values()), \
+            f"the new process did not get the survivor's state: {first_of}, last step {last_step}"
+        assert {r["rank"] for r in steps if r["pid"] == survivor} == {0}
+
+        stop.touch()
+        second.proc.wait(timeout=END_DEADLINE)
+        assert second.proc.returncode == 0, second.output()
+        exits = [e for e in read_records(events) if e.kind == "worker_exit"]
+        assert sorted(e.detail["exit_code"] for e in exits) == [0, 0], exits
+    finally:
+        if second is not None:
+            second.close()
+        first.close()
+
+
+@pytest.mark.horovod
 @pytest.mark.timeout(600)
 def test_with_no_world_to_adopt_horovodrun_says_so_and_starts_the_job(tmp_path):
     """Adopt mode with nobody asking to be adopted (the old world ended, or never started):

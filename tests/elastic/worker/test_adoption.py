@@ -20,6 +20,7 @@ from horovod.runner.http.http_server import RendezvousHandler, RendezvousServer
 
 from elastic.driver import lease_answers
 from elastic.driver.lease_answers import Claim
+from elastic.environment import HOROVOD_ELASTIC_DRIVER_WAIT
 from tests.runtime.liveness import pid_gone
 from tests.waiting import wait_for
 
@@ -276,6 +277,21 @@ def test_the_launchers_death_signal_is_the_sessions_loss_not_a_leave(driver, tmp
     finally:
         if training is not None and not pid_gone(training):
             os.killpg(os.getpgid(training), signal.SIGKILL)
+
+
+@pytest.mark.parametrize("given, seen", [(None, "30"), ("7", "7")])
+def test_the_training_waits_for_a_driver_in_a_reset_for_the_window(given, seen):
+    """The training gets the window as ``HOROVOD_ELASTIC_DRIVER_WAIT`` (fork patch 0112: a
+    reset begun while no launcher leads waits that long for the one that adopts it), unless
+    the environment already says how long."""
+    env = {k: v for k, v in os.environ.items() if k != HOROVOD_ELASTIC_DRIVER_WAIT}
+    if given is not None:
+        env[HOROVOD_ELASTIC_DRIVER_WAIT] = given
+    proc = subprocess.run([sys.executable, "-m", "elastic.worker.lease", "--adopt-window", "30", "--",
+                           sys.executable, "-c", f"import os; print(os.environ.get({HOROVOD_ELASTIC_DRIVER_WAIT!r}))"],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == seen
 
 
 @pytest.mark.parametrize("value", ["2", "-1", "nan", "4000"])
