@@ -28,6 +28,7 @@ ELASTIC_PLOT = "ELASTIC_PLOT"  # elastic-run
 ELASTIC_REAP_SSH = "ELASTIC_REAP_SSH"  # elastic.driver.hvdrun
 ELASTIC_REMOTE_RSYNC = "ELASTIC_REMOTE_RSYNC"  # dataset-sync --remote-rsync
 ELASTIC_RENDEZVOUS_ADDRESS = "ELASTIC_RENDEZVOUS_ADDRESS"  # elastic-run --rendezvous-address, elastic.driver.hvdrun
+ELASTIC_RENDEZVOUS_BIND = "ELASTIC_RENDEZVOUS_BIND"  # elastic-run --rendezvous-bind, elastic.driver.hvdrun
 ELASTIC_RENDEZVOUS_PORT = "ELASTIC_RENDEZVOUS_PORT"  # elastic-run --rendezvous-port, elastic.driver.hvdrun
 ELASTIC_SSH_CONFIG = "ELASTIC_SSH_CONFIG"  # elastic.ssh.config
 ELASTIC_SSH_DIR = "ELASTIC_SSH_DIR"  # ssh-bootstrap --out

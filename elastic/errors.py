@@ -136,11 +136,13 @@ class PlotError(LaunchError):
 
 
 class BadEndpoint(ConfigError):
-    """``--rendezvous-port``/``--rendezvous-address`` (or their variables) cannot be used."""
+    """``--rendezvous-port``/``--rendezvous-address``/``--rendezvous-bind`` (or their variables)
+    cannot be used."""
 
 
 class PortTaken(LaunchError):
-    """horovodrun's rendezvous server cannot listen on its fixed port (``--rendezvous-port``)."""
+    """horovodrun's rendezvous server cannot listen on its fixed port (``--rendezvous-port``) or
+    bind address (``--rendezvous-bind``)."""
 
 
 class BadAnswer(DaemonUnavailable):

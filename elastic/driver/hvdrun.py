@@ -8,10 +8,11 @@ elastic.driver.hvdrun``: the same, as ``elastic-run`` starts it, fed by push dis
 (arguments, discovery, exit code) horovodrun's. A ``--host-discovery-script`` runs as Horovod
 runs it, whatever the environment holds.
 
-Both take the rendezvous server's fixed port and the address its workers are told from the
-environment when set (``install_rendezvous_endpoint``: ``ELASTIC_RENDEZVOUS_PORT``,
-``ELASTIC_RENDEZVOUS_ADDRESS``), where a second launcher of the job answers the world this
-one starts; a bad one ends horovodrun with one line before anything starts.
+Both take the rendezvous server's fixed port, the one address it listens on and the address
+its workers are told from the environment when set (``install_rendezvous_endpoint``:
+``ELASTIC_RENDEZVOUS_PORT``, ``ELASTIC_RENDEZVOUS_BIND``, ``ELASTIC_RENDEZVOUS_ADDRESS``), where a
+second launcher of the job answers the world this one starts; a bad one ends horovodrun with
+one line before anything starts.
 
 With ``ELASTIC_ADOPT_WORLD`` (the seconds the workers' lease wrappers wait to be adopted,
 their ``--adopt-window``) the driver takes over the world running at that fixed endpoint
@@ -70,6 +71,7 @@ from elastic.environment import (
     ELASTIC_ADOPT_WORLD,
     ELASTIC_REAP_SSH,
     ELASTIC_RENDEZVOUS_ADDRESS,
+    ELASTIC_RENDEZVOUS_BIND,
     ELASTIC_RENDEZVOUS_PORT,
 )
 from elastic.errors import BadEndpoint, PortTaken
@@ -199,15 +201,20 @@ def launcher_main(argv: Sequence[str] | None = None) -> int:
 
 
 def install_rendezvous_endpoint(env: Mapping[str, str], wait: float = 0.0) -> None:
-    """The rendezvous server's fixed port and the address its workers are told, from
-    ``ELASTIC_RENDEZVOUS_PORT``/``_ADDRESS`` (``elastic.driver.rendezvous_endpoint``), each
-    when set: where another launcher of the job answers the world this one starts; a port in
-    use is tried again for up to ``wait`` seconds. ``BadEndpoint`` names a bad one."""
+    """The rendezvous server's fixed port, the address it listens on and the address its
+    workers are told, from ``ELASTIC_RENDEZVOUS_PORT``/``_BIND``/``_ADDRESS``
+    (``elastic.driver.rendezvous_endpoint``), each when set: where another launcher of the job
+    answers the world this one starts; a port in use is tried again for up to ``wait`` seconds.
+    ``BadEndpoint`` names a bad one (a bind address without the port too)."""
     raw_port, raw_address = env.get(ELASTIC_RENDEZVOUS_PORT), env.get(ELASTIC_RENDEZVOUS_ADDRESS)
-    rendezvous_endpoint.install(
-        rendezvous_endpoint.parse_port(raw_port, ELASTIC_RENDEZVOUS_PORT) if raw_port else None,
-        rendezvous_endpoint.parse_address(raw_address, ELASTIC_RENDEZVOUS_ADDRESS) if raw_address else None,
-        wait)
+    raw_bind = env.get(ELASTIC_RENDEZVOUS_BIND)
+    port = rendezvous_endpoint.parse_port(raw_port, ELASTIC_RENDEZVOUS_PORT) if raw_port else None
+    address = rendezvous_endpoint.parse_address(raw_address, ELASTIC_RENDEZVOUS_ADDRESS) if raw_address else None
+    bind = rendezvous_endpoint.parse_bind(raw_bind, ELASTIC_RENDEZVOUS_BIND) if raw_bind else None
+    if bind is not None and port is None:
+        raise BadEndpoint(f"{ELASTIC_RENDEZVOUS_BIND} needs {ELASTIC_RENDEZVOUS_PORT}: it names where the fixed "
+                          "port is listened on")
+    rendezvous_endpoint.install(port, address, wait, bind)
 
 
 def adopt_window(env: Mapping[str, str]) -> float | None:

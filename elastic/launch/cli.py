@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 from elastic.common.cli import env_int
 from elastic.common.tools import tool
-from elastic.driver.rendezvous_endpoint import parse_address, parse_port
+from elastic.driver.rendezvous_endpoint import parse_address, parse_bind, parse_port
 from elastic.environment import (
     ELASTIC_ADOPT_WINDOW,
     ELASTIC_DATASET,
@@ -42,6 +42,7 @@ from elastic.environment import (
     ELASTIC_NETWORK_INTERFACE,
     ELASTIC_PLOT,
     ELASTIC_RENDEZVOUS_ADDRESS,
+    ELASTIC_RENDEZVOUS_BIND,
     ELASTIC_RENDEZVOUS_PORT,
     ELASTIC_SSH_IDENTITY,
     ELASTIC_SSH_PORT,
@@ -137,6 +138,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--rendezvous-address", default=None, metavar="HOST",
                    help=f"the address the workers are told to reach it at, one that follows the leading launcher "
                         f"(a Service) ({ELASTIC_RENDEZVOUS_ADDRESS}; default: this launcher's, Horovod's)")
+    g.add_argument("--rendezvous-bind", default=None, metavar="ADDRESS",
+                   help=f"the one IPv4 address of this host it listens on, this launcher's own, as a pod's IP is "
+                        f"(needs --rendezvous-port; {ELASTIC_RENDEZVOUS_BIND}; default: every address; the workers "
+                        f"are told it unless --rendezvous-address)")
     g.add_argument("--adopt-window", default=None, metavar="SECONDS",
                    help=f"a worker whose launcher is gone trains on this long, waiting for another launcher of "
                         f"the job to adopt it; a launcher that takes the job over adopts the running world "
@@ -390,6 +395,10 @@ def config_from_args(args: argparse.Namespace, command: list[str]) -> LaunchConf
     rendezvous_port = parse_port(raw, env_name or "--rendezvous-port") if raw is not None else None
     raw, env_name = _flag_or_env(args.rendezvous_address, ELASTIC_RENDEZVOUS_ADDRESS)
     rendezvous_address = parse_address(raw, env_name or "--rendezvous-address") if raw is not None else None
+    raw, env_name = _flag_or_env(args.rendezvous_bind, ELASTIC_RENDEZVOUS_BIND)
+    rendezvous_bind = parse_bind(raw, env_name or "--rendezvous-bind") if raw is not None else None
+    if rendezvous_bind is not None and rendezvous_port is None:
+        raise ConfigError("--rendezvous-bind needs --rendezvous-port: it names where the fixed port is listened on")
     raw, env_name = _flag_or_env(args.adopt_window, ELASTIC_ADOPT_WINDOW)
     adopt_window = parse_adopt_window(raw, env_name or "--adopt-window") if raw is not None else 0.0
     if adopt_window and rendezvous_port is None:
@@ -428,7 +437,8 @@ def config_from_args(args: argparse.Namespace, command: list[str]) -> LaunchConf
         stall_timeout=stall or None, first_world_timeout=first_world, ready_timeout=args.ready_timeout,
         events_file=os.path.abspath(args.events_file) if args.events_file else None,
         leave_grace=leave_grace, job_id=job_id, lease=lease, term_grace=term_grace, run_id=run_id,
-        rendezvous_port=rendezvous_port, rendezvous_address=rendezvous_address, adopt_window=adopt_window,
+        rendezvous_port=rendezvous_port, rendezvous_address=rendezvous_address, rendezvous_bind=rendezvous_bind,
+        adopt_window=adopt_window,
     )
 
 

@@ -39,6 +39,7 @@ from elastic.environment import (
     ELASTIC_ADOPT_WINDOW,
     ELASTIC_ADOPT_WORLD,
     ELASTIC_RENDEZVOUS_ADDRESS,
+    ELASTIC_RENDEZVOUS_BIND,
     ELASTIC_RENDEZVOUS_PORT,
     HOROVOD_ELASTIC_LEAVE_GRACE_SECONDS,
 )
@@ -104,6 +105,7 @@ class LaunchConfig:
     election: ElectionSettings | None = None  # --leader-election: stand by until leading
     rendezvous_port: int | None = None  # --rendezvous-port: horovodrun's rendezvous server's own
     rendezvous_address: str | None = None  # --rendezvous-address: what the workers are told
+    rendezvous_bind: str | None = None  # --rendezvous-bind: the one address the server listens on
     adopt_window: float = 0.0  # --adopt-window: how long a worker waits for a launcher to adopt it
 
 
@@ -286,6 +288,8 @@ def make_plan(config: LaunchConfig, *, run_id: str, workdir: str,
         env[ELASTIC_RENDEZVOUS_PORT] = str(config.rendezvous_port)
     if config.rendezvous_address is not None:
         env[ELASTIC_RENDEZVOUS_ADDRESS] = config.rendezvous_address
+    if config.rendezvous_bind is not None:
+        env[ELASTIC_RENDEZVOUS_BIND] = config.rendezvous_bind
     hvdrun = tuple(opts.launcher[-2:]) == ("-m", "elastic.driver.hvdrun")
 
     return LaunchPlan(

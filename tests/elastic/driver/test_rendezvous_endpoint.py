@@ -137,3 +137,50 @@ def test_a_port_in_use_is_waited_for_when_asked_and_named_once_the_wait_is_over(
         with pytest.raises(PortTaken, match=f"cannot listen on port {taken}"):
             rendezvous_endpoint._bind_exactly(taken, wait=0.5)(
                 lambda addr: socketserver.TCPServer(addr, socketserver.BaseRequestHandler))
+
+
+def test_two_launchers_bound_to_their_own_addresses_share_the_port():
+    """``--rendezvous-bind``: each launcher's server listens on its own address (a pod's IP;
+    here two of 127.0.0.0/8), so one frozen holding the port there leaves it free on the other's."""
+    import socketserver
+
+    port = free_port()
+    bind = rendezvous_endpoint._bind_exactly
+    first, _ = bind(port, host="127.0.0.2")(lambda addr: socketserver.TCPServer(addr, socketserver.BaseRequestHandler))
+    try:
+        second, bound = bind(port, host="127.0.0.3")(
+            lambda addr: socketserver.TCPServer(addr, socketserver.BaseRequestHandler))
+        second.server_close()
+        assert bound == port and first.server_address == ("127.0.0.2", port)
+        with pytest.raises(PortTaken, match=f"cannot listen on 127.0.0.2:{port}: Address already in use"):
+            bind(port, host="127.0.0.2")(lambda addr: socketserver.TCPServer(addr, socketserver.BaseRequestHandler))
+    finally:
+        first.server_close()
+
+
+@pytest.mark.parametrize("raw", ["127.0.0.2", "10.1.2.3"])
+def test_an_ipv4_address_is_a_bind_address(raw):
+    assert rendezvous_endpoint.parse_bind(raw, "X") == raw
+
+
+@pytest.mark.parametrize("raw", ["", "::1", "leader-0", "127.0.0.1:29400", "0x7f000001"])
+def test_anything_else_is_not_a_bind_address(raw):
+    with pytest.raises(BadEndpoint, match="X must be an IPv4 address of this host"):
+        rendezvous_endpoint.parse_bind(raw, "X")
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("env, says", [
+    ({"ELASTIC_RENDEZVOUS_BIND": "127.0.0.2"},
+     (2, "ELASTIC_RENDEZVOUS_BIND needs ELASTIC_RENDEZVOUS_PORT: it names where the fixed port is listened on")),
+    ({"ELASTIC_RENDEZVOUS_BIND": "pod-0", "ELASTIC_RENDEZVOUS_PORT": "{port}"},
+     (2, "ELASTIC_RENDEZVOUS_BIND must be an IPv4 address of this host, got 'pod-0'")),
+    ({"ELASTIC_RENDEZVOUS_BIND": "192.0.2.1", "ELASTIC_RENDEZVOUS_PORT": "{port}"},
+     (1, "the rendezvous server cannot listen on 192.0.2.1:{port}: Cannot assign requested address")),
+], ids=["no-port", "a-name", "not-this-hosts"])
+def test_a_bad_bind_address_ends_horovodrun_with_one_line(tmp_path, env, says):
+    port = free_port()
+    done = _horovodrun(tmp_path, **{name: value.format(port=port) for name, value in env.items()})
+    code, line = says
+    assert done.returncode == code, done.stderr
+    assert done.stderr.strip().splitlines() == [f"horovodrun: error: {line.format(port=port)}"]

@@ -71,9 +71,23 @@ def test_the_rendezvous_endpoint_reaches_horovodrun_only_when_asked():
     assert "ELASTIC_RENDEZVOUS_PORT" not in plain.env and "ELASTIC_RENDEZVOUS_ADDRESS" not in plain.env
 
 
+def test_a_bind_address_reaches_horovodrun_only_when_asked(monkeypatch):
+    """``--rendezvous-bind`` (or ``ELASTIC_RENDEZVOUS_BIND``): the one address horovodrun's
+    rendezvous server listens on, this launcher's own; unset, every address."""
+    from tests.elastic.launch.test_plan import plan_of
+    plan = plan_of(config("--rendezvous-port", "29500", "--rendezvous-bind", "127.0.0.2"))
+    assert plan.env["ELASTIC_RENDEZVOUS_BIND"] == "127.0.0.2"
+    assert "ELASTIC_RENDEZVOUS_BIND" not in plan_of(config("--rendezvous-port", "29500")).env
+    monkeypatch.setenv("ELASTIC_RENDEZVOUS_BIND", "10.0.0.9")
+    assert plan_of(config("--rendezvous-port", "29500")).env["ELASTIC_RENDEZVOUS_BIND"] == "10.0.0.9"
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--rendezvous-port", "70000"], "--rendezvous-port must be from 1 to 65535, got '70000'"),
     (["--rendezvous-address", "leader;id"], "--rendezvous-address must be an IP address or a DNS name"),
+    (["--rendezvous-port", "29500", "--rendezvous-bind", "pod-0"],
+     "--rendezvous-bind must be an IPv4 address of this host, got 'pod-0'"),
+    (["--rendezvous-bind", "127.0.0.2"], "--rendezvous-bind needs --rendezvous-port"),
 ])
 def test_a_bad_rendezvous_endpoint_names_its_flag(flags, message):
     with pytest.raises(ConfigError, match=message):
