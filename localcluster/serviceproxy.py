@@ -28,7 +28,8 @@ resets the other side.
 [--probe-path PATH] [--period S] [--timeout S] [--failure-threshold N] [--success-threshold N]``
 prints ``serviceproxy: listening on HOST:PORT`` once it accepts, then one line each time a
 backend's readiness changes (``serviceproxy: HOST:PORT Ready`` / ``... not Ready: <why>``),
-and runs until SIGTERM or SIGINT; bad input is one line and exit 2.
+and runs until SIGTERM or SIGINT; bad input is one line (``error: ...``) and exit 2, an
+address it cannot listen on one line and exit 1.
 """
 from __future__ import annotations
 
@@ -44,6 +45,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from shared.argparser import OneLineParser
+from shared.runner import run_main
 
 Address = tuple[str, int]
 CHUNK = 65536
@@ -247,14 +251,9 @@ def _positive(raw: str) -> float:
     return value
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit 2
-        self.exit(2, f"serviceproxy: error: {message}\n")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    p = _Parser(prog="python -m localcluster.serviceproxy",
-                description="a Service: each connection to the backend a readiness probe finds Ready")
+    p = OneLineParser(prog="python -m localcluster.serviceproxy",
+                      description="a Service: each connection to the backend a readiness probe finds Ready")
     p.add_argument("--listen", required=True, metavar="IPv4:PORT", help="the Service's address and port")
     p.add_argument("--backend", action="append", required=True, metavar="IPv4:PORT",
                    help="an endpoint (a pod's address and the target port); repeat")
@@ -264,16 +263,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--failure-threshold", type=int, default=Probe.failure_threshold, help="failureThreshold")
     p.add_argument("--success-threshold", type=int, default=Probe.success_threshold, help="successThreshold")
     args = p.parse_args(argv)
-    try:
-        listen = parse_endpoint(args.listen, "--listen")
-        backends = [parse_endpoint(raw, "--backend") for raw in args.backend]
-        if args.failure_threshold < 1 or args.success_threshold < 1:
-            raise ValueError("--failure-threshold and --success-threshold must be at least 1")
-        probe = Probe(args.probe_path, args.period, args.timeout, args.failure_threshold, args.success_threshold)
-        proxy = ServiceProxy(listen, backends, probe, say=lambda line: print(line, flush=True))
-    except (ValueError, OSError) as exc:
-        print(f"serviceproxy: error: {exc}", file=sys.stderr, flush=True)
-        return 2
+    return run_main("serviceproxy", lambda: _serve(args), usage=ValueError, failure=(ValueError, OSError))
+
+
+def _serve(args: argparse.Namespace) -> int:
+    listen = parse_endpoint(args.listen, "--listen")
+    backends = [parse_endpoint(raw, "--backend") for raw in args.backend]
+    if args.failure_threshold < 1 or args.success_threshold < 1:
+        raise ValueError("--failure-threshold and --success-threshold must be at least 1")
+    probe = Probe(args.probe_path, args.period, args.timeout, args.failure_threshold, args.success_threshold)
+    proxy = ServiceProxy(listen, backends, probe, say=lambda line: print(line, flush=True))
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -47,7 +47,7 @@ def test_bad_input_is_one_line_and_exit_2(argv, says):
                           text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 2, done.stderr
     [line] = done.stderr.strip().splitlines()
-    assert line.startswith("serviceproxy: error: ") and says in line, line
+    assert line.startswith("error: ") and says in line, line
 
 
 class Backend:
