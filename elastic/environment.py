@@ -16,6 +16,7 @@ ELASTIC_JOB_ID = "ELASTIC_JOB_ID"  # elastic-run, elastic.common.reap
 ELASTIC_LEADER_ELECTION = "ELASTIC_LEADER_ELECTION"  # elastic-run --leader-election (1 or 0)
 ELASTIC_LEADER_IDENTITY = "ELASTIC_LEADER_IDENTITY"  # elastic-run --leader-identity
 ELASTIC_LEADER_LEASE = "ELASTIC_LEADER_LEASE"  # elastic-run --leader-lease
+ELASTIC_LEADER_VALID_UNTIL = "ELASTIC_LEADER_VALID_UNTIL"  # elastic.launch.fencing (writes), elastic.driver.leading
 ELASTIC_LEASE = "ELASTIC_LEASE"  # elastic-run
 ELASTIC_LEAVE_GRACE = "ELASTIC_LEAVE_GRACE"  # elastic-run
 ELASTIC_LOG_DIR = "ELASTIC_LOG_DIR"  # elastic-run

@@ -86,6 +86,7 @@ from elastic.driver.adoption import Adopt, AdoptInReset
 from elastic.driver.cooldowns import Cooldowns
 from elastic.driver.joins import Joins, View, stranded
 from elastic.driver.joins import Settings as JoinSettings
+from elastic.driver.leading import still_leads
 from elastic.driver.liveness import Liveness, Lose, Ping, Rebaseline, Settings
 from elastic.driver.rank_gate import CLOSED, REFUSING, RankGate
 from shared.event_kinds import Kind
@@ -265,6 +266,22 @@ class ElasticDriver(horovod_driver.ElasticDriver):
             threading.Thread(target=exit_after_stop, args=(self, error_message, self.exit_after_stop), daemon=True,
                              name='exit-after-stop').start()
         super().stop(error_message)
+
+    def _abort_collectives(self, reason: str, skip: Any = ()) -> None:
+        """The fork's abort, only while this launcher leads (``elastic.driver.leading``): a
+        leader woken from a pause past its Lease sees its workers' ssh sessions gone, and the
+        world it would abort is the next leader's."""
+        if not still_leads():
+            log.info('not aborting the world (%s): this launcher no longer leads the job', reason)
+            return
+        super()._abort_collectives(reason, skip)
+
+    def get_worker_client(self, slot_info: Any) -> Any:
+        """The fork's client of a worker's notification service (host changes go through it),
+        none once this launcher no longer leads (``elastic.driver.leading``)."""
+        if not still_leads():
+            return None
+        return super().get_worker_client(slot_info)
 
     def _refusal_ended(self, host: str, after: float) -> None:
         logging.info('host %s: its refusal is over (%.1f s): it gets joiners again', host, after)

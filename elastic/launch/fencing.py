@@ -15,6 +15,12 @@ workers, the rendezvous or the checkpoint: another launcher may lead the job by 
    its processes without touching the workers, the rendezvous or the checkpoint``;
 4. ``os._exit(EXIT_FENCED)``: no clean-up (the clean-up reaps hosts), no report.
 
+With ``valid_until_file``, the fence also writes ``valid_until`` there (by ``time.monotonic()``,
+temp + rename) before ``start`` returns and whenever the watchdog sees it renewed: horovodrun
+reads it through ``ELASTIC_LEADER_VALID_UNTIL`` and does not act on the workers past it
+(``elastic.driver.leading``), since on a wake from a pause its threads run in the same
+moments as this fence.
+
 ``Fence(elector, job_id)``; ``start()`` starts two threads: the renewer (``elector.renew``: a
 round every retry period) and the watchdog, which trips once the clock passes ``valid_until``
 -- it needs no I/O, so a leader that wakes from a pause is fenced before a request of its
@@ -70,9 +76,12 @@ class Fence:
     """Ends this launcher's part in the job once its leadership is gone (module docstring)."""
 
     def __init__(self, elector: LeaseElector, job_id: str, *,
-                 clock: Callable[[], float] = time.monotonic, exit: Callable[[int], None] = os._exit) -> None:
+                 clock: Callable[[], float] = time.monotonic, exit: Callable[[int], None] = os._exit,
+                 valid_until_file: Path | None = None) -> None:
         self.elector = elector
         self.job_id = job_id
+        self.valid_until_file = valid_until_file
+        self._published: float | None = None
         self.clock = clock
         self._exit = exit
         self._groups: list[int] = []
@@ -82,6 +91,7 @@ class Fence:
         self._watchdog = Worker(self._watch, "lease-watchdog")
 
     def start(self) -> None:
+        self._publish()
         self._renewer.start()
         self._watchdog.start()
 
@@ -106,9 +116,24 @@ class Fence:
         if not self._renewer.stopping.is_set():
             self.trip()
 
+    def _publish(self) -> None:
+        """Write ``valid_until`` to ``valid_until_file`` when it changed (module docstring)."""
+        until = self.elector.valid_until
+        if self.valid_until_file is None or until is None or until == self._published:
+            return
+        tmp = self.valid_until_file.with_name(f".{self.valid_until_file.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(f"{until!r}\n", encoding="ascii")
+            os.replace(tmp, self.valid_until_file)
+        except OSError as exc:  # horovodrun then reads an earlier end: it stops acting sooner
+            log.warning("cannot write the leadership's end to %s: %s", self.valid_until_file, exc)
+            return
+        self._published = until
+
     def _watch(self) -> None:
         stopping = self._watchdog.stopping
         while not stopping.is_set():
+            self._publish()
             until = self.elector.valid_until
             now = self.clock()
             if until is None or now >= until:

@@ -34,6 +34,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 from elastic.errors import Interrupted
 from elastic.launch.fencing import Fence
@@ -42,6 +43,7 @@ from elastic.leader.elector import ElectionSettings, LeaseElector, connect
 from shared.exitcodes import EXIT_OK, EXIT_USAGE, EXIT_WORKERS_FAILING
 
 VERDICTS = (EXIT_OK, EXIT_USAGE, EXIT_WORKERS_FAILING)  # exits a standby would only repeat
+VALID_UNTIL_NAME = "leader-valid-until"  # in the work directory: the fence's end, for horovodrun
 
 
 def _say(line: str) -> None:
@@ -84,7 +86,7 @@ def run_as_leader(plan: LaunchPlan, settings: ElectionSettings,
     elif elector.took_over_from:
         _say(f"job {plan.job_id}: took over from {elector.took_over_from}; without --adopt-window its running "
              "world is not adopted: resuming from the last commit")
-    fence = Fence(elector, plan.job_id)
+    fence = Fence(elector, plan.job_id, valid_until_file=Path(plan.workdir) / VALID_UNTIL_NAME)
     fence.start()
     code = None
     try:

@@ -83,6 +83,7 @@ from elastic.common.hostlist import split_host_slots
 from elastic.common.procs import tied_popen, tied_run
 from elastic.common.reap import reap_hosts, term_hosts
 from elastic.driver.hvdrun import LAUNCHER_GONE_SIGNAL
+from elastic.environment import ELASTIC_LEADER_VALID_UNTIL
 from elastic.errors import ElasticError, Interrupted, LaunchError, SSHError, SyncError
 from elastic.launch import console, events, plot, timeline
 from elastic.launch.badinput import BadInputPolicy
@@ -308,6 +309,8 @@ def _execute(plan: LaunchPlan, fence: Fence | None) -> int:
 
         argv = list(plan.horovodrun)
         env = horovodrun_env(plan, os.environ, url)
+        if fence is not None and fence.valid_until_file is not None:  # its driver acts only while we lead
+            env[ELASTIC_LEADER_VALID_UNTIL] = str(fence.valid_until_file)
         daemon_watch = DaemonWatch(url, plan.poll_interval)  # the one subscription to the daemon
         recorder = outcome.recorder = HostRecorder()
         daemon_watch.subscribe(recorder.see)
@@ -336,6 +339,8 @@ def _execute(plan: LaunchPlan, fence: Fence | None) -> int:
         monitor = Monitor(plan.events_file, _policies(plan, start, daemon_ready, recorder, relay, shortfall),
                           functools.partial(_act, proc))  # the driver's events, read once
         cleanup.step("stopping the monitor", monitor.stop)
+        if fence is not None:  # the first clean-up step: a leader woken past its Lease reaps nothing
+            cleanup.step("checking the leadership", fence.check)
         monitor.start()
         _raise_if_lost()  # the forks since (none of ours, but any library's)
         with _SignalForwarder(proc, on_term=lambda: _drain(plan, recorder, proc)) as forwarder:
