@@ -24,6 +24,7 @@ class Kind(str, Enum):
     RESET = "reset"  # new assignments in effect (a world of the new size forms)
     ABORT = "abort"  # collectives aborted because a worker is gone
     ABORT_FIRST_INIT = "abort_first_init"  # a first hvd.init aborted: a peer of it is gone
+    ABORT_WITHHELD = "abort_withheld"  # not sent: its launcher no longer leads (elastic.driver.leading)
     STOP = "stop"  # the driver stops the job
     LIVENESS_REBASELINE = "liveness_rebaseline"  # the driver suspected itself: nobody lost
     ADOPTED = "adopted"  # a driver took over a running world (it started none of its workers)
@@ -88,6 +89,10 @@ class Reset(TypedDict):
 class Abort(TypedDict):
     reason: str
     workers: int  # how many workers were told
+
+
+class AbortWithheld(TypedDict):
+    reason: str  # why the abort would have been sent
 
 
 class Stop(TypedDict):
@@ -199,6 +204,7 @@ DETAILS: dict[Kind, type] = {
     Kind.RESET: Reset,
     Kind.ABORT: Abort,
     Kind.ABORT_FIRST_INIT: Abort,
+    Kind.ABORT_WITHHELD: AbortWithheld,
     Kind.STOP: Stop,
     Kind.LIVENESS_REBASELINE: LivenessRebaseline,
     Kind.ADOPTED: Adopted,

@@ -273,6 +273,7 @@ class ElasticDriver(horovod_driver.ElasticDriver):
         world it would abort is the next leader's."""
         if not still_leads():
             log.info('not aborting the world (%s): this launcher no longer leads the job', reason)
+            self._events.emit(Kind.ABORT_WITHHELD.value, reason=reason)
             return
         super()._abort_collectives(reason, skip)
 

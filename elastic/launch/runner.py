@@ -309,6 +309,7 @@ def _execute(plan: LaunchPlan, fence: Fence | None) -> int:
 
         argv = list(plan.horovodrun)
         env = horovodrun_env(plan, os.environ, url)
+        env.pop(ELASTIC_LEADER_VALID_UNTIL, None)  # ours alone, never inherited
         if fence is not None and fence.valid_until_file is not None:  # its driver acts only while we lead
             env[ELASTIC_LEADER_VALID_UNTIL] = str(fence.valid_until_file)
         daemon_watch = DaemonWatch(url, plan.poll_interval)  # the one subscription to the daemon
