@@ -47,7 +47,7 @@ from tests.e2e.test_launcher_failover import (
     tagged,
     trains,
 )
-from tests.e2e.test_launcher_loss import GONE_TIMEOUT, START_TIMEOUT, launcher_tree
+from tests.e2e.test_launcher_loss import GONE_TIMEOUT, START_TIMEOUT, TAG, launcher_tree, processes
 from tests.waiting import free_port, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,6 +93,26 @@ class Service:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+def sessions_ended(tag: str) -> bool:
+    """Whether sshd on the pods has ended every ssh session of the launcher tagged ``tag``
+    (its clients frozen, they stop answering sshd's ``ClientAlive`` probes): no worker's lease
+    wrapper has an sshd session process (``sshd: USER@notty``) among its ancestors any more."""
+    table = processes()
+    wrappers = [pid for pid, (_, env, argv) in table.items()
+                if env.get(TAG) == tag and argv[1:3] == ["-m", "elastic.worker.lease"]]
+
+    def in_session(pid: int) -> bool:
+        seen = set()
+        while pid in table and pid not in seen:
+            seen.add(pid)
+            ppid, _, argv = table[pid]
+            if argv and argv[0].startswith("sshd:") and "@" in argv[0]:
+                return True
+            pid = ppid
+        return False
+    return bool(wrappers) and not any(in_session(pid) for pid in wrappers)
 
 
 def step_times(metrics: Path, since: float, until: float) -> list[float]:
@@ -146,6 +166,10 @@ def test_a_frozen_leaders_world_is_adopted_through_the_service_and_the_leader_is
             assert f"{bind_a}:{port} not Ready" in proxy.log() and f"{bind_b}:{port} Ready" in proxy.log(), \
                 proxy.log()
 
+            # a node that comes back after sshd on the pods gave its sessions up: then an ssh
+            # client's exit on the wake asks the old driver for an abort (what it must withhold)
+            wait_for(lambda: sessions_ended(a.tag), GONE_TIMEOUT, "sshd on the pods to end the frozen "
+                     "launcher's ssh sessions", detail=a.tail)
             a_before, b_before = len(read_events(a.events)), len(read_events(b.events))
             signal_all([pid for pid in frozen if pid != a.proc.pid], signal.SIGCONT)
             wait_for(lambda: any(r.kind == "abort_withheld" for r in read_events(a.events)[a_before:]),
