@@ -74,10 +74,11 @@ from training.environment import HOROVOD_LOCAL_SIZE, HOROVOD_RANK, OMP_NUM_THREA
 from training.errors import CheckpointError, ConfigError, DeviceError
 from training.evaluation import EvalPart
 from training.options import TrainConfig
+from training.sample_log import SampleLog
 from training.seeding import stream_seed
 from training.signals import StopFlags
 from training.step import StepPart
-from training.trace import Tracer, dynamo_imported, params_checksum, process_start
+from training.trace import Tracer, dynamo_imported, host_name, params_checksum, process_start
 
 # the helpers live with the parts' shared state; their names are importable from here too
 from training.trainer_base import (  # noqa: F401
@@ -138,6 +139,7 @@ class Trainer(WorldPart, StepPart, EvalPart, CheckpointPart):
         self._tick: float | None = None  # start of the training time not yet committed
         self.writer = metrics.MetricsWriter(args.metrics_file)
         self.tracer = tracer or Tracer(args.trace_dir)
+        self.samplelog = SampleLog(args.debug_sample_log, self.tracer.stem, host_name())
         self.n = dataset_size(task.train_set)
         self._pending: list[int] = []
         self._pending_count = 0
@@ -265,6 +267,10 @@ class Trainer(WorldPart, StepPart, EvalPart, CheckpointPart):
         self.tracer.worker(rank=hvd.rank(), size=hvd.size(), epoch=state.epoch,
                            resets=state.resets,
                            loss_scale=self.scaler.get_scale() if self.scaler else None)
+        if self.samplelog.on:  # the world's name: rank 0's (a collective, every rank logs)
+            leader = hvd.broadcast_object(self.samplelog.stem, root_rank=0, name="training.sample-log")
+            self.samplelog.enter(leader, hvd.rank(), hvd.size(), state.epoch, state.resets,
+                                 self.sampler.processed_num, self.n)
         if hvd.rank() == 0:
             log(f"training at world size {hvd.size()} from epoch {state.epoch + 1}, "
                 f"{self.sampler.processed_num}/{self.n} samples done, {state.resets} resets")
@@ -316,6 +322,8 @@ class Trainer(WorldPart, StepPart, EvalPart, CheckpointPart):
                 first = False
             self.set_lr(state)
             self.train_step(batch, step.total)
+            self.samplelog.step(self.hvd.rank(), self.hvd.size(), state.epoch, state.resets,
+                                self.sampler.processed_num, step.total, step.indices, self.n)
             self.sampler.record_step(step)
             self._ckpt_steps += 1
             self._pending.extend(step.indices)
@@ -406,6 +414,8 @@ class Trainer(WorldPart, StepPart, EvalPart, CheckpointPart):
             state.scaler_state = self.scaler.state_dict()
         self.maybe_progress(state)
         state.save()
+        self.samplelog.commit(hvd.rank(), state.epoch, state.resets, self.sampler.processed_num,
+                              self._commits + 1)
         report_progress()
         if self._pending:
             self.tracer.committed(state.epoch, **commit)

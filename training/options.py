@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from shared.argparser import OneLineParser
-from training.environment import TRAINING_DEBUG_GPU_PATH, TRAINING_TRACE_DIR
+from training.environment import TRAINING_DEBUG_GPU_PATH, TRAINING_DEBUG_SAMPLE_LOG, TRAINING_TRACE_DIR
 from training.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -98,6 +98,7 @@ class TrainConfig:
     term_grace: float
     trace_dir: str | None
     debug_step_delay: float
+    debug_sample_log: str | None
     debug_hold_file: str | None
     debug_pause_file: str | None
     debug_gpu_path: bool
@@ -327,6 +328,9 @@ _FLAGS = (
          "final parameter checksum here (also TRAINING_TRACE_DIR)", env=TRAINING_TRACE_DIR),
     Flag("--debug-step-delay", float, 0.0, "debug: sleep this many seconds after every step, to watch "
          "or test elastic events on tiny data (default 0)", _non_negative),
+    Flag("--debug-sample-log", str, None, "debug: each worker appends the sample indices of every "
+         "step it trains, with its world, commits and resets, here (training.sample_log; also "
+         "TRAINING_DEBUG_SAMPLE_LOG)", env=TRAINING_DEBUG_SAMPLE_LOG),
     Flag("--debug-hold-file", str, None, "debug: while this file exists, apply --debug-step-delay and "
          "hold before the run's last step"),
     Flag("--debug-pause-file", str, None, "debug: while this file exists, every rank waits before "

@@ -9,6 +9,11 @@ cluster of two pods, training the real elastic MNIST: one leads, the other stand
   SIGKILLed mid-training: the standby leads and adopts the running world: the same training
   processes train on, none is started again, then a pod added and one deleted are the new
   leader's joins and leaves, and the job ends with 0 under it;
+- across the SIGKILL with adoption, the per-step sample logs (``--debug-sample-log``,
+  ``training.sample_audit``) show the world that trained at the kill train on after the
+  adoption (no reset, so no rollback), and in that epoch no sample trained twice or never (the
+  later pod's add and delete reset the world: what they roll back is reported as re-trained
+  after a reset, not counted); the audit finds a step dropped from those same records;
 - the leader (every one of its processes, as when its node freezes) SIGSTOPped past its Lease,
   then SIGCONTed once the standby leads and trains: the old leader exits ``EXIT_FENCED`` with
   one line saying why, and did not touch the job after it woke: its driver recorded no new
@@ -34,6 +39,7 @@ from shared.exitcodes import EXIT_FENCED
 from shared.metrics_record import read_records
 from tests.e2e.test_launcher_loss import BIN, GONE_TIMEOUT, START_TIMEOUT, TAG, env, launcher_tree, processes, trainers
 from tests.waiting import free_port, wait_for
+from training import sample_audit
 
 ELECTION = ["--leader-election", "--leader-lease-duration", "3", "--leader-renew-deadline", "2",
             "--leader-retry-period", "0.5"]
@@ -58,7 +64,8 @@ class Launcher:
                 *extra, "-x", "OMP_NUM_THREADS=1", "--",
                 "python", "-m", "training.mnist", "--synthetic", "--synthetic-size", "20000", "--epochs", str(epochs),
                 "--batch-size", "16", "--commit-every", "5", "--log-every", "5", "--debug-step-delay", "0.1",
-                "--checkpoint-dir", str(work / "checkpoints"), "--metrics-file", str(self.metrics)]
+                "--checkpoint-dir", str(work / "checkpoints"), "--metrics-file", str(self.metrics),
+                "--debug-sample-log", str(work / "samples")]
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env(self.tag),
                                          start_new_session=True)
@@ -155,7 +162,7 @@ def pair(tmp_path):
 
 
 @pytest.mark.timeout(900)
-def test_the_standby_leads_when_the_leader_is_killed_and_the_training_resumes(pair):
+def test_the_standby_leads_when_the_leader_is_killed_and_the_training_resumes(pair, tmp_path):
     job, a, b = pair
     killed = time.time()
     os.killpg(a.proc.pid, signal.SIGKILL)
@@ -168,6 +175,8 @@ def test_the_standby_leads_when_the_leader_is_killed_and_the_training_resumes(pa
     assert b.says("resuming from"), b.tail()
     assert not a.trainers(), "a's world outlived it"
     print(f"\nfailover after SIGKILL: standby leading {leading - killed:.1f} s, next step {stepped - killed:.1f} s")
+    for e in sample_audit.audit(sample_audit.load(tmp_path / "samples")).values():
+        print(f"  {e.summary()}")  # today's path: the new run re-trains from its last commit
 
 
 
@@ -210,6 +219,32 @@ def test_the_standby_adopts_the_running_world_when_the_leader_is_killed(tmp_path
                              for r in read_events(b.events) if r.time > adopted), START_TIMEOUT,
                  f"b's world to shrink to two without {victim}", alive=b.alive, detail=b.tail)
         assert b.proc.wait(timeout=START_TIMEOUT * 2) == 0, b.tail()
+        check_samples_across_the_takeover(tmp_path / "samples", killed, adopted)
+
+
+def check_samples_across_the_takeover(logs: Path, killed: float, adopted: float) -> None:
+    """The world training at ``killed`` trained on after ``adopted`` without a reset, and in
+    its epoch nothing was trained twice or never; the figures printed; a dropped step found."""
+    records = sample_audit.load(logs)
+    steps = sorted((r for r in records if r.get("kind") == "step"), key=lambda r: r["time"])
+    at_kill = [r for r in steps if r["time"] < killed][-1]
+    world, epoch = at_kill["world"], at_kill["epoch"]
+    after = next(r for r in steps if r["time"] > adopted)
+    assert after["world"] == world, f"the takeover reset the world: {world} before, {after['world']} after"
+    audits = sample_audit.audit(records)
+    took_over = audits[epoch]
+    print(f"\nsamples across the takeover: {took_over.summary()}")
+    for e in audits.values():
+        for r in e.rollbacks:
+            print(f"  re-trained after a reset: epoch {r.epoch}, {r.samples} samples of {r.world} "
+                  f"from {r.resumed_at} to {r.reached}, again in {r.successor}")
+    assert took_over.complete and not took_over.twice and not took_over.never, took_over.summary()
+    assert all(r.world != world or r.time > adopted for r in took_over.rollbacks), took_over.rollbacks
+    # the check has teeth on these very records: one kept step of the takeover's world dropped
+    dropped = next(r for r in steps if r["world"] == world and r["epoch"] == epoch and r["indices"]
+                   and r["time"] > killed)
+    broken = sample_audit.audit([r for r in records if r is not dropped])[epoch]
+    assert set(broken.never) == set(dropped["indices"]), broken.summary()
 
 
 @pytest.mark.timeout(900)

@@ -23,7 +23,7 @@ from tests.training.trainhelp import (
     write_mnist,
     write_tiny_imagenet,
 )
-from training import checkpoint, mnist, options, resnet50
+from training import checkpoint, mnist, options, resnet50, sample_audit
 from training.decode_backend import PIL_CPU
 from training.environment import OMP_NUM_THREADS
 
@@ -73,7 +73,7 @@ def test_sigterm_then_a_new_job_resumes_from_the_checkpoint(tmp_path):
     ckpt = tmp_path / "ckpt"
     argv = train_args("mnist", data, tmp_path, 3, "--batch-size", "10", "--commit-every", "2",
                       "--checkpoint-dir", str(ckpt), "--debug-step-delay", "0.05",
-                      "--debug-hold-file", str(hold))
+                      "--debug-hold-file", str(hold), "--debug-sample-log", str(tmp_path / "samples"))
     first = Job(argv, tmp_path / "first.log", cwd=ROOT)
     try:
         first.wait_for(lambda: len(committed_samples(tmp_path / "trace").get(1, ())) >= 60,
@@ -98,6 +98,12 @@ def test_sigterm_then_a_new_job_resumes_from_the_checkpoint(tmp_path):
     second_records = [r for r in records if r.time >= first_records_end(records)]
     assert [r.epoch for r in second_records if r.event == "epoch"] == [2, 3]
     assert checkpoint.latest(ckpt)[0] == (3, 0)
+    # the SIGTERM's commit is the checkpoint the new job resumed from: every sample trained once
+    audits = sample_audit.audit(sample_audit.load(tmp_path / "samples"))
+    assert sorted(audits) == [0, 1, 2]
+    assert all(a.complete and a.ok and a.retrained == 0 for a in audits.values()), \
+        [a.summary() for a in audits.values()]
+    assert len(audits[1].worlds) == 2  # the epoch the SIGTERM cut, trained by both jobs
 
 
 def first_records_end(records: list[MetricsRecord]) -> float:
