@@ -217,7 +217,7 @@ TRAINING_LAYERS = (
     # settings, errors and pure helpers: no data, no model
     ("base", {"errors", "environment", "options", "cpus", "seeding", "schedule", "accounting", "metrics",
               "signals", "fingerprint", "trace", "commits", "gpu_defaults", "cuda_arch", "engine_watch",
-              "deploy_flags"}),
+              "deploy_flags", "sample_log", "sample_audit"}),
     # finding, reading, decoding and ordering samples
     ("data", {"idx", "imagefolder", "datasets", "device_augment", "datagen", "digits", "loaders",
               "sampler", "jpeg_header", "decode_backend"}),
