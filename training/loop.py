@@ -268,7 +268,7 @@ class Trainer(WorldPart, StepPart, EvalPart, CheckpointPart):
                            resets=state.resets,
                            loss_scale=self.scaler.get_scale() if self.scaler else None)
         if self.samplelog.on:  # the world's name: rank 0's (a collective, every rank logs)
-            leader = hvd.broadcast_object(self.samplelog.stem, root_rank=0, name="training.sample-log")
+            leader = hvd.broadcast_object(self.samplelog.token, root_rank=0, name="training.sample-log")
             self.samplelog.enter(leader, hvd.rank(), hvd.size(), state.epoch, state.resets,
                                  self.sampler.processed_num, self.n)
         if hvd.rank() == 0:

@@ -17,8 +17,9 @@ written and leaves at most one partial last line (the reader skips it):
 - ``{"kind": "commit", "time", "world", "rank", "epoch", "resets", "processed", "commits"}``
   once a commit's state is saved (``commits``: this process's commits so far).
 
-``world`` names one world of one run: ``<rank 0's host>-<rank 0's pid>/<resets>``, the same on
-every rank (rank 0 broadcasts its name on entry), new after every reset and in every run that
+``world`` names one world of one run: ``<rank 0's host>-<pid>@<its log's creation time>/<resets>``,
+the same on every rank (rank 0 broadcasts its ``token`` on entry; the time tells a pod's reused
+pid apart), new after every reset and in every run that
 starts new processes, unchanged while a world trains on (an adopted world keeps its name).
 A step's line is written before the next collective of that rank, so a step that any commit
 holds is on record (a rank killed before writing it fails that commit's collective and the
@@ -40,6 +41,7 @@ class SampleLog:
     def __init__(self, directory: str | None, stem: str, host: str):
         self.path = Path(directory) / f"{stem}.steps" if directory else None
         self.stem, self.host = stem, host
+        self.token = f"{stem}@{time.time():.3f}"  # this process, as a world's rank 0
         self.world = ""
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -50,7 +52,7 @@ class SampleLog:
 
     def enter(self, leader: str, rank: int, size: int, epoch: int, resets: int, processed: int,
               samples: int) -> None:
-        """(Re-)entering training in the world whose rank 0 is ``leader`` (its stem)."""
+        """(Re-)entering training in the world whose rank 0 is ``leader`` (its ``token``)."""
         if self.path is None:
             return
         self.world = f"{leader}/{resets}"
