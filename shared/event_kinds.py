@@ -108,7 +108,8 @@ class LivenessRebaseline(TypedDict):
 class Adopted(TypedDict):
     world_size: int
     hosts: list[str]  # host:slots of the world taken over, in rank order
-    commits: int  # the highest commit count a worker of it answered
+    commits: int | None  # the highest commit count a worker of it answered (None between two worlds)
+    between_worlds: bool  # its workers were between two worlds (a peer lost while nobody led)
     waited: float  # seconds from the driver's start to the decision
 
 

@@ -206,8 +206,8 @@ class ElasticDriver(horovod_driver.ElasticDriver):
         if isinstance(decision, AdoptInReset):
             hosts = [f"{host}:{sum(1 for h, _ in decision.slots if h == host)}" for host in decision.host_order()]
             self._host_manager.prefer_order(decision.host_order())
-            self._events.emit(Kind.ADOPTED.value, world_size=len(decision.slots), hosts=hosts, between_worlds=True,
-                              waited=waited)
+            self._events.emit(Kind.ADOPTED.value, world_size=len(decision.slots), hosts=hosts, commits=None,
+                              between_worlds=True, waited=waited)
             print(f"horovodrun: adopted the running world's {len(decision.slots)} workers between two worlds "
                   f"({', '.join(hosts)}) after {waited:.1f} s: the next world forms with them",
                   file=sys.stderr, flush=True)
@@ -227,7 +227,7 @@ class ElasticDriver(horovod_driver.ElasticDriver):
         self._host_manager.prefer_order(decision.host_order())
         self._adopter = adopter
         self._events.emit(Kind.ADOPTED.value, world_size=len(world), hosts=hosts,
-                          commits=max(p.commits for p in world), waited=waited)
+                          commits=max(p.commits for p in world), between_worlds=False, waited=waited)
         print(f"horovodrun: adopted the running world of {len(world)} workers ({', '.join(hosts)}) "
               f"after {waited:.1f} s", file=sys.stderr, flush=True)
         return adopter.create_worker_fn(create_worker_fn)
