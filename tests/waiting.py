@@ -16,9 +16,11 @@ passing test nothing.
 """
 from __future__ import annotations
 
+import random
 import socket
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -46,7 +48,21 @@ def wait_for(predicate: Callable[[], T], timeout: float, what: str, *, interval:
 
 
 def free_port() -> int:
-    """A TCP port no socket of this machine is bound to now (for a server told its port)."""
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
+    """A TCP port no socket of this machine is bound to now (for a server told its port), below
+    the kernel's ephemeral range: a port from that range can be taken, once its server is gone,
+    by any outgoing connection, and a client that keeps reconnecting to it while nobody
+    listens (a lease wrapper waiting for a new leader) connects to itself (TCP's simultaneous
+    open: source port = destination port) and holds it, so the next server cannot bind it."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for _ in range(200):
+        port = random.randrange(10000, max(low, 10001))
+        with socket.socket() as s:
+            try:
+                s.bind(("", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free TCP port found between 10000 and {low}")

@@ -126,9 +126,11 @@ def test_a_worker_tells_a_driver_its_ranks_commits_and_resets(jobs):
         wait_for(lambda: worker.poll() is not None or job.driver.knows_worker_server(*KEY), START_DEADLINE,
                  "the worker registered")
         assert worker.poll() is None, f"the worker ended with {worker.returncode}"
-        answer = job.driver._worker_clients[KEY].worker_world()
+        client = job.driver._worker_clients[KEY]
+        # the registration comes before the worker's three commits: wait for them, not race
+        answer = wait_for(lambda: (a := client.worker_world()).commits == 3 and a, START_DEADLINE,
+                          "the worker's answer to name its three commits")
         assert answer.ranks == (0, 1, 0, 1, 0, 1)
-        assert answer.commits == 3
         assert answer.resets == 0
     finally:
         worker.stdin.close()

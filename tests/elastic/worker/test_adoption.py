@@ -269,11 +269,15 @@ def test_the_launchers_death_signal_is_the_sessions_loss_not_a_leave(driver, tmp
                 return int((tmp_path / "steps").read_text())
             except (FileNotFoundError, ValueError):
                 return 0
+        def log() -> str:
+            return "".join(p.read_text(errors="replace") for p in tmp_path.glob("elastic-run-worker-0-*.log"))
+        # the wrapper hears of its adoption at its next question (one a second): wait for its line
+        wait_for(lambda: "adopted by the new leader" in log() or pid_gone(training), 60,
+                 "the wrapper to say it was adopted", detail=log)
         start = steps()
         wait_for(lambda: steps() >= start + 20 or pid_gone(training), 60, "the adopted training to train on")
         assert not pid_gone(training), "the launcher's death signal ended the training"
-        log = "".join(p.read_text(errors="replace") for p in tmp_path.glob("elastic-run-worker-0-*.log"))
-        assert "adopted by the new leader" in log, log
+        assert "adopted by the new leader" in log(), log()
     finally:
         if training is not None and not pid_gone(training):
             os.killpg(os.getpgid(training), signal.SIGKILL)
