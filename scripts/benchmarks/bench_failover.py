@@ -42,7 +42,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
-from bench_launcher_loss import processes, until  # noqa: E402
+from bench_launcher_loss import tagged, trainers, until  # noqa: E402
 
 from localcluster.testing import running_cluster  # noqa: E402
 from shared.driver_events import read_records as read_events  # noqa: E402
@@ -115,23 +115,17 @@ class Launcher:
         return text in self.log_path.read_text(errors="replace")
 
     def trainers(self) -> list[int]:
-        return trainers_of(self.tag)
+        return trainers(self.tag, TAG)
 
     def kill_everything(self) -> None:
-        for pid, (_, e, _) in processes().items():
-            if e.get(TAG) == self.tag:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        for pid in tagged(self.tag, TAG):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
-
-
-def trainers_of(tag: str) -> list[int]:
-    return [pid for pid, (_, e, argv) in processes().items()
-            if e.get(TAG) == tag and argv[1:3] == ["-m", "training.mnist"]]
 
 
 def steps(work: Path) -> list[dict]:

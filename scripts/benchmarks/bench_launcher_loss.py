@@ -90,13 +90,15 @@ def processes() -> dict[int, tuple[int, dict[str, str], list[str]]]:
     return found
 
 
-def tagged(tag: str) -> list[int]:
-    return [pid for pid, (_, e, _) in processes().items() if e.get(TAG) == tag]
+def tagged(tag: str, variable: str = TAG) -> list[int]:
+    """Every live process whose environment has ``variable`` = ``tag`` (one launcher's)."""
+    return [pid for pid, (_, e, _) in processes().items() if e.get(variable) == tag]
 
 
-def trainers(tag: str) -> list[int]:
+def trainers(tag: str, variable: str = TAG) -> list[int]:
+    """The training processes among ``tagged``'s."""
     return [pid for pid, (_, e, argv) in processes().items()
-            if e.get(TAG) == tag and argv[1:3] == ["-m", "training.mnist"]]
+            if e.get(variable) == tag and argv[1:3] == ["-m", "training.mnist"]]
 
 
 def tree(root: int) -> list[int]:

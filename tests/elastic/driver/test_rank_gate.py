@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from elastic.driver.rank_gate import CLOSED, OPEN, REFUSING, RankGate
 
 
@@ -11,24 +13,16 @@ def test_the_gate_is_open_unless_closed():
     assert RankGate().wait(0) == OPEN
 
 
-def test_a_request_waits_while_closed_and_goes_on_when_the_gate_opens():
+@pytest.mark.parametrize("settle, seen", [(RankGate.open, OPEN), (RankGate.refuse, REFUSING)])
+def test_a_request_waits_while_closed_and_goes_on_as_the_adoption_settles(settle, seen):
+    """Closed (adopting), a request waits; the gate opening lets it go on, the adoption failing
+    refuses it."""
     gate = RankGate()
     gate.close()
     assert gate.wait(0.05) == CLOSED
-    seen: list[str] = []
-    asker = threading.Thread(target=lambda: seen.append(gate.wait(60)))
+    got: list[str] = []
+    asker = threading.Thread(target=lambda: got.append(gate.wait(60)))
     asker.start()
-    gate.open()
+    settle(gate)
     asker.join(60)
-    assert seen == [OPEN]
-
-
-def test_a_request_waiting_when_the_adoption_fails_is_refused():
-    gate = RankGate()
-    gate.close()
-    seen: list[str] = []
-    asker = threading.Thread(target=lambda: seen.append(gate.wait(60)))
-    asker.start()
-    gate.refuse()
-    asker.join(60)
-    assert seen == [REFUSING]
+    assert got == [seen]
